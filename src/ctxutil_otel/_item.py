@@ -1,0 +1,82 @@
+"""The unit of evaluation: one RAG interaction (query, retrieved chunks, generated answer)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ["DatasetItem", "chunk_text"]
+
+_TEXT_KEYS = ("page_content", "content", "text")
+
+
+def chunk_text(chunk: object, index: int) -> str:
+    """Return the text of one retrieved chunk.
+
+    Accepts a ``str``, anything with a ``str`` attribute ``page_content`` (LangChain ``Document``),
+    or a mapping with a ``str`` under ``page_content``, ``content`` or ``text`` (first found wins).
+
+    Raises:
+        ValueError: naming ``retrieved_content[index]`` and the type received, for anything else
+            (``None``, numbers, mappings without a text key, non-string text).
+    """
+    if isinstance(chunk, str):
+        return chunk
+    if isinstance(chunk, Mapping):
+        for key in _TEXT_KEYS:
+            value = chunk.get(key)
+            if isinstance(value, str):
+                return value
+        raise ValueError(
+            f"retrieved_content[{index}]: mapping has no string 'page_content', 'content' or 'text' key "
+            f"(keys: {sorted(map(str, chunk))[:5]})"
+        )
+    page_content = getattr(chunk, "page_content", None)
+    if isinstance(page_content, str):
+        return page_content
+    raise ValueError(
+        f"retrieved_content[{index}]: expected str, LangChain Document or a mapping with "
+        f"'page_content'/'content'/'text', got {type(chunk).__name__}"
+    )
+
+
+class DatasetItem(BaseModel):
+    """One RAG interaction to evaluate.
+
+    Attributes:
+        query: The user's question; must contain a non-whitespace character.
+        actual_output: The generated answer (may be empty: an empty answer scores 0.0 when relevant
+            chunks were retrieved).
+        retrieved_content: The retrieved chunks in retrieval order, normalised to a list of ``str``.
+            Accepts ``str``, LangChain ``Document`` and mappings (see :func:`chunk_text`).
+        id: An optional identifier carried through to the result.
+        metadata: Free-form data carried through to the result; never emitted as telemetry.
+
+    Raises:
+        pydantic.ValidationError: for a missing or blank ``query``, a non-string ``actual_output``, or
+            a chunk of an unsupported type; the message names the field and the chunk index.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    query: str
+    actual_output: str
+    retrieved_content: list[str]
+    id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("query")
+    @classmethod
+    def _query_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query must not be blank")
+        return value
+
+    @field_validator("retrieved_content", mode="before")
+    @classmethod
+    def _normalise_chunks(cls, value: object) -> list[str]:
+        if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
+            raise ValueError(f"must be a list of chunks, got {type(value).__name__}")
+        return [chunk_text(chunk, i) for i, chunk in enumerate(value)]

@@ -1,0 +1,45 @@
+"""What capture hands to the worker: raw references to one finished RAG interaction.
+
+Capture runs on the application's request path, so an :class:`Interaction` holds references only
+(no copying, no validation); the worker turns it into a :class:`~ctxutil_otel.DatasetItem` off the
+request path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from opentelemetry.trace import SpanContext
+
+__all__ = ["Interaction"]
+
+
+@dataclass(frozen=True, slots=True)
+class Interaction:
+    """One captured RAG interaction, not yet validated.
+
+    Attributes:
+        query: The user's question as captured (``None`` when capture found none).
+        answer: The generated answer as captured (``None`` when none).
+        documents: Retrieved chunks in order: ``str``, LangChain ``Document`` or mappings
+            (see :func:`ctxutil_otel.DatasetItem`).
+        trace_id: 128-bit trace id the sampling decision was made from.
+        parent: The evaluated span's context (the evaluation span becomes its child and links to it);
+            ``None`` when no OpenTelemetry span was active: the emitter then opens a root span
+            ``rag.interaction`` spanning ``start_time_ns`` .. ``end_time_ns`` for the result to live in.
+        start_time_ns / end_time_ns: Wall-clock bounds of the interaction (``time.time_ns()``).
+        source: Which capture path produced it (``"langchain"``, ``"span_processor"``, ...).
+        id: An identifier for logs and results (the LangChain root ``run_id``, or the span id).
+    """
+
+    query: str | None
+    answer: str | None
+    documents: Sequence[object]
+    trace_id: int
+    parent: SpanContext | None = None
+    start_time_ns: int = 0
+    end_time_ns: int = 0
+    source: str = "langchain"
+    id: str | None = None
+    metadata: dict[str, object] = field(default_factory=dict)

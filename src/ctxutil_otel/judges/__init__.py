@@ -1,0 +1,46 @@
+"""Judges decide, per chunk, relevance to the query and utilization by the answer.
+
+* :class:`LexicalJudge`: offline, deterministic, pure Python (the default).
+* :class:`OpenAIJudge`: any OpenAI-compatible chat model, one call per interaction.
+
+Any object with the :class:`Judge` shape works with the metric.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._base import (
+    ChunkVerdict,
+    Judge,
+    JudgeError,
+    JudgeResult,
+    JudgeTimeoutError,
+    TokenUsage,
+    VerdictMismatchError,
+)
+from ._lexical import LexicalJudge
+
+if TYPE_CHECKING:
+    from ._openai import OpenAIJudge
+
+__all__ = [
+    "ChunkVerdict",
+    "Judge",
+    "JudgeError",
+    "JudgeResult",
+    "JudgeTimeoutError",
+    "LexicalJudge",
+    "OpenAIJudge",
+    "TokenUsage",
+    "VerdictMismatchError",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # OpenAIJudge imports the openai SDK; load it only when asked for.
+    if name == "OpenAIJudge":
+        from ._openai import OpenAIJudge
+
+        return OpenAIJudge
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

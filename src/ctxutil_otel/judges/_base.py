@@ -1,0 +1,118 @@
+"""The judge contract: what a judge is given and what it must answer.
+
+A judge decides, for every retrieved chunk, whether it is relevant to the query and whether the
+answer used it. The metric (:mod:`ctxutil_otel.metric`) turns those verdicts into a score; judges
+never compute the score themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ChunkVerdict",
+    "Judge",
+    "JudgeError",
+    "JudgeResult",
+    "JudgeTimeoutError",
+    "TokenUsage",
+    "VerdictMismatchError",
+]
+
+
+class ChunkVerdict(BaseModel):
+    """A judge's verdict on one retrieved chunk.
+
+    Attributes:
+        index: Position of the chunk in the ``chunks`` sequence the judge was given (0-based).
+        is_relevant: The chunk holds information relevant to the query (step 1 of the metric).
+        is_utilized: The answer used the chunk's information (step 2). Ignored by the metric when
+            ``is_relevant`` is false.
+        reason: A short explanation; empty in :attr:`EvaluationMode.FAST` mode.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    index: int = Field(ge=0)
+    is_relevant: bool
+    is_utilized: bool
+    reason: str = ""
+
+
+class TokenUsage(BaseModel):
+    """Tokens a judge spent, named after the OpenTelemetry GenAI ``gen_ai.usage.*`` attributes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+        )
+
+
+class JudgeResult(BaseModel):
+    """Everything a judge answers for one interaction.
+
+    Attributes:
+        verdicts: One :class:`ChunkVerdict` per chunk, in any order; the metric pairs them with
+            chunks by ``index`` and rejects a list that does not cover every chunk exactly once.
+        usage: Tokens spent, or ``None`` for judges that spend none (the lexical judge).
+    """
+
+    verdicts: list[ChunkVerdict]
+    usage: TokenUsage | None = None
+
+
+class JudgeError(Exception):
+    """A judge could not produce verdicts. ``error_type`` is the low-cardinality value emitted as the
+    OpenTelemetry ``error.type`` attribute."""
+
+    error_type: ClassVar[str] = "judge_error"
+
+
+class VerdictMismatchError(JudgeError):
+    """The verdicts do not match the chunks one to one (missing, extra or duplicate ``index``)."""
+
+    error_type: ClassVar[str] = "verdict_mismatch"
+
+
+class JudgeTimeoutError(JudgeError):
+    """The judge did not answer within its deadline."""
+
+    error_type: ClassVar[str] = "timeout"
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """Decides relevance and utilization for every chunk of one interaction.
+
+    Implementations must be safe to call concurrently from one asyncio loop. ``name`` is emitted as
+    ``ctxutil.judge.name`` and ``model`` (``None`` for model-free judges) as ``gen_ai.request.model``.
+
+    ``reasons=False`` is passed in :attr:`EvaluationMode.FAST` mode: the judge may then skip writing
+    reasons (fewer output tokens). Judges that do not accept the keyword work in GRANULAR mode only.
+    """
+
+    name: str
+    model: str | None
+
+    async def judge(
+        self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
+    ) -> JudgeResult:
+        """Return verdicts for ``chunks`` (a sequence of chunk texts, index = position).
+
+        Raises:
+            JudgeError: (or a subclass) when no valid verdicts could be produced.
+        """
+        ...

@@ -1,0 +1,110 @@
+"""Result models of the Contextual Utilization metric (JSON-serialisable with ``model_dump()``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from ..judges._base import TokenUsage
+
+__all__ = ["ChunkBreakdown", "ChunkResult", "ContextualUtilizationResult", "Label", "MetricEvaluationResult"]
+
+Label = Literal["pass", "fail", "not_applicable", "error"]
+
+
+class ChunkResult(BaseModel):
+    """The metric's view of one retrieved chunk (all chunks, relevant or not).
+
+    ``duplicate_of`` is the index of an earlier identical chunk (after whitespace normalisation);
+    a duplicate carries its original's verdict but is not counted in the score.
+    """
+
+    index: int
+    is_relevant: bool
+    is_utilized: bool
+    reason: str = ""
+    duplicate_of: int | None = None
+
+
+class ChunkBreakdown(BaseModel):
+    """One relevant chunk in the diagnostic breakdown (DESIGN.md, "Signals")."""
+
+    index: int
+    chunk_text: str
+    is_utilized: bool
+    reason: str = ""
+
+
+class ContextualUtilizationResult(BaseModel):
+    """The metric's signals: the score and the per-chunk breakdown behind it.
+
+    Attributes:
+        utilization_score: ``utilized_chunks / total_relevant_chunks`` in [0, 1]; ``None`` when not
+            applicable or on error.
+        total_relevant_chunks: Distinct chunks judged relevant.
+        utilized_chunks: Distinct relevant chunks judged used by the answer.
+        utilization_rate: The score as a percentage string with one decimal, e.g. ``"66.7%"``;
+            ``"n/a"`` when there is no score.
+        chunk_breakdown: Relevant, distinct chunks only, in retrieval order.
+        total_chunks: Number of retrieved chunks, duplicates included.
+        verdicts: One :class:`ChunkResult` per retrieved chunk, in retrieval order (empty on error).
+    """
+
+    utilization_score: float | None = None
+    total_relevant_chunks: int = 0
+    utilized_chunks: int = 0
+    utilization_rate: str = "n/a"
+    chunk_breakdown: list[ChunkBreakdown] = Field(default_factory=list)
+    total_chunks: int = 0
+    verdicts: list[ChunkResult] = Field(default_factory=list)
+
+
+class MetricEvaluationResult(BaseModel):
+    """The outcome of evaluating one :class:`~ctxutil_otel.DatasetItem`.
+
+    Attributes:
+        metric_name: ``"contextual_utilization"`` (the ``gen_ai.evaluation.name``).
+        score: Same as ``signals.utilization_score``.
+        passed: ``score >= threshold``; ``None`` when there is no score.
+        threshold: The pass threshold used, in [0, 1].
+        label: ``pass`` | ``fail`` | ``not_applicable`` | ``error`` (``gen_ai.evaluation.score.label``).
+        explanation: One human-readable sentence.
+        signals: The diagnostic breakdown.
+        error_type: Low-cardinality error class (``error.type``) when ``label == "error"``.
+        judge_name / judge_model: Which judge produced the verdicts.
+        usage: Judge tokens spent, if the judge reports them.
+        item_id: The ``id`` of the evaluated item.
+    """
+
+    metric_name: str = "contextual_utilization"
+    score: float | None
+    passed: bool | None
+    threshold: float
+    label: Label
+    explanation: str
+    signals: ContextualUtilizationResult
+    error_type: str | None = None
+    judge_name: str | None = None
+    judge_model: str | None = None
+    usage: TokenUsage | None = None
+    item_id: str | None = None
+
+    def pretty(self, max_chunk_chars: int = 80) -> str:
+        """Return a multi-line, human-readable report: score, label and one line per relevant chunk."""
+        s = self.signals
+        score = "n/a" if self.score is None else f"{self.score:.2f}"
+        lines = [
+            f"Contextual Utilization: {score} ({self.label}, threshold {self.threshold:g})",
+            f"  {s.utilized_chunks} of {s.total_relevant_chunks} relevant chunks used "
+            f"({s.utilization_rate}); {s.total_chunks} retrieved",
+            f"  {self.explanation}",
+        ]
+        for chunk in s.chunk_breakdown:
+            text = " ".join(chunk.chunk_text.split())
+            if len(text) > max_chunk_chars:
+                text = text[: max_chunk_chars - 1] + "…"
+            mark = "used   " if chunk.is_utilized else "ignored"
+            reason = f" ({chunk.reason})" if chunk.reason else ""
+            lines.append(f"  [{chunk.index}] {mark} {text}{reason}")
+        return "\n".join(lines)
