@@ -1,0 +1,8 @@
+"""The demo: a real LangChain RAG chain replaying the bundled RAGBench sample (also used by examples/)."""
+
+from __future__ import annotations
+
+from ._chain import build_rag_chain, replay_parts
+from ._replay import RecordedRetriever, ReplayChatModel
+
+__all__ = ["RecordedRetriever", "ReplayChatModel", "build_rag_chain", "replay_parts"]

@@ -1,0 +1,87 @@
+"""Replaying parts for a RAG chain over recorded interactions (the demo and the examples).
+
+:class:`RecordedRetriever` returns each question's recorded chunks and :class:`ReplayChatModel` answers
+each question with its recorded answer. Both are real LangChain components (a ``BaseRetriever`` and a
+``BaseChatModel``), so a chain built from them emits exactly the callbacks a production chain does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun, CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.retrievers import BaseRetriever
+
+__all__ = ["QUESTION_MARKER", "RecordedRetriever", "ReplayChatModel"]
+
+#: The prompt line that carries the question; :class:`ReplayChatModel` reads the question after it.
+QUESTION_MARKER = "Question: "
+
+
+class RecordedRetriever(BaseRetriever):
+    """Returns the recorded chunks of a question as ``Document`` objects (``metadata["index"]`` = position).
+
+    ``recorded`` maps question text to its chunk texts; an unknown question retrieves nothing.
+    """
+
+    recorded: Mapping[str, Sequence[str]]
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        return [
+            Document(page_content=text, metadata={"index": i})
+            for i, text in enumerate(self.recorded.get(query, ()))
+        ]
+
+
+class ReplayChatModel(BaseChatModel):
+    """Answers with the recorded answer of the question found in the last message.
+
+    The question is the text after :data:`QUESTION_MARKER` on the last line that has it. An unknown
+    question gets ``default_answer``. Streams word by word, like a real model.
+    """
+
+    answers: Mapping[str, str]
+    default_answer: str = "I don't know."
+
+    @property
+    def _llm_type(self) -> str:
+        return "replay-chat-model"
+
+    def _answer(self, messages: list[BaseMessage]) -> str:
+        text = messages[-1].text if messages else ""
+        question = ""
+        for line in str(text).splitlines():
+            if line.startswith(QUESTION_MARKER):
+                question = line[len(QUESTION_MARKER) :].strip()
+        return self.answers.get(question, self.default_answer)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self._answer(messages)))])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        words = self._answer(messages).split(" ")
+        for i, word in enumerate(words):
+            token = word if i == 0 else " " + word
+            chunk = ChatGenerationChunk(message=AIMessageChunk(content=token))
+            if run_manager is not None:
+                run_manager.on_llm_new_token(token, chunk=chunk)
+            yield chunk
