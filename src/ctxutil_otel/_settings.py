@@ -1,0 +1,347 @@
+"""Settings of the live evaluation engine, resolved explicit argument > environment > default.
+
+Every setting ``name`` is read from the environment variable ``CTXUTIL_<NAME>`` (case-insensitive;
+empty values count as unset). Content capture also honours the OpenTelemetry GenAI convention
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` when ``CTXUTIL_CAPTURE_CONTENT`` is unset.
+
+Rate and budget limits use ``0`` (or ``None``) for *unlimited*.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from .metric._contextual_utilization import EvaluationMode
+
+if TYPE_CHECKING:
+    from .judges._base import Judge
+
+__all__ = ["ENV_PREFIX", "OTEL_CAPTURE_CONTENT_ENV", "Settings", "SettingsError", "build_judge", "env_var"]
+
+ENV_PREFIX = "CTXUTIL_"
+OTEL_CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+# Values of the OpenTelemetry variable that turn content capture on: "true" (the GenAI instrumentations'
+# convention) and the experimental content-capturing modes of the newer GenAI semantic conventions.
+_OTEL_CAPTURE_ON = frozenset({"true", "span_only", "event_only", "span_and_event"})
+# Fields whose values are never echoed in errors.
+_SECRET_FIELDS = frozenset({"judge_api_key"})
+
+
+class SettingsError(ValueError):
+    """A setting has an invalid value. The message names the setting, where the value came from
+    (argument or ``CTXUTIL_*`` environment variable) and what is expected; secrets are never echoed.
+
+    Attributes:
+        errors: One ``(setting, message)`` pair per problem.
+    """
+
+    def __init__(self, errors: list[tuple[str, str]]) -> None:
+        self.errors = errors
+        super().__init__("invalid ctxutil-otel settings:\n" + "\n".join(f"  - {m}" for _, m in errors))
+
+
+class _OTelCaptureContentSource(PydanticBaseSettingsSource):
+    """``capture_content`` from ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` (lower priority
+    than ``CTXUTIL_CAPTURE_CONTENT``). Unknown values mean off: the variable is shared with other
+    instrumentations, so it never raises."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ answers directly
+
+    def __call__(self) -> dict[str, Any]:
+        raw = os.environ.get(OTEL_CAPTURE_CONTENT_ENV, "").strip().lower()
+        if not raw:
+            return {}
+        return {"capture_content": raw in _OTEL_CAPTURE_ON}
+
+
+class Settings(BaseSettings):
+    """Configuration of sampling, the evaluation worker, the judge and emission.
+
+    Resolution per setting: explicit argument > ``CTXUTIL_<NAME>`` environment variable > default.
+    Instances are immutable; ``repr()`` never shows the API key.
+
+    Raises:
+        SettingsError: (a ``ValueError``) naming each invalid or unknown setting and, for a value
+            from the environment, its variable.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_ignore_empty=True,
+        extra="forbid",
+        frozen=True,
+        validate_default=True,
+    )
+
+    # --- sampling and admission -------------------------------------------------------------
+    sample_rate: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Share of traces evaluated, 0..1 (CTXUTIL_SAMPLE_RATE, default 1.0). Decided from the trace "
+            "id like OpenTelemetry's TraceIdRatioBased, so the same trace gets the same decision in every "
+            "process. Lower it for high traffic; the rate cap below bounds the cost either way."
+        ),
+    )
+    max_evaluations_per_second: float | None = Field(
+        default=10.0,
+        ge=0.0,
+        description=(
+            "Rate cap on admitted evaluations, evaluations per second (CTXUTIL_MAX_EVALUATIONS_PER_SECOND, "
+            "default 10). Token bucket with a burst of max(1, rate) evaluations. 0 or None = unlimited. "
+            "Refusals are counted as dropped, reason rate_limited."
+        ),
+    )
+    judge_token_budget_per_minute: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "Judge tokens (input + output, as reported by the judge) that may be spent per minute "
+            "(CTXUTIL_JUDGE_TOKEN_BUDGET_PER_MINUTE, default None). 0 or None = unlimited. While spent, "
+            "submissions are dropped with reason token_budget."
+        ),
+    )
+    # --- worker -------------------------------------------------------------------------------
+    max_queue_size: int = Field(
+        default=2048,
+        ge=1,
+        le=1_000_000,
+        description=(
+            "Interactions waiting for evaluation, at most (CTXUTIL_MAX_QUEUE_SIZE, default 2048, like "
+            "OTEL_BSP_MAX_QUEUE_SIZE). When full the NEWEST interaction is dropped, reason queue_full."
+        ),
+    )
+    max_concurrency: int = Field(
+        default=8,
+        ge=1,
+        le=1024,
+        description=(
+            "Evaluations in flight at once on the worker's asyncio loop (CTXUTIL_MAX_CONCURRENCY, "
+            "default 8). Matters for I/O-bound judges (openai); the lexical judge is CPU-bound."
+        ),
+    )
+    evaluation_timeout_s: float = Field(
+        default=60.0,
+        gt=0.0,
+        le=3600.0,
+        description=(
+            "Deadline of one evaluation in seconds, judge call included (CTXUTIL_EVALUATION_TIMEOUT_S, "
+            "default 60; the openai judge retries inside it). Past it: failed, error.type timeout."
+        ),
+    )
+    shutdown_timeout_s: float = Field(
+        default=5.0,
+        ge=0.0,
+        le=3600.0,
+        description=(
+            "Seconds the interpreter-exit (atexit) shutdown waits for pending evaluations "
+            "(CTXUTIL_SHUTDOWN_TIMEOUT_S, default 5); what is left is counted dropped, reason shutdown."
+        ),
+    )
+    # --- judge and metric ---------------------------------------------------------------------
+    judge: Literal["lexical", "openai"] = Field(
+        default="lexical",
+        description=(
+            "Which judge decides relevance and utilization (CTXUTIL_JUDGE, default lexical): 'lexical' "
+            "(offline, deterministic, no key) or 'openai' (any OpenAI-compatible chat model)."
+        ),
+    )
+    judge_model: str | None = Field(
+        default=None,
+        min_length=1,
+        description=(
+            "Chat model of the openai judge (CTXUTIL_JUDGE_MODEL, default None = the judge's own default, "
+            "gpt-4o-mini)."
+        ),
+    )
+    judge_base_url: str | None = Field(
+        default=None,
+        description=(
+            "Base URL of the OpenAI-compatible API, http(s)://... (CTXUTIL_JUDGE_BASE_URL, default None = "
+            "the openai SDK's OPENAI_BASE_URL or api.openai.com)."
+        ),
+    )
+    judge_api_key: SecretStr | None = Field(
+        default=None,
+        description=(
+            "API key for the openai judge only (CTXUTIL_JUDGE_API_KEY, default None = the judge reads "
+            "OPENAI_API_KEY). Never printed, logged or emitted."
+        ),
+    )
+    threshold: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Pass threshold of the score, 0..1: pass when score >= threshold (CTXUTIL_THRESHOLD, "
+            "default 0.5)."
+        ),
+    )
+    mode: EvaluationMode = Field(
+        default=EvaluationMode.GRANULAR,
+        description=(
+            "Judge explanation mode (CTXUTIL_MODE, default granular): 'granular' (a reason per chunk) or "
+            "'fast' (no reasons: fewer judge output tokens, same verdicts)."
+        ),
+    )
+    # --- emission -----------------------------------------------------------------------------
+    capture_content: bool = Field(
+        default=False,
+        description=(
+            "Emit query, answer and chunk text (CTXUTIL_CAPTURE_CONTENT, default false; when unset, "
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true also turns it on). Off: only indices, "
+            "lengths, verdicts and scores leave the process."
+        ),
+    )
+    max_content_chars: int = Field(
+        default=1000,
+        ge=1,
+        description=(
+            "Characters of each emitted text when content capture is on (CTXUTIL_MAX_CONTENT_CHARS, "
+            "default 1000)."
+        ),
+    )
+    application_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description=(
+            "A low-cardinality application / chain name added to metrics (CTXUTIL_APPLICATION_NAME, "
+            "default None)."
+        ),
+    )
+    # --- capture state (used by the capture paths) ----------------------------------------------
+    run_ttl_s: float = Field(
+        default=300.0,
+        gt=0.0,
+        description=(
+            "Seconds a captured run may stay unfinished before it is evicted and counted dropped, reason "
+            "ttl_expired (CTXUTIL_RUN_TTL_S, default 300)."
+        ),
+    )
+    max_pending_runs: int = Field(
+        default=10_000,
+        ge=1,
+        description=(
+            "Unfinished runs (or buffered traces) held by a capture path at most; beyond it the oldest is "
+            "evicted and counted dropped, reason ttl_expired (CTXUTIL_MAX_PENDING_RUNS, default 10000)."
+        ),
+    )
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise _settings_error(exc, explicit=set(values)) from None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # explicit argument > CTXUTIL_* > OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT > default.
+        # No .env file and no secrets directory: configuration comes from code and the environment.
+        return init_settings, env_settings, _OTelCaptureContentSource(settings_cls)
+
+    @field_validator("judge", "mode", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("judge_base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+    @property
+    def rate_limit(self) -> float | None:
+        """``max_evaluations_per_second`` with 0 normalised to ``None`` (unlimited)."""
+        return self.max_evaluations_per_second or None
+
+    @property
+    def token_budget(self) -> int | None:
+        """``judge_token_budget_per_minute`` with 0 normalised to ``None`` (unlimited)."""
+        return self.judge_token_budget_per_minute or None
+
+    def merged(self, **overrides: Any) -> Settings:
+        """Return a copy with ``overrides`` applied and validated (the environment is not re-read).
+
+        Raises:
+            SettingsError: for an unknown setting or an invalid value.
+        """
+        if not overrides:
+            return self
+        data = {name: getattr(self, name) for name in type(self).model_fields}
+        data.update(overrides)
+        # Every field is passed explicitly, so the environment cannot change anything here.
+        return type(self)(**data)
+
+
+def env_var(name: str) -> str:
+    """The environment variable of setting ``name`` (e.g. ``CTXUTIL_SAMPLE_RATE``)."""
+    return f"{ENV_PREFIX}{name.upper()}"
+
+
+def _settings_error(exc: ValidationError, *, explicit: set[str]) -> SettingsError:
+    known = list(Settings.model_fields)
+    problems: list[tuple[str, str]] = []
+    for error in exc.errors(include_url=False):
+        name = str(error["loc"][0]) if error["loc"] else "?"
+        if error["type"] == "extra_forbidden":
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append((name, f"unknown setting {name!r}{hint}; known: {', '.join(known)}"))
+            continue
+        if name in explicit:
+            origin = f"argument {name}"
+        elif any(key.upper() == env_var(name) and value for key, value in os.environ.items()):
+            origin = f"setting {name} (environment variable {env_var(name)})"
+        else:
+            origin = f"setting {name} (default)"
+        shown = "" if name in _SECRET_FIELDS else f"; got {error.get('input')!r}"
+        problems.append((name, f"{origin}: {error['msg']}{shown}"))
+    return SettingsError(problems)
+
+
+def build_judge(settings: Settings) -> Judge:
+    """Build the configured judge: :class:`~ctxutil_otel.judges.LexicalJudge` for ``"lexical"``, or
+    ``OpenAIJudge(model=..., base_url=..., api_key=...)`` for ``"openai"`` (only the configured values
+    are passed, so the judge's own defaults and ``OPENAI_API_KEY`` apply otherwise).
+
+    Raises:
+        ImportError: when the openai judge cannot be imported (the ``openai`` package is missing).
+    """
+    if settings.judge == "lexical":
+        from .judges._lexical import LexicalJudge
+
+        return LexicalJudge()
+    try:
+        from .judges._openai import OpenAIJudge
+    except ImportError as exc:  # pragma: no cover - openai is a core dependency
+        raise ImportError(
+            "judge='openai' needs the 'openai' package (pip install ctxutil-otel installs it)"
+        ) from exc
+    kwargs: dict[str, Any] = {}
+    if settings.judge_model is not None:
+        kwargs["model"] = settings.judge_model
+    if settings.judge_base_url is not None:
+        kwargs["base_url"] = settings.judge_base_url
+    if settings.judge_api_key is not None:
+        kwargs["api_key"] = settings.judge_api_key.get_secret_value()
+    # cast: OpenAIJudge declares ``model: str``, the Judge protocol ``model: str | None`` (a mutable
+    # protocol attribute is invariant for mypy); the instance satisfies the protocol at run time.
+    return cast("Judge", OpenAIJudge(**kwargs))

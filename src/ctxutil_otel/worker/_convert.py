@@ -1,0 +1,91 @@
+"""Turn a captured :class:`~ctxutil_otel.capture.Interaction` into a :class:`~ctxutil_otel.DatasetItem`.
+
+Decisions (DESIGN.md, "Edge cases"):
+
+* ``query`` ``None`` or blank, or ``answer`` ``None``: the content was not captured, so there is
+  nothing to judge: dropped, reason ``not_evaluable`` (no evaluation result is emitted).
+* ``answer == ""`` is a real, empty answer: evaluated (0.0 when relevant chunks were retrieved).
+* anything :class:`DatasetItem` rejects (a chunk of an unsupported type, a non-string answer):
+  failed, ``error.type`` ``invalid_input``. The message names the field and index, never the text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import ValidationError
+
+from .._item import DatasetItem
+from ..capture._interaction import Interaction
+from ..metric._contextual_utilization import ContextualUtilization
+from ..metric._results import ContextualUtilizationResult, MetricEvaluationResult
+
+__all__ = ["Rejection", "error_result", "to_dataset_item"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why an interaction cannot be evaluated: outcome ``dropped`` or ``failed`` with its detail."""
+
+    outcome: Literal["dropped", "failed"]
+    detail: str
+    message: str
+
+
+def _describe(exc: ValidationError) -> str:
+    # Field locations and messages only: input values may hold user content.
+    parts = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        loc = ".".join(str(p) for p in error["loc"])
+        parts.append(f"{loc}: {error['msg']}" if loc else str(error["msg"]))
+    return "; ".join(parts)[:500]
+
+
+def to_dataset_item(interaction: Interaction) -> DatasetItem | Rejection:
+    """The :class:`DatasetItem` to evaluate, or the :class:`Rejection` (see the module docstring)."""
+    query, answer = interaction.query, interaction.answer
+    if query is None or (isinstance(query, str) and not query.strip()):
+        return Rejection("dropped", "not_evaluable", "no query was captured")
+    if answer is None:
+        return Rejection("dropped", "not_evaluable", "no answer was captured")
+    try:
+        return DatasetItem(
+            query=query,
+            actual_output=answer,
+            retrieved_content=interaction.documents,  # type: ignore[arg-type]  # validator normalises
+            id=interaction.id,
+            metadata=dict(interaction.metadata),
+        )
+    except ValidationError as exc:
+        return Rejection("failed", "invalid_input", _describe(exc))
+    except (TypeError, ValueError) as exc:
+        return Rejection("failed", "invalid_input", f"{type(exc).__name__}: {str(exc)[:200]}")
+
+
+def _total_chunks(interaction: Interaction) -> int:
+    try:
+        return len(interaction.documents)
+    except TypeError:
+        return 0
+
+
+def error_result(
+    metric: ContextualUtilization, interaction: Interaction, error_type: str, explanation: str
+) -> MetricEvaluationResult:
+    """A ``label="error"`` result for a failure outside the metric (``timeout``, ``invalid_input``)."""
+    judge = metric.judge
+    model = getattr(judge, "model", None)
+    return MetricEvaluationResult(
+        metric_name=metric.name,
+        score=None,
+        passed=None,
+        threshold=metric.threshold,
+        label="error",
+        explanation=explanation,
+        signals=ContextualUtilizationResult(total_chunks=_total_chunks(interaction)),
+        error_type=error_type,
+        judge_name=str(getattr(judge, "name", type(judge).__name__)),
+        judge_model=None if model is None else str(model),
+        item_id=interaction.id,
+    )

@@ -1,0 +1,442 @@
+"""The engine behind :class:`~ctxutil_otel.worker.Evaluator`: admission, a bounded queue, and one
+daemon thread running an asyncio loop that evaluates with bounded concurrency.
+
+Modelled on the OpenTelemetry SDK's ``BatchProcessor``
+(``opentelemetry/sdk/_shared_internal/__init__.py``): a bounded queue filled from any thread, one
+daemon worker thread, ``force_flush``/``shutdown`` with deadlines, and re-initialisation in a forked
+child through ``os.register_at_fork`` holding a weak reference.
+
+Exactly-once accounting: an admitted interaction is an entry with a sequence number; it lives in the
+queue, then in ``_in_flight``, and its outcome is counted by whoever removes it from there under the
+lock (the worker when it finishes, or ``shutdown`` at its deadline), never twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol, TypeAlias
+
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach, set_value
+
+from ..capture._interaction import Interaction
+from ..metric._contextual_utilization import ContextualUtilization
+from ..metric._results import MetricEvaluationResult
+from ..sampling import TokenBucket, TokenBudget, TraceIdRatioSampler
+from ._convert import Rejection, error_result, to_dataset_item
+from ._stats import EvaluatorStats
+
+__all__ = ["EvaluationEmitter", "Outcome"]
+
+_log = logging.getLogger("ctxutil_otel.worker")
+
+Outcome: TypeAlias = "tuple[str, str | None]"
+_LOG_INTERVAL_S = 10.0
+_JOIN_GRACE_S = 0.1
+
+
+class EvaluationEmitter(Protocol):
+    """What the evaluator needs from an emitter (``ctxutil_otel.emit.Emitter`` is the real one)."""
+
+    def emit(self, interaction: Interaction, result: MetricEvaluationResult, duration_s: float) -> None: ...
+
+    def observe(
+        self,
+        outcomes: Callable[[], Mapping[tuple[str, str | None], int]],
+        queue_size: Callable[[], int],
+    ) -> None: ...
+
+
+@dataclass(slots=True)
+class _Entry:
+    seq: int
+    interaction: Interaction
+    reserved: float | None  # judge tokens reserved from the budget at admission
+    outcome: Outcome | None = None  # known once evaluated, counted when removed from _in_flight
+
+
+def _outcome_of(result: MetricEvaluationResult) -> Outcome:
+    if result.label == "error":
+        return ("failed", result.error_type or "judge_error")
+    if result.label == "not_applicable":
+        return ("not_applicable", None)
+    return ("evaluated", None)
+
+
+class Engine:
+    """Not public: use :class:`~ctxutil_otel.worker.Evaluator`. See the module docstring."""
+
+    def __init__(
+        self,
+        metric: ContextualUtilization,
+        emitter: EvaluationEmitter,
+        *,
+        sample_rate: float,
+        max_queue_size: int,
+        max_concurrency: int,
+        timeout_s: float,
+        rate_limit: float | None,
+        token_budget: int | None,
+    ) -> None:
+        self._metric = metric
+        self._emitter = emitter
+        self._sampler = TraceIdRatioSampler(sample_rate)
+        self._max_queue_size = max_queue_size
+        self._max_concurrency = max_concurrency
+        self._timeout_s = timeout_s
+        self._rate_limit = rate_limit
+        self._token_budget = token_budget
+        self._shutdown = False
+        self._init_state()
+        if hasattr(os, "register_at_fork"):
+            weak_reinit = weakref.WeakMethod(self._at_fork_reinit)
+
+            def _after_in_child() -> None:
+                if (reinit := weak_reinit()) is not None:
+                    reinit()
+
+            os.register_at_fork(after_in_child=_after_in_child)
+
+    # --- state --------------------------------------------------------------------------------
+    def _init_state(self) -> None:
+        """(Re)create everything a forked child must not share: locks, queue, counters, thread."""
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._queue: deque[_Entry] = deque()
+        self._in_flight: dict[int, _Entry] = {}
+        self._seq = 0
+        self._captured = 0
+        self._sampled_out = 0
+        self._evaluated = 0
+        self._not_applicable = 0
+        self._dropped: dict[str, int] = {}
+        self._failed: dict[str, int] = {}
+        self._emit_errors = 0
+        self._next_log: dict[str, float] = {}
+        self._suppressed_logs: dict[str, int] = {}
+        self._limiter = TokenBucket(self._rate_limit) if self._rate_limit else None
+        self._budget = TokenBudget(self._token_budget) if self._token_budget else None
+        self._stop = False
+        self._closing = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._dispatcher: asyncio.Task[None] | None = None
+        self._waiting = False
+        self._thread = threading.Thread(target=self._thread_main, name="ctxutil-evaluator", daemon=True)
+        if not self._shutdown:
+            self._thread.start()
+
+    def _at_fork_reinit(self) -> None:
+        # The parent's thread and loop do not exist in the child; its queued work is the parent's.
+        # Counters restart at zero, so the child's own accounting invariant holds.
+        self._init_state()
+
+    # --- hot path -----------------------------------------------------------------------------
+    def sample(self, trace_id: int) -> bool:
+        try:
+            sampled = self._sampler.should_sample(trace_id)
+        except Exception:  # a non-int trace id from a capture bug: not sampled, still counted
+            sampled = False
+        with self._lock:
+            self._captured += 1
+            if not sampled:
+                self._sampled_out += 1
+        return sampled
+
+    def submit(self, interaction: Interaction) -> bool:
+        reason: str | None = None
+        suppressed: int | None = None
+        wake: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
+        with self._lock:
+            if self._shutdown or self._closing:
+                reason = "shutdown"
+            elif len(self._queue) >= self._max_queue_size:
+                reason = "queue_full"  # drop the NEWEST: the queued work is older and already paid for
+            elif self._limiter is not None and not self._limiter.try_acquire():
+                reason = "rate_limited"
+            else:
+                reserved = None
+                if self._budget is not None:
+                    reserved = self._budget.reserve()
+                    if reserved is None:
+                        reason = "token_budget"
+                if reason is None:
+                    self._seq += 1
+                    self._queue.append(_Entry(self._seq, interaction, reserved))
+                    if self._waiting and self._loop is not None and self._wake is not None:
+                        self._waiting = False
+                        wake = (self._loop, self._wake)
+            if reason is not None:
+                self._dropped[reason] = self._dropped.get(reason, 0) + 1
+                suppressed = self._log_due(reason)
+        if reason is not None:
+            if suppressed is not None:
+                level = logging.INFO if reason == "rate_limited" else logging.WARNING
+                _log.log(
+                    level,
+                    "ctxutil evaluator dropped an interaction (reason %s; %d more since the last message)",
+                    reason,
+                    suppressed,
+                )
+            return False
+        if wake is not None:
+            _call_soon(wake[0], wake[1].set)
+        return True
+
+    def discard(self, reason: str) -> None:
+        reason = reason or "unknown"
+        with self._lock:
+            self._dropped[reason] = self._dropped.get(reason, 0) + 1
+
+    def _log_due(self, key: str) -> int | None:
+        """Under the lock: ``None`` if a message for ``key`` was logged in the last interval, else the
+        number of messages suppressed since (then the caller logs)."""
+        now = time.monotonic()
+        if now < self._next_log.get(key, 0.0):
+            self._suppressed_logs[key] = self._suppressed_logs.get(key, 0) + 1
+            return None
+        self._next_log[key] = now + _LOG_INTERVAL_S
+        return self._suppressed_logs.pop(key, 0)
+
+    # --- counters -----------------------------------------------------------------------------
+    def _count(self, outcome: Outcome) -> None:
+        kind, detail = outcome
+        if kind == "evaluated":
+            self._evaluated += 1
+        elif kind == "not_applicable":
+            self._not_applicable += 1
+        elif kind == "failed":
+            key = detail or "unknown"
+            self._failed[key] = self._failed.get(key, 0) + 1
+        else:
+            key = detail or "unknown"
+            self._dropped[key] = self._dropped.get(key, 0) + 1
+
+    def stats(self) -> EvaluatorStats:
+        with self._lock:
+            return EvaluatorStats(
+                captured=self._captured,
+                sampled_out=self._sampled_out,
+                dropped=self._dropped,
+                evaluated=self._evaluated,
+                not_applicable=self._not_applicable,
+                failed=self._failed,
+                in_flight=len(self._in_flight),
+                queue_size=len(self._queue),
+                emit_errors=self._emit_errors,
+            )
+
+    def outcomes(self) -> dict[tuple[str, str | None], int]:
+        return self.stats().outcomes()
+
+    def queue_size(self) -> int:
+        return len(self._queue)
+
+    # --- worker thread ------------------------------------------------------------------------
+    def _thread_main(self) -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(self._dispatch())
+        except asyncio.CancelledError:
+            pass  # shutdown cancelled the dispatcher
+        except BaseException:  # pragma: no cover - a bug in the engine; never crash silently
+            _log.exception("ctxutil evaluator worker stopped unexpectedly")
+        finally:
+            try:
+                tasks = asyncio.all_tasks(loop)
+                for task in tasks:
+                    task.cancel()
+                if tasks:
+                    loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                with self._lock:
+                    self._loop = None
+                loop.close()
+
+    async def _dispatch(self) -> None:
+        semaphore = asyncio.Semaphore(self._max_concurrency)
+        tasks: set[asyncio.Task[None]] = set()
+        wake = asyncio.Event()
+        with self._lock:
+            self._loop = asyncio.get_running_loop()
+            self._wake = wake
+            self._dispatcher = asyncio.current_task()
+        while True:
+            await semaphore.acquire()
+            entry: _Entry | None = None
+            with self._lock:
+                if self._stop:
+                    return
+                if self._queue:
+                    entry = self._queue.popleft()
+                    self._in_flight[entry.seq] = entry
+                elif not self._closing:
+                    self._waiting = True
+            if entry is None:
+                semaphore.release()
+                if self._closing:  # the Evaluator was garbage-collected: drain, then end the thread
+                    await asyncio.gather(*tasks, return_exceptions=True)
+                    return
+                await wake.wait()
+                wake.clear()
+                continue
+            task = asyncio.ensure_future(self._evaluate(entry, semaphore))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+    async def _evaluate(self, entry: _Entry, semaphore: asyncio.Semaphore) -> None:
+        try:
+            await self._evaluate_entry(entry)
+        except asyncio.CancelledError:
+            self._finish(entry, ("dropped", "shutdown"))  # a no-op when shutdown already counted it
+            raise
+        except Exception:  # pragma: no cover - defensive: the accounting must still close
+            _log.exception("ctxutil evaluator: unexpected error evaluating an interaction")
+            self._finish(entry, ("failed", "internal_error"))
+        finally:
+            semaphore.release()
+
+    async def _evaluate_entry(self, entry: _Entry) -> None:
+        interaction = entry.interaction
+        start = time.perf_counter()
+        converted = to_dataset_item(interaction)
+        if isinstance(converted, Rejection) and converted.outcome == "dropped":
+            if self._budget is not None and entry.reserved is not None:
+                self._budget.refund(entry.reserved)
+            _log.debug("interaction %s not evaluable: %s", interaction.id, converted.message)
+            self._finish(entry, ("dropped", converted.detail))
+            return
+        if isinstance(converted, Rejection):
+            result = error_result(self._metric, interaction, converted.detail, converted.message)
+        else:
+            # The judge's own calls (HTTP, SDK instrumentation) must not become spans of the app.
+            token = attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
+            try:
+                result = await asyncio.wait_for(self._metric.execute(converted), self._timeout_s)
+            except asyncio.TimeoutError:
+                result = error_result(
+                    self._metric, interaction, "timeout", f"Evaluation timed out after {self._timeout_s:g} s."
+                )
+            except Exception as exc:  # execute() handles judge errors; anything else is still counted
+                result = error_result(self._metric, interaction, type(exc).__name__, "Evaluation raised.")
+            finally:
+                detach(token)
+        duration_s = time.perf_counter() - start
+        if self._budget is not None and entry.reserved is not None:
+            spent = None if result.usage is None else result.usage.total_tokens
+            if spent is None and result.error_type is None:
+                spent = 0  # a judge that reports no usage spent no tokens
+            self._budget.settle(entry.reserved, spent)
+        outcome = _outcome_of(result)
+        with self._lock:
+            if entry.seq not in self._in_flight:
+                return  # shutdown's deadline passed: already counted as dropped
+            entry.outcome = outcome
+        self._emit(interaction, result, duration_s)
+        self._finish(entry, outcome)
+
+    def _emit(self, interaction: Interaction, result: MetricEvaluationResult, duration_s: float) -> None:
+        try:
+            self._emitter.emit(interaction, result, duration_s)
+        except Exception:
+            with self._lock:
+                self._emit_errors += 1
+                first = self._emit_errors == 1
+            if first:
+                _log.exception("ctxutil evaluator: the emitter raised (logged once; counted in emit_errors)")
+            else:
+                _log.debug("ctxutil evaluator: the emitter raised", exc_info=True)
+
+    def _finish(self, entry: _Entry, outcome: Outcome) -> None:
+        with self._lock:
+            if self._in_flight.pop(entry.seq, None) is None:
+                return
+            self._count(outcome)
+            self._cond.notify_all()
+
+    # --- flush and shutdown -------------------------------------------------------------------
+    def _flushed(self, target: int) -> bool:
+        if self._queue and self._queue[0].seq <= target:
+            return False
+        return all(seq > target for seq in self._in_flight)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        if threading.current_thread() is self._thread:
+            _log.warning("force_flush called from the evaluator's own thread: not waiting")
+            return False
+        deadline = time.monotonic() + max(0, timeout_millis) / 1000
+        with self._cond:
+            target = self._seq
+            while not self._flushed(target):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
+
+    def shutdown(self, timeout_millis: int = 30000) -> bool:
+        deadline = time.monotonic() + max(0, timeout_millis) / 1000
+        with self._lock:
+            if self._shutdown:
+                return True
+            self._shutdown = True  # from now on submit() drops with reason "shutdown"
+        own_thread = threading.current_thread() is self._thread
+        flushed = False if own_thread else self.force_flush(int((deadline - time.monotonic()) * 1000))
+        refunds: list[float] = []
+        with self._lock:
+            left = len(self._queue)
+            for queued in self._queue:
+                self._count(("dropped", "shutdown"))
+                if queued.reserved is not None:
+                    refunds.append(queued.reserved)
+            self._queue.clear()
+            for running in self._in_flight.values():
+                # Evaluated and being emitted: its real outcome; otherwise abandoned at the deadline.
+                self._count(running.outcome or ("dropped", "shutdown"))
+                left += running.outcome is None
+            self._in_flight.clear()
+            self._stop = True
+            self._cond.notify_all()
+            loop, dispatcher = self._loop, self._dispatcher
+        if self._budget is not None:
+            for reserved in refunds:
+                self._budget.refund(reserved)
+        if left:
+            _log.warning(
+                "ctxutil evaluator shut down with %d evaluations unfinished (dropped: shutdown)", left
+            )
+        if loop is not None and dispatcher is not None:
+            _call_soon(loop, dispatcher.cancel)
+        if not own_thread and self._thread.is_alive():
+            self._thread.join(max(0.0, deadline - time.monotonic()) + _JOIN_GRACE_S)
+        return flushed and left == 0
+
+    def close(self) -> None:
+        """Finish what is queued, then end the thread (the Evaluator was garbage-collected).
+        Lock-free: this may run from a garbage-collection finalizer on any thread."""
+        self._closing = True
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None:
+            _call_soon(loop, wake.set)
+
+    @property
+    def is_shutdown(self) -> bool:
+        return self._shutdown
+
+    @property
+    def thread(self) -> threading.Thread:
+        return self._thread
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], object]) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop is closed: the worker has already stopped
+        loop.call_soon_threadsafe(callback)

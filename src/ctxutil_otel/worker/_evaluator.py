@@ -1,0 +1,207 @@
+"""``Evaluator``: the engine both capture paths share (sample, admit, evaluate off the request path,
+emit, account for every interaction)."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import weakref
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any
+
+from .._settings import Settings, build_judge
+from ..capture._interaction import Interaction
+from ..metric._contextual_utilization import ContextualUtilization
+from ._engine import Engine, EvaluationEmitter
+from ._stats import EvaluatorStats
+
+__all__ = ["Evaluator", "EvaluatorStats"]
+
+_log = logging.getLogger("ctxutil_otel.worker")
+
+
+class Evaluator:
+    """Samples captured RAG interactions and evaluates them on a background thread.
+
+    One daemon thread runs an asyncio loop with up to ``max_concurrency`` evaluations in flight, each
+    under ``evaluation_timeout_s``, with OpenTelemetry instrumentation suppressed during the judge
+    call. Each result goes to ``emitter.emit(interaction, result, duration_s)``. Every interaction
+    offered to :meth:`sample` ends in exactly one outcome, counted in :meth:`stats`:
+    ``sampled_out``, ``dropped`` (by reason), ``evaluated``, ``not_applicable`` or ``failed`` (by
+    ``error.type``).
+
+    Use it like an OpenTelemetry span processor: ``if ev.sample(trace_id): ev.submit(interaction)``
+    on the request path (both never block and never raise), ``force_flush()`` when results must be
+    out (tests, batch jobs), ``shutdown()`` at the end. An interpreter-exit hook calls
+    ``shutdown(shutdown_timeout_s)``; it runs before the OpenTelemetry providers' own exit hooks only
+    if the providers were created first (``atexit`` runs last-registered first), so create the
+    providers before the evaluator, or call ``shutdown()`` yourself before shutting them down.
+
+    After ``os.fork()`` the child gets a fresh queue, thread and counters (starting at zero) and
+    keeps evaluating; what was queued in the parent stays the parent's.
+
+    Args:
+        metric: The metric to run; ``None`` builds :class:`ContextualUtilization` from the settings
+            (``judge``, ``judge_model``, ``judge_base_url``, ``threshold``, ``mode``). A metric passed
+            in is used as is, and those settings are ignored.
+        emitter: Receives results; ``None`` builds ``ctxutil_otel.emit.Emitter`` on the global
+            OpenTelemetry providers from the settings (``capture_content``, ``application_name``,
+            ``max_content_chars``). Exceptions from the emitter are caught, counted in
+            ``emit_errors`` and logged once; they never stop the worker.
+        settings: A :class:`~ctxutil_otel.Settings`; ``None`` resolves them now from the environment.
+        **overrides: Any setting by name; wins over ``settings`` and the environment.
+
+    Raises:
+        SettingsError: for an unknown setting or an invalid value (naming it and its variable).
+    """
+
+    def __init__(
+        self,
+        metric: ContextualUtilization | None = None,
+        *,
+        emitter: EvaluationEmitter | None = None,
+        settings: Settings | None = None,
+        **overrides: Any,
+    ) -> None:
+        resolved = Settings(**overrides) if settings is None else settings.merged(**overrides)
+        self._settings = resolved
+        if metric is None:
+            metric = ContextualUtilization(
+                judge=build_judge(resolved), threshold=resolved.threshold, mode=resolved.mode
+            )
+        if emitter is None:
+            from ..emit._emitter import Emitter
+
+            emitter = Emitter(
+                capture_content=resolved.capture_content,
+                application_name=resolved.application_name,
+                max_content_chars=resolved.max_content_chars,
+            )
+        self._metric = metric
+        self._emitter = emitter
+        engine = Engine(
+            metric,
+            emitter,
+            sample_rate=resolved.sample_rate,
+            max_queue_size=resolved.max_queue_size,
+            max_concurrency=resolved.max_concurrency,
+            timeout_s=resolved.evaluation_timeout_s,
+            rate_limit=resolved.rate_limit,
+            token_budget=resolved.token_budget,
+        )
+        self._engine = engine
+        engine_ref = weakref.ref(engine)
+        try:
+            emitter.observe(_weak_outcomes(engine_ref), _weak_queue_size(engine_ref))
+        except Exception:
+            _log.exception("ctxutil evaluator: emitter.observe raised; outcome metrics are not registered")
+        # Dropping the Evaluator lets the thread finish the queue and end (the engine outlives it
+        # only while draining). Weak references keep the exit hook from holding anything alive.
+        finalizer = weakref.finalize(self, engine.close)
+        finalizer.atexit = False
+        timeout_ms = int(resolved.shutdown_timeout_s * 1000)
+
+        def _shutdown_at_exit() -> None:
+            if (alive := engine_ref()) is not None:
+                alive.shutdown(timeout_ms)
+
+        self._atexit = _shutdown_at_exit
+        atexit.register(_shutdown_at_exit)
+
+    # --- request path -------------------------------------------------------------------------
+    def sample(self, trace_id: int) -> bool:
+        """Count one captured interaction and decide whether to evaluate it.
+
+        Deterministic in ``trace_id`` (the 128-bit OpenTelemetry trace id as an ``int``): sampled when
+        its low 64 bits are below ``round(sample_rate * 2**64)``, the rule of OpenTelemetry's
+        ``TraceIdRatioBased``. ``False`` is counted ``sampled_out``. A ``True`` obliges the caller to
+        :meth:`submit` or :meth:`discard` the interaction exactly once. Never raises.
+        """
+        return self._engine.sample(trace_id)
+
+    def submit(self, interaction: Interaction) -> bool:
+        """Queue a sampled interaction for evaluation; never blocks, never raises.
+
+        Admission, in order: after shutdown -> dropped ``shutdown``; queue at ``max_queue_size`` ->
+        dropped ``queue_full`` (the NEWEST interaction, this one, is dropped); rate cap exceeded ->
+        ``rate_limited``; judge token budget spent -> ``token_budget``. A refusal returns ``False``
+        and logs a warning at most once per 10 s per reason.
+        """
+        try:
+            return self._engine.submit(interaction)
+        except Exception:  # pragma: no cover - defensive: never raise into the application
+            _log.exception("ctxutil evaluator: submit failed")
+            self._engine.discard("internal_error")
+            return False
+
+    def discard(self, reason: str) -> None:
+        """Count a sampled interaction that will never be submitted as ``dropped`` with ``reason``
+        (``chain_error``, ``ttl_expired``, ``not_evaluable``). Never raises."""
+        self._engine.discard(reason)
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Wait until every interaction submitted before this call has finished (evaluated and
+        emitted, or failed), or the deadline passes. Returns ``True`` when all finished in time.
+        Does not flush the OpenTelemetry providers (call theirs after this one)."""
+        return self._engine.force_flush(timeout_millis)
+
+    def shutdown(self, timeout_millis: int = 30000) -> bool:
+        """Stop accepting work (further submits are dropped ``shutdown``), finish pending evaluations
+        within ``timeout_millis``, count whatever is left as dropped ``shutdown``, and stop the
+        thread. Returns ``True`` when nothing was left. Idempotent (later calls return ``True``)."""
+        try:
+            return self._engine.shutdown(timeout_millis)
+        finally:
+            atexit.unregister(self._atexit)
+
+    def stats(self) -> EvaluatorStats:
+        """A consistent snapshot of the counters (see :class:`EvaluatorStats`)."""
+        return self._engine.stats()
+
+    @property
+    def settings(self) -> Settings:
+        """The resolved settings (the capture paths read ``run_ttl_s`` and ``max_pending_runs``)."""
+        return self._settings
+
+    @property
+    def metric(self) -> ContextualUtilization:
+        return self._metric
+
+    @property
+    def emitter(self) -> EvaluationEmitter:
+        return self._emitter
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        s = self._settings
+        return (
+            f"Evaluator(sample_rate={s.sample_rate}, judge={s.judge!r}, max_queue_size={s.max_queue_size}, "
+            f"max_concurrency={s.max_concurrency}, shutdown={self._engine.is_shutdown})"
+        )
+
+
+def _weak_outcomes(
+    engine_ref: weakref.ReferenceType[Engine],
+) -> Callable[[], Mapping[tuple[str, str | None], int]]:
+    def outcomes() -> Mapping[tuple[str, str | None], int]:
+        engine = engine_ref()
+        return {} if engine is None else engine.outcomes()
+
+    return outcomes
+
+
+def _weak_queue_size(engine_ref: weakref.ReferenceType[Engine]) -> Callable[[], int]:
+    def queue_size() -> int:
+        engine = engine_ref()
+        return 0 if engine is None else engine.queue_size()
+
+    return queue_size

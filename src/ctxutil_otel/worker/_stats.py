@@ -1,0 +1,107 @@
+"""Outcome accounting of the evaluator: the counters and their frozen snapshot."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+__all__ = [
+    "DROP_REASONS",
+    "OUTCOMES",
+    "EvaluatorStats",
+]
+
+#: The outcomes of one captured interaction (DESIGN.md, "Accounting invariant").
+OUTCOMES = ("sampled_out", "dropped", "evaluated", "not_applicable", "failed")
+#: Drop reasons the engine and the capture paths use (``dropped`` detail, the ``reason`` attribute).
+DROP_REASONS = (
+    "rate_limited",
+    "token_budget",
+    "queue_full",
+    "shutdown",
+    "not_evaluable",
+    "chain_error",
+    "ttl_expired",
+)
+
+
+def _frozen(mapping: Mapping[str, int]) -> Mapping[str, int]:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True)
+class EvaluatorStats:
+    """A consistent snapshot of the evaluator's counters (all counts since construction, or since the
+    ``os.fork()`` that created this process).
+
+    Attributes:
+        captured: Interactions offered to :meth:`Evaluator.sample`.
+        sampled_out: Not selected by the trace-id ratio sampler.
+        dropped: Refused or abandoned, by reason (``rate_limited``, ``token_budget``, ``queue_full``,
+            ``shutdown``, ``not_evaluable``, and the capture paths' ``chain_error``, ``ttl_expired``).
+        evaluated: Scored (label ``pass`` or ``fail``).
+        not_applicable: Judged, but no chunk was retrieved or relevant (label ``not_applicable``).
+        failed: Evaluation failed, by ``error.type`` (``timeout``, ``invalid_input``, the judge's).
+        in_flight: Taken by the worker and not finished yet.
+        queue_size: Waiting in the queue.
+        emit_errors: Results the emitter raised on (the outcome is still counted; the emitter's
+            failure never affects the worker).
+
+    Invariant once idle (nothing queued, in flight, or sampled and still being captured):
+    ``captured == sampled_out + sum(dropped) + evaluated + not_applicable + sum(failed)``.
+    """
+
+    captured: int = 0
+    sampled_out: int = 0
+    dropped: Mapping[str, int] = field(default_factory=dict)
+    evaluated: int = 0
+    not_applicable: int = 0
+    failed: Mapping[str, int] = field(default_factory=dict)
+    in_flight: int = 0
+    queue_size: int = 0
+    emit_errors: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dropped", _frozen(self.dropped))
+        object.__setattr__(self, "failed", _frozen(self.failed))
+
+    def __repr__(self) -> str:
+        return (
+            f"EvaluatorStats(captured={self.captured}, sampled_out={self.sampled_out}, "
+            f"dropped={dict(self.dropped)}, evaluated={self.evaluated}, not_applicable={self.not_applicable}, "
+            f"failed={dict(self.failed)}, in_flight={self.in_flight}, queue_size={self.queue_size}, "
+            f"emit_errors={self.emit_errors})"
+        )
+
+    @property
+    def dropped_total(self) -> int:
+        return sum(self.dropped.values())
+
+    @property
+    def failed_total(self) -> int:
+        return sum(self.failed.values())
+
+    @property
+    def finished(self) -> int:
+        """Interactions that reached their one outcome."""
+        return (
+            self.sampled_out + self.dropped_total + self.evaluated + self.not_applicable + self.failed_total
+        )
+
+    @property
+    def pending(self) -> int:
+        """``captured - finished``: queued, in flight, or sampled and not yet submitted/discarded."""
+        return self.captured - self.finished
+
+    def outcomes(self) -> dict[tuple[str, str | None], int]:
+        """Counts keyed ``(outcome, detail)``: detail is the drop reason, the failure's ``error.type``,
+        or ``None`` for ``sampled_out``, ``evaluated`` and ``not_applicable`` (always present)."""
+        counts: dict[tuple[str, str | None], int] = {
+            ("sampled_out", None): self.sampled_out,
+            ("evaluated", None): self.evaluated,
+            ("not_applicable", None): self.not_applicable,
+        }
+        counts.update({("dropped", reason): n for reason, n in self.dropped.items()})
+        counts.update({("failed", error_type): n for error_type, n in self.failed.items()})
+        return counts
