@@ -69,8 +69,9 @@ class EvaluatorStats:
     def __repr__(self) -> str:
         return (
             f"EvaluatorStats(captured={self.captured}, sampled_out={self.sampled_out}, "
-            f"dropped={dict(self.dropped)}, evaluated={self.evaluated}, not_applicable={self.not_applicable}, "
-            f"failed={dict(self.failed)}, in_flight={self.in_flight}, queue_size={self.queue_size}, "
+            f"dropped={dict(self.dropped)}, evaluated={self.evaluated}, "
+            f"not_applicable={self.not_applicable}, failed={dict(self.failed)}, "
+            f"in_flight={self.in_flight}, queue_size={self.queue_size}, "
             f"emit_errors={self.emit_errors})"
         )
 
