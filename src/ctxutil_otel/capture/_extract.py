@@ -1,0 +1,178 @@
+"""Small, independent extractors from LangChain callback payloads (query, documents, answer).
+
+Each function takes whatever LangChain handed to a callback and returns text (or chunks) or ``None``
+when it finds nothing usable. They run once per *sampled* interaction, at the root run's end, and the
+handler calls each one separately so that one failing does not lose the others.
+
+Shapes understood (LangChain 0.3 / 1.x):
+
+* query: a ``str``; a mapping with a string under ``question``, ``query``, ``input``, ``q``, ...
+  (first found wins), or a ``messages`` list (the last human message); a message or list of messages;
+  a mapping with exactly one string value.
+* answer: an ``LLMResult`` (``Generation.text``; ``ChatGeneration.message.content`` as a string or
+  a list of content blocks whose ``text`` parts are joined); streamed tokens; a root output that is a
+  ``str``, a message, or a mapping with ``answer`` / ``output`` / ``result`` / ``text`` / ...
+* documents: retriever outputs (any sequence, kept as is); a root output mapping with
+  ``source_documents`` / ``documents`` / ``context`` / ``docs`` holding LangChain ``Document`` objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+__all__ = [
+    "answer_from_llm_result",
+    "answer_from_output",
+    "answer_from_tokens",
+    "documents_from_output",
+    "merge_documents",
+    "query_from_inputs",
+    "text_of_content",
+]
+
+QUERY_KEYS = ("question", "query", "input", "q", "user_input", "user_query", "prompt")
+ANSWER_KEYS = ("answer", "output", "result", "text", "output_text", "response", "generation")
+DOCUMENT_KEYS = ("source_documents", "documents", "context", "docs", "retrieved_documents")
+_HUMAN_TYPES = frozenset({"human", "user"})
+_AI_TYPES = frozenset({"ai", "assistant", "AIMessageChunk"})
+
+
+def text_of_content(content: object) -> str | None:
+    """Text of a message ``content``: a ``str`` as is; a list of content blocks joined (``str`` items
+    and ``{"type": "text", "text": ...}`` blocks; other blocks such as images or tool calls are
+    skipped). ``None`` when there is no text part at all."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence) and not isinstance(content, (bytes, bytearray)):
+        parts: list[str] = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, Mapping):
+                text = block.get("text")
+                if isinstance(text, str) and block.get("type", "text") in ("text", "output_text"):
+                    parts.append(text)
+        return "".join(parts) if parts else None
+    return None
+
+
+def _message_text(message: object) -> str | None:
+    """Text of a LangChain message (anything with ``content``), else ``None``."""
+    if not hasattr(message, "content"):
+        return None
+    return text_of_content(getattr(message, "content", None))
+
+
+def _last_message_text(messages: object, types: frozenset[str]) -> str | None:
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        return None
+    for message in reversed(messages):
+        if getattr(message, "type", None) in types:
+            return _message_text(message)
+    return None
+
+
+def _non_blank(text: str | None) -> str | None:
+    return text if text is not None and text.strip() else None
+
+
+def query_from_inputs(inputs: object) -> str | None:
+    """The user's question in a root run's inputs (or a retriever's query), or ``None``.
+
+    A blank string counts as none (streamed runs start with the placeholder ``{"input": ""}``; their
+    real input arrives with the run's end).
+    """
+    if isinstance(inputs, str):
+        return _non_blank(inputs)
+    if isinstance(inputs, Mapping):
+        for key in QUERY_KEYS:
+            value = inputs.get(key)
+            text = value if isinstance(value, str) else _message_text(value)
+            if _non_blank(text):
+                return text
+        text = _last_message_text(inputs.get("messages"), _HUMAN_TYPES)
+        if _non_blank(text):
+            return text
+        strings = [value for value in inputs.values() if isinstance(value, str)]
+        return _non_blank(strings[0]) if len(strings) == 1 and len(inputs) == 1 else None
+    if isinstance(inputs, Sequence) and not isinstance(inputs, (bytes, bytearray)):
+        return _non_blank(_last_message_text(inputs, _HUMAN_TYPES))
+    return _non_blank(_message_text(inputs))
+
+
+def answer_from_llm_result(response: object) -> str | None:
+    """Text of the first prompt's generations in an ``LLMResult`` (the first with any text), or
+    ``None`` when no generation carries text (an empty list, empty content, a tool-call only
+    message)."""
+    generations = getattr(response, "generations", None)
+    if not generations or not isinstance(generations, Sequence):
+        return None
+    first = generations[0]
+    if not isinstance(first, Iterable):
+        return None
+    for generation in first:
+        text = getattr(generation, "text", None)
+        if isinstance(text, str) and text:
+            return text
+        message = getattr(generation, "message", None)
+        if message is not None:
+            text = _message_text(message)
+            if text:
+                return text
+    return None
+
+
+def answer_from_tokens(tokens: Sequence[object]) -> str | None:
+    """Streamed tokens (``on_llm_new_token``: ``str`` or lists of content blocks) joined, or
+    ``None`` when they hold no text."""
+    parts = [text for text in map(text_of_content, tokens) if text]
+    return "".join(parts) if parts else None
+
+
+def answer_from_output(outputs: object) -> str | None:
+    """The answer in a root run's output: a ``str``, a message, or a mapping with a string (or
+    message) under ``answer`` / ``output`` / ``result`` / ``text`` / ... or a ``messages`` list whose
+    last AI message has text. ``None`` otherwise."""
+    if isinstance(outputs, str):
+        return outputs
+    if isinstance(outputs, Mapping):
+        for key in ANSWER_KEYS:
+            value = outputs.get(key)
+            text = value if isinstance(value, str) else _message_text(value)
+            if text is not None:
+                return text
+        return _last_message_text(outputs.get("messages"), _AI_TYPES)
+    return _message_text(outputs)
+
+
+def _is_document(value: object) -> bool:
+    return isinstance(getattr(value, "page_content", None), str)
+
+
+def documents_from_output(outputs: object) -> list[object] | None:
+    """LangChain ``Document`` objects a root output carries (``RetrievalQA(return_source_documents=True)``,
+    a LangGraph state with ``documents`` / ``context``), or ``None``. Only lists made entirely of
+    ``Document``-like objects (a string ``page_content``) count, so ordinary string fields never
+    pass for chunks."""
+    if not isinstance(outputs, Mapping):
+        return None
+    for key in DOCUMENT_KEYS:
+        value = outputs.get(key)
+        if (
+            isinstance(value, Sequence)
+            and not isinstance(value, (str, bytes))
+            and value
+            and all(_is_document(item) for item in value)
+        ):
+            return list(value)
+    return None
+
+
+def merge_documents(retrievals: Iterable[Sequence[object] | None]) -> list[object]:
+    """Concatenate retriever outputs in retriever start order; ``None`` (a retriever that never
+    ended, or failed) contributes nothing."""
+    merged: list[object] = []
+    for documents in retrievals:
+        if documents:
+            merged.extend(documents)
+    return merged

@@ -1,0 +1,256 @@
+"""Run state of the LangChain capture path: one :class:`RootRun` per root run, found by ``run_id``.
+
+Two dicts behind one lock:
+
+* ``roots``: root ``run_id`` -> :class:`RootRun`, in start order (the oldest first);
+* ``owner``: every tracked ``run_id`` (the root and each descendant) -> its :class:`RootRun`.
+
+Reads on the hot path (``root_of``) are one lock-free ``dict.get`` (atomic in CPython and in the
+free-threaded build); every mutation takes the lock for a few dictionary operations only.
+
+Bounds: a root is evicted when it has been unfinished for ``run_ttl_s`` seconds, or, oldest first,
+while more than ``max_pending_runs`` runs are tracked. Roots are kept in start order and the clock is
+monotonic, so expired roots are always a prefix of ``roots``: the sweep on each root start inspects
+the oldest root only (amortised O(1)), there is no timer thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from opentelemetry.trace import SpanContext
+
+__all__ = ["RootRun", "RunTable"]
+
+UNDECIDED = 0
+SAMPLED = 1
+
+
+@dataclass(slots=True, eq=False)
+class RootRun:
+    """What one root run has shown so far (references only; nothing is copied or parsed).
+
+    Attributes:
+        run_id: The root run's LangChain ``run_id``.
+        trace_id: 128-bit trace id the sampling decision is made from.
+        parent: The OpenTelemetry span context active at the root's start, or ``None``.
+        start_time_ns: ``time.time_ns()`` at the root's start.
+        started_at: The table clock (seconds, monotonic) at the root's start, for the TTL.
+        inputs: The root's inputs as LangChain passed them.
+        is_retriever: The root run is itself a retriever run.
+        decision: ``UNDECIDED`` until the first retrieval under the root, then ``SAMPLED`` (an
+            unsampled root is removed from the table at once).
+        runs: Descendant ``run_id`` s still tracked (freed at their end or with the root).
+        slots: Retriever ``run_id`` -> index into ``retrievals`` (retriever start order).
+        retrievals: Each retriever's documents, in retriever start order (``None`` until it ends).
+        retriever_query: The first retriever's query.
+        tokens: Streamed tokens per LLM ``run_id`` until that LLM run ends.
+        llm_ended: An LLM or chat model run under the root has ended.
+        llm_response: The last ended LLM run's ``LLMResult``.
+        llm_tokens: The tokens that LLM run streamed, if any.
+        alive: ``False`` once the root left the table (finished, unsampled or evicted).
+    """
+
+    run_id: UUID
+    trace_id: int
+    parent: SpanContext | None
+    start_time_ns: int
+    started_at: float
+    inputs: object
+    is_retriever: bool = False
+    decision: int = UNDECIDED
+    runs: set[UUID] = field(default_factory=set)
+    slots: dict[UUID, int] = field(default_factory=dict)
+    retrievals: list[Sequence[object] | None] = field(default_factory=list)
+    retriever_query: object = None
+    tokens: dict[UUID, list[object]] = field(default_factory=dict)
+    llm_ended: bool = False
+    llm_response: object = None
+    llm_tokens: list[object] | None = None
+    alive: bool = True
+
+
+class RunTable:
+    """Bounded, thread-safe map from ``run_id`` to the :class:`RootRun` it belongs to.
+
+    Args:
+        run_ttl_s: Seconds a root may stay unfinished before eviction (> 0).
+        max_pending_runs: Tracked runs (roots and descendants) at most (>= 1).
+        clock: Monotonic clock in seconds (``time.monotonic``; injectable for tests).
+
+    Evicted roots are handed back to the caller (never to a callback under the lock), so that it can
+    account for them outside the critical section.
+    """
+
+    __slots__ = ("_clock", "_lock", "_max", "_owner", "_roots", "_ttl")
+
+    def __init__(self, *, run_ttl_s: float, max_pending_runs: int, clock: Callable[[], float]) -> None:
+        if not run_ttl_s > 0:
+            raise ValueError(f"run_ttl_s must be > 0 seconds, got {run_ttl_s!r}")
+        if max_pending_runs < 1:
+            raise ValueError(f"max_pending_runs must be >= 1, got {max_pending_runs!r}")
+        self._ttl = float(run_ttl_s)
+        self._max = int(max_pending_runs)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._roots: dict[UUID, RootRun] = {}
+        self._owner: dict[UUID, RootRun] = {}
+
+    def __len__(self) -> int:
+        """Tracked runs (roots and descendants)."""
+        return len(self._owner)
+
+    @property
+    def pending_roots(self) -> int:
+        """Root runs started and not yet finished, dropped or evicted."""
+        return len(self._roots)
+
+    def root_of(self, run_id: UUID | None) -> RootRun | None:
+        """The root ``run_id`` belongs to, or ``None`` when it is not tracked (lock-free)."""
+        return None if run_id is None else self._owner.get(run_id)
+
+    def now(self) -> float:
+        return self._clock()
+
+    # --- mutations (each one short critical section) ---------------------------------------------
+
+    def start_root(self, root: RootRun) -> list[RootRun]:
+        """Track a new root; first evict expired roots and, while the table is full, the oldest ones.
+
+        Returns:
+            The evicted roots (already removed), for the caller to account for.
+        """
+        with self._lock:
+            evicted = self._sweep(root.started_at, room=1)
+            self._roots[root.run_id] = root
+            self._owner[root.run_id] = root
+        return evicted
+
+    def add_child(self, run_id: UUID, root: RootRun) -> list[RootRun]:
+        """Track ``run_id`` as a descendant of ``root`` (no-op when the root has left the table).
+
+        Returns:
+            Roots evicted to stay within ``max_pending_runs`` (possibly ``root`` itself).
+        """
+        with self._lock:
+            if not root.alive:
+                return []
+            evicted = self._sweep(None, room=1) if len(self._owner) >= self._max else []
+            if root.alive:  # the sweep may have evicted this very root
+                self._owner[run_id] = root
+                root.runs.add(run_id)
+        return evicted
+
+    def add_retrieval(
+        self, run_id: UUID, root: RootRun, query: object, sample: Callable[[int], bool]
+    ) -> list[RootRun]:
+        """Track a retriever run under ``root`` (``run_id`` may be the root itself) and, on the root's
+        first retrieval, make the sampling decision with ``sample(trace_id)`` (which counts the root
+        as captured). It runs inside the lock so that concurrent retrievers of one root
+        (``RunnableParallel`` on a thread pool) decide exactly once. An unsampled root is removed
+        from the table with all its runs at once.
+
+        Returns:
+            Roots evicted to stay within ``max_pending_runs`` (possibly ``root`` itself).
+        """
+        with self._lock:
+            if not root.alive:
+                return []
+            evicted = []
+            if run_id != root.run_id:
+                if len(self._owner) >= self._max:
+                    evicted = self._sweep(None, room=1)
+                    if not root.alive:
+                        return evicted
+                self._owner[run_id] = root
+                root.runs.add(run_id)
+            root.slots[run_id] = len(root.retrievals)
+            root.retrievals.append(None)
+            if root.decision == UNDECIDED:
+                root.retriever_query = query
+                if sample(root.trace_id):
+                    root.decision = SAMPLED
+                else:
+                    self._remove(root)
+            return evicted
+
+    def end_retrieval(self, run_id: UUID, root: RootRun, documents: Sequence[object]) -> None:
+        """Record a retriever's documents in its start-order slot; stop tracking the (child) run."""
+        with self._lock:
+            slot = root.slots.get(run_id)
+            if slot is not None:
+                root.retrievals[slot] = documents
+            if run_id != root.run_id:
+                self._forget(run_id, root)
+
+    def add_token(self, run_id: UUID, root: RootRun, token: object) -> None:
+        """Buffer one streamed token of LLM run ``run_id``."""
+        with self._lock:
+            if root.alive:
+                buffer = root.tokens.get(run_id)
+                if buffer is None:
+                    root.tokens[run_id] = [token]
+                else:
+                    buffer.append(token)
+
+    def end_llm(self, run_id: UUID, root: RootRun, response: object) -> None:
+        """Keep the ended LLM run's response and tokens as the root's latest answer source."""
+        with self._lock:
+            root.llm_ended = True
+            root.llm_response = response
+            root.llm_tokens = root.tokens.pop(run_id, None)
+            self._forget(run_id, root)
+
+    def end_child(self, run_id: UUID, root: RootRun) -> None:
+        """Stop tracking a descendant run that ended or failed (its buffered tokens too)."""
+        with self._lock:
+            root.tokens.pop(run_id, None)
+            self._forget(run_id, root)
+
+    def finish_root(self, root: RootRun) -> bool:
+        """Remove ``root`` and its runs. Returns ``False`` when it had already left the table
+        (evicted, or finished by a concurrent callback): the caller must then do nothing."""
+        with self._lock:
+            if not root.alive:
+                return False
+            self._remove(root)
+            return True
+
+    # --- internals (lock held) --------------------------------------------------------------
+
+    def _forget(self, run_id: UUID, root: RootRun) -> None:
+        if root.alive:
+            self._owner.pop(run_id, None)
+            root.runs.discard(run_id)
+
+    def _remove(self, root: RootRun) -> None:
+        root.alive = False
+        self._roots.pop(root.run_id, None)
+        owner = self._owner
+        owner.pop(root.run_id, None)
+        for run_id in root.runs:
+            owner.pop(run_id, None)
+        root.runs = set()
+        root.tokens = {}
+
+    def _sweep(self, now: float | None, room: int) -> list[RootRun]:
+        """Evict expired roots (when ``now`` is given), then the oldest while fewer than ``room``
+        slots are free."""
+        evicted: list[RootRun] = []
+        roots = self._roots
+        if now is not None:
+            deadline = now - self._ttl
+            while roots:
+                oldest = next(iter(roots.values()))
+                if oldest.started_at > deadline:
+                    break
+                self._remove(oldest)
+                evicted.append(oldest)
+        while roots and len(self._owner) + room > self._max:
+            oldest = next(iter(roots.values()))
+            self._remove(oldest)
+            evicted.append(oldest)
+        return evicted
