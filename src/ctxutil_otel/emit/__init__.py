@@ -1,0 +1,25 @@
+"""Emission: evaluation results as OpenTelemetry spans, ``gen_ai.evaluation.result`` log records and metrics.
+
+* :class:`Emitter`: one result -> evaluation span (child of and linked to the evaluated span), log record,
+  metrics with bounded attributes (DESIGN.md, "Emission (OpenTelemetry)").
+* :func:`configure_telemetry`: providers with OTLP (gRPC or HTTP) or console exporters chosen from the
+  environment, for the CLI, the demo and examples.
+* :mod:`ctxutil_otel.emit.names`-style constants: every span, attribute, event and metric name, with the
+  Prometheus form of each metric (see ``_names`` module docstring).
+"""
+
+from __future__ import annotations
+
+from . import _names as names
+from ._emitter import Emitter, OutcomeCounts
+from ._setup import DEFAULT_SERVICE_NAME, TelemetryHandle, configure_telemetry, exporter_destinations
+
+__all__ = [
+    "DEFAULT_SERVICE_NAME",
+    "Emitter",
+    "OutcomeCounts",
+    "TelemetryHandle",
+    "configure_telemetry",
+    "exporter_destinations",
+    "names",
+]

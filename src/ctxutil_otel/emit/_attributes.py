@@ -1,0 +1,268 @@
+"""Small functions ``MetricEvaluationResult -> attribute value``, each allowed to fail on its own.
+
+Each extractor reads one attribute. :func:`extract` runs them one by one: an extractor that raises loses
+only its own attribute and is reported through ``on_error(key, exc)`` (the emitter logs it once, at debug).
+An extractor returning ``None`` means "absent" (e.g. no score on a not-applicable result).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+
+from opentelemetry.util.types import AttributeValue
+
+from ..metric._results import ChunkResult, MetricEvaluationResult
+from ._names import (
+    ATTR_APPLICATION_NAME,
+    ATTR_CHUNK_PREFIX,
+    ATTR_CHUNKS_TRUNCATED,
+    ATTR_ERROR_TYPE,
+    ATTR_EVALUATION_EXPLANATION,
+    ATTR_EVALUATION_NAME,
+    ATTR_EVALUATION_SCORE_LABEL,
+    ATTR_EVALUATION_SCORE_VALUE,
+    ATTR_JUDGE_NAME,
+    ATTR_REQUEST_MODEL,
+    ATTR_THRESHOLD,
+    ATTR_TOTAL_CHUNKS,
+    ATTR_TOTAL_RELEVANT_CHUNKS,
+    ATTR_USAGE_INPUT_TOKENS,
+    ATTR_USAGE_OUTPUT_TOKENS,
+    ATTR_UTILIZATION_RATE,
+    ATTR_UTILIZATION_SCORE,
+    ATTR_UTILIZED_CHUNKS,
+    CHUNK_INDEX,
+    CHUNK_IS_RELEVANT,
+    CHUNK_IS_UTILIZED,
+    CHUNK_REASON,
+    CHUNK_TEXT,
+    chunk_attribute,
+)
+
+__all__ = [
+    "ERROR_TYPE_OTHER",
+    "EXPLANATION_MAX_CHARS",
+    "RESULT_EXTRACTORS",
+    "ErrorCallback",
+    "Extractor",
+    "chunk_attributes",
+    "extract",
+    "metric_attributes",
+    "redact",
+    "truncate",
+]
+
+Extractor = Callable[[MetricEvaluationResult], "AttributeValue | None"]
+ErrorCallback = Callable[[str, BaseException], None]
+
+ERROR_TYPE_OTHER = "_OTHER"
+"""``error.type`` fallback when a failure names no type (semantic conventions, ``error.type``)."""
+EXPLANATION_MAX_CHARS = 500
+
+# Secret-looking substrings an exception message might carry into an explanation (API keys, bearer tokens).
+_SECRET = re.compile(
+    r"(sk-[A-Za-z0-9_\-*]{6,}|Bearer\s+[A-Za-z0-9._\-~+/=]+|(api[_-]?key|authorization)\s*[=:]\s*\S+)",
+    re.IGNORECASE,
+)
+
+
+def redact(text: str) -> str:
+    """Replace API-key and bearer-token lookalikes with ``[REDACTED]``."""
+    return _SECRET.sub("[REDACTED]", text)
+
+
+def truncate(text: str, max_chars: int) -> str:
+    """Return ``text`` cut to at most ``max_chars`` characters, the last one ``…`` when cut."""
+    if len(text) <= max_chars:
+        return text
+    return text[: max_chars - 1] + "…" if max_chars > 1 else text[:max_chars]
+
+
+def _finite(value: float) -> float:
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"not a finite number: {value!r}")
+    return number
+
+
+def _evaluation_name(r: MetricEvaluationResult) -> AttributeValue | None:
+    return str(r.metric_name)
+
+
+def _score_value(r: MetricEvaluationResult) -> AttributeValue | None:
+    return None if r.score is None else _finite(r.score)
+
+
+def _score_label(r: MetricEvaluationResult) -> AttributeValue | None:
+    return str(r.label)
+
+
+def _explanation(r: MetricEvaluationResult) -> AttributeValue | None:
+    return truncate(redact(str(r.explanation)), EXPLANATION_MAX_CHARS) if r.explanation else None
+
+
+def _error_type(r: MetricEvaluationResult) -> AttributeValue | None:
+    if r.label != "error":
+        return None
+    return str(r.error_type) if r.error_type else ERROR_TYPE_OTHER
+
+
+def _utilization_score(r: MetricEvaluationResult) -> AttributeValue | None:
+    score = r.signals.utilization_score
+    return None if score is None else _finite(score)
+
+
+def _total_relevant_chunks(r: MetricEvaluationResult) -> AttributeValue | None:
+    return int(r.signals.total_relevant_chunks)
+
+
+def _utilized_chunks(r: MetricEvaluationResult) -> AttributeValue | None:
+    return int(r.signals.utilized_chunks)
+
+
+def _utilization_rate(r: MetricEvaluationResult) -> AttributeValue | None:
+    return str(r.signals.utilization_rate)
+
+
+def _total_chunks(r: MetricEvaluationResult) -> AttributeValue | None:
+    return int(r.signals.total_chunks)
+
+
+def _threshold(r: MetricEvaluationResult) -> AttributeValue | None:
+    return _finite(r.threshold)
+
+
+def _judge_name(r: MetricEvaluationResult) -> AttributeValue | None:
+    return None if r.judge_name is None else str(r.judge_name)
+
+
+def _judge_model(r: MetricEvaluationResult) -> AttributeValue | None:
+    return None if r.judge_model is None else str(r.judge_model)
+
+
+def _input_tokens(r: MetricEvaluationResult) -> AttributeValue | None:
+    return None if r.usage is None else int(r.usage.input_tokens)
+
+
+def _output_tokens(r: MetricEvaluationResult) -> AttributeValue | None:
+    return None if r.usage is None else int(r.usage.output_tokens)
+
+
+RESULT_EXTRACTORS: dict[str, Extractor] = {
+    ATTR_EVALUATION_NAME: _evaluation_name,
+    ATTR_EVALUATION_SCORE_VALUE: _score_value,
+    ATTR_EVALUATION_SCORE_LABEL: _score_label,
+    ATTR_EVALUATION_EXPLANATION: _explanation,
+    ATTR_ERROR_TYPE: _error_type,
+    ATTR_UTILIZATION_SCORE: _utilization_score,
+    ATTR_TOTAL_RELEVANT_CHUNKS: _total_relevant_chunks,
+    ATTR_UTILIZED_CHUNKS: _utilized_chunks,
+    ATTR_UTILIZATION_RATE: _utilization_rate,
+    ATTR_TOTAL_CHUNKS: _total_chunks,
+    ATTR_THRESHOLD: _threshold,
+    ATTR_JUDGE_NAME: _judge_name,
+    ATTR_REQUEST_MODEL: _judge_model,
+    ATTR_USAGE_INPUT_TOKENS: _input_tokens,
+    ATTR_USAGE_OUTPUT_TOKENS: _output_tokens,
+}
+"""Attribute key -> extractor, for the evaluation span and the ``gen_ai.evaluation.result`` log record."""
+
+
+def extract(
+    extractors: Mapping[str, Extractor], result: MetricEvaluationResult, on_error: ErrorCallback
+) -> dict[str, AttributeValue]:
+    """Run every extractor; keep the values that are not ``None``; report failures, never raise."""
+    out: dict[str, AttributeValue] = {}
+    for key, extractor in extractors.items():
+        try:
+            value = extractor(result)
+        except Exception as exc:
+            on_error(key, exc)
+            continue
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def chunk_attributes(
+    result: MetricEvaluationResult,
+    *,
+    max_chunks: int,
+    capture_content: bool,
+    max_content_chars: int,
+    text_of: Callable[[int], str | None],
+    on_error: ErrorCallback,
+) -> dict[str, AttributeValue]:
+    """Per-chunk attributes ``ctxutil.chunks.{i}.*`` for the first ``max_chunks`` verdicts, plus
+    ``ctxutil.chunks.truncated``.
+
+    Always: ``.index`` (int), ``.is_relevant`` (bool), ``.is_utilized`` (bool). With ``capture_content``
+    only: ``.reason`` (str, when non-empty) and ``.text`` (``text_of(i)`` truncated to ``max_content_chars``).
+    A field that fails is reported as ``ctxutil.chunks.{i}.{field}`` and only it is lost.
+    """
+    out: dict[str, AttributeValue] = {}
+    verdicts: Sequence[ChunkResult] = ()
+    try:
+        verdicts = result.signals.verdicts
+    except Exception as exc:
+        on_error(ATTR_CHUNK_PREFIX, exc)
+    shown = max(0, min(len(verdicts), max_chunks))
+    for i in range(shown):
+        for field, get in _chunk_fields(verdicts[i], i, capture_content, max_content_chars, text_of):
+            key = chunk_attribute(i, field)
+            try:
+                value = get()
+            except Exception as exc:
+                on_error(key, exc)
+                continue
+            if value is not None:
+                out[key] = value
+    out[ATTR_CHUNKS_TRUNCATED] = shown < len(verdicts)
+    return out
+
+
+def _chunk_fields(
+    verdict: ChunkResult,
+    i: int,
+    capture_content: bool,
+    max_content_chars: int,
+    text_of: Callable[[int], str | None],
+) -> list[tuple[str, Callable[[], AttributeValue | None]]]:
+    fields: list[tuple[str, Callable[[], AttributeValue | None]]] = [
+        (CHUNK_INDEX, lambda: int(verdict.index)),
+        (CHUNK_IS_RELEVANT, lambda: _strict_bool(verdict.is_relevant)),
+        (CHUNK_IS_UTILIZED, lambda: _strict_bool(verdict.is_utilized)),
+    ]
+    if capture_content:
+        fields.append((CHUNK_REASON, lambda: truncate(str(verdict.reason), max_content_chars) or None))
+        fields.append((CHUNK_TEXT, lambda: _text(text_of(i), max_content_chars)))
+    return fields
+
+
+def _strict_bool(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"expected bool, got {type(value).__name__}")
+    return value
+
+
+def _text(text: str | None, max_chars: int) -> str | None:
+    return None if text is None else truncate(text, max_chars)
+
+
+def metric_attributes(
+    result: MetricEvaluationResult, application_name: str | None
+) -> dict[str, AttributeValue]:
+    """The bounded attribute set of the per-result metrics: evaluation name, score label, application name.
+
+    Raises:
+        Exception: whatever reading the result raises (the emitter then skips that result's metrics).
+    """
+    attributes: dict[str, AttributeValue] = {
+        ATTR_EVALUATION_NAME: str(result.metric_name),
+        ATTR_EVALUATION_SCORE_LABEL: str(result.label),
+    }
+    if application_name:
+        attributes[ATTR_APPLICATION_NAME] = application_name
+    return attributes

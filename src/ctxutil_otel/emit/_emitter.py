@@ -1,0 +1,506 @@
+"""The :class:`Emitter`: one :class:`~ctxutil_otel.MetricEvaluationResult` -> OpenTelemetry telemetry.
+
+DESIGN.md, "Emission (OpenTelemetry)". The evaluated span has ended by the time the judge answers, so the
+result goes on a new span (child of and linked to the evaluated span), on a ``gen_ai.evaluation.result``
+log record carrying the evaluated span's trace and span id, and on metrics with bounded attributes.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from importlib.metadata import PackageNotFoundError, version
+
+from opentelemetry import _logs, metrics, trace
+from opentelemetry._logs import LogRecord, SeverityNumber
+from opentelemetry.context import Context
+from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.sdk.trace import SpanLimits
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from .._item import DatasetItem, chunk_text
+from ..capture._interaction import Interaction
+from ..metric._results import MetricEvaluationResult
+from ._attributes import (
+    ERROR_TYPE_OTHER,
+    RESULT_EXTRACTORS,
+    chunk_attributes,
+    extract,
+    metric_attributes,
+    truncate,
+)
+from ._names import (
+    ATTR_ANSWER,
+    ATTR_APPLICATION_NAME,
+    ATTR_ERROR_TYPE,
+    ATTR_EVALUATION_NAME,
+    ATTR_INTERACTION_ID,
+    ATTR_INTERACTION_SOURCE,
+    ATTR_OUTCOME,
+    ATTR_QUERY,
+    ATTR_REASON,
+    ATTR_TOKEN_TYPE,
+    DURATION_BUCKETS,
+    EVENT_EVALUATION_RESULT,
+    INSTRUMENTATION_SCOPE,
+    METRIC_CHUNKS_RELEVANT,
+    METRIC_CHUNKS_UTILIZED,
+    METRIC_EVALUATION_DURATION,
+    METRIC_EVALUATION_SCORE,
+    METRIC_EVALUATIONS,
+    METRIC_JUDGE_TOKENS,
+    METRIC_QUEUE_SIZE,
+    SCORE_BUCKETS,
+    SPAN_EVALUATION,
+    SPAN_INTERACTION,
+)
+
+__all__ = ["Emitter", "OutcomeCounts"]
+
+_log = logging.getLogger("ctxutil_otel.emit")
+
+try:
+    _VERSION: str | None = version("ctxutil-otel")
+except PackageNotFoundError:  # running from a source tree without installed metadata
+    _VERSION = None
+
+OutcomeCounts = Mapping[tuple[str, "str | None"], int]
+"""``{(outcome, detail): cumulative count}``; ``detail`` is the ``error.type`` of ``failed``, the
+``reason`` of ``dropped``, else ``None``."""
+
+_DROP_REASON_UNKNOWN = "unknown"
+
+
+class Emitter:
+    """Turns evaluation results into OpenTelemetry telemetry. Thread-safe; :meth:`emit` never raises.
+
+    Args:
+        tracer_provider / meter_provider / logger_provider: Providers to use. ``None`` (default) uses the
+            global ones through the OpenTelemetry API, resolved at construction: until the application sets
+            its providers the API hands out proxies that start delegating as soon as it does, so an emitter
+            created before ``set_tracer_provider`` / ``set_meter_provider`` / ``set_logger_provider`` still
+            delivers everything emitted afterwards.
+        capture_content: Put query, answer, chunk text and the judge's per-chunk reasons on the telemetry
+            (truncated to ``max_content_chars``). Off by default (DESIGN.md, "Content capture"): reasons are
+            gated too because a judge's free-text reason routinely quotes the chunk.
+        application_name: Bounded name of the application / chain, added as ``ctxutil.application.name``
+            to spans, log records and every metric.
+        max_content_chars: Truncation length for captured text, >= 1.
+        max_chunk_attributes: At most this many chunks get ``ctxutil.chunks.{i}.*`` span attributes, >= 0.
+            Fewer are emitted when the span attribute count limit (``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``,
+            default 128; the SDK silently evicts the *oldest* attributes beyond it) leaves no room;
+            ``ctxutil.chunks.truncated`` then says so.
+
+    Raises:
+        ValueError: naming the argument, for ``max_content_chars < 1``, ``max_chunk_attributes < 0`` or a
+            non-string ``application_name``.
+    """
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        logger_provider: _logs.LoggerProvider | None = None,
+        capture_content: bool = False,
+        application_name: str | None = None,
+        max_content_chars: int = 1000,
+        max_chunk_attributes: int = 64,
+    ) -> None:
+        if (
+            isinstance(max_content_chars, bool)
+            or not isinstance(max_content_chars, int)
+            or max_content_chars < 1
+        ):
+            raise ValueError(f"max_content_chars must be an int >= 1, got {max_content_chars!r}")
+        if (
+            isinstance(max_chunk_attributes, bool)
+            or not isinstance(max_chunk_attributes, int)
+            or max_chunk_attributes < 0
+        ):
+            raise ValueError(f"max_chunk_attributes must be an int >= 0, got {max_chunk_attributes!r}")
+        if application_name is not None and not isinstance(application_name, str):
+            raise ValueError(f"application_name must be a str or None, got {type(application_name).__name__}")
+        self.capture_content = bool(capture_content)
+        self.application_name = application_name or None
+        self.max_content_chars = max_content_chars
+        self.max_chunk_attributes = max_chunk_attributes
+        self._tracer_provider = tracer_provider
+        self._meter_provider = meter_provider
+        self._logger_provider = logger_provider
+        self._tracer = trace.get_tracer(INSTRUMENTATION_SCOPE, _VERSION, tracer_provider=tracer_provider)
+        self._logger = _logs.get_logger(
+            INSTRUMENTATION_SCOPE, _VERSION or "", logger_provider=logger_provider
+        )
+        self._meter = metrics.get_meter(INSTRUMENTATION_SCOPE, _VERSION or "", meter_provider=meter_provider)
+        self._score = self._meter.create_histogram(
+            METRIC_EVALUATION_SCORE,
+            unit="1",
+            description="Contextual utilization score of each scored evaluation, 0..1.",
+            explicit_bucket_boundaries_advisory=SCORE_BUCKETS,
+        )
+        self._relevant = self._meter.create_counter(
+            METRIC_CHUNKS_RELEVANT, unit="{chunk}", description="Distinct retrieved chunks judged relevant."
+        )
+        self._utilized = self._meter.create_counter(
+            METRIC_CHUNKS_UTILIZED,
+            unit="{chunk}",
+            description="Distinct relevant chunks the answer used.",
+        )
+        self._duration = self._meter.create_histogram(
+            METRIC_EVALUATION_DURATION,
+            unit="s",
+            description="Wall-clock duration of one evaluation, judge call included.",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+        self._tokens = self._meter.create_counter(
+            METRIC_JUDGE_TOKENS, unit="{token}", description="Tokens spent by the judge."
+        )
+        self._lock = threading.Lock()
+        self._observing = False
+        self._outcomes: Callable[[], OutcomeCounts] | None = None
+        self._queue_size: Callable[[], int] | None = None
+        self._failures: Counter[str] = Counter()
+
+    # ------------------------------------------------------------------------------------------ emit
+    def emit(
+        self,
+        interaction: Interaction,
+        result: MetricEvaluationResult,
+        duration_s: float,
+        *,
+        item: DatasetItem | None = None,
+    ) -> None:
+        """Emit the evaluation span, the ``gen_ai.evaluation.result`` log record and the metrics.
+
+        Args:
+            interaction: The evaluated interaction: ``parent`` (the evaluated span's context) or, when
+                ``None``, ``start_time_ns`` / ``end_time_ns`` for a new root span ``rag.interaction``.
+            result: The metric's result.
+            duration_s: Seconds the evaluation took (judge call included); the evaluation span ends now and
+                starts ``duration_s`` earlier. Negative or non-finite: the span is instantaneous and the
+                duration histogram is not recorded.
+            item: The validated item, when the caller has it: the source of chunk, query and answer text
+                under content capture (otherwise taken from ``interaction``).
+
+        Never raises: a failing part (one attribute, the span, the log record, a metric) is skipped, logged
+        once at debug level on ``ctxutil_otel.emit`` and counted in :attr:`failures`.
+        """
+        try:
+            end_ns = time.time_ns()
+            duration = _valid_duration(duration_s)
+            common = extract(RESULT_EXTRACTORS, result, self._on_error)
+            common.update(self._interaction_attributes(interaction))
+            content = self._content_attributes(interaction, item) if self.capture_content else {}
+            evaluated = self._evaluated_span_context(interaction)
+        except Exception as exc:
+            self._on_error("emit", exc)
+            return
+        self._guard(
+            "span",
+            lambda: self._emit_span(result, evaluated, common, content, interaction, item, end_ns, duration),
+        )
+        self._guard("log", lambda: self._emit_log(result, evaluated, common, content, end_ns))
+        self._record_metrics(result, duration)
+
+    def _emit_span(
+        self,
+        result: MetricEvaluationResult,
+        evaluated: SpanContext,
+        common: dict[str, AttributeValue],
+        content: dict[str, AttributeValue],
+        interaction: Interaction,
+        item: DatasetItem | None,
+        end_ns: int,
+        duration: float | None,
+    ) -> None:
+        attributes = {**common, **content}
+        per_chunk = 5 if self.capture_content else 3
+        room = self.max_chunk_attributes
+        limit = self._span_attribute_limit()
+        if limit is not None:
+            room = min(room, max(0, (limit - len(attributes) - 1) // per_chunk))
+        attributes.update(
+            chunk_attributes(
+                result,
+                max_chunks=room,
+                capture_content=self.capture_content,
+                max_content_chars=self.max_content_chars,
+                text_of=self._text_source(result, interaction, item),
+                on_error=self._on_error,
+            )
+        )
+        start_ns = end_ns - int(duration * 1e9) if duration is not None else end_ns
+        valid = evaluated.is_valid
+        span = self._tracer.start_span(
+            SPAN_EVALUATION,
+            context=trace.set_span_in_context(NonRecordingSpan(evaluated)) if valid else Context(),
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+            links=[Link(evaluated)] if valid else None,
+            start_time=start_ns,
+        )
+        try:
+            if result.label == "error":
+                span.set_status(Status(StatusCode.ERROR, str(result.error_type or ERROR_TYPE_OTHER)))
+        finally:
+            span.end(end_time=end_ns)
+
+    def _emit_log(
+        self,
+        result: MetricEvaluationResult,
+        evaluated: SpanContext,
+        common: dict[str, AttributeValue],
+        content: dict[str, AttributeValue],
+        end_ns: int,
+    ) -> None:
+        error = result.label == "error"
+        record = LogRecord(
+            timestamp=end_ns,
+            context=trace.set_span_in_context(NonRecordingSpan(evaluated)),
+            severity_number=SeverityNumber.WARN if error else SeverityNumber.INFO,
+            severity_text="WARN" if error else "INFO",
+            attributes={**common, **content},
+            event_name=EVENT_EVALUATION_RESULT,
+        )
+        self._logger.emit(record)
+
+    def _record_metrics(self, result: MetricEvaluationResult, duration: float | None) -> None:
+        try:
+            attributes = metric_attributes(result, self.application_name)
+        except Exception as exc:
+            self._on_error("metrics", exc)
+            return
+        if duration is not None:
+            self._guard(METRIC_EVALUATION_DURATION, lambda: self._duration.record(duration, attributes))
+        if result.label != "error":
+            score = result.score
+            if score is not None:
+                self._guard(METRIC_EVALUATION_SCORE, lambda: self._score.record(_finite(score), attributes))
+            self._guard(
+                METRIC_CHUNKS_RELEVANT,
+                lambda: self._relevant.add(_count(result.signals.total_relevant_chunks), attributes),
+            )
+            self._guard(
+                METRIC_CHUNKS_UTILIZED,
+                lambda: self._utilized.add(_count(result.signals.utilized_chunks), attributes),
+            )
+        if result.usage is not None:
+            self._guard(METRIC_JUDGE_TOKENS, lambda: self._record_tokens(result))
+
+    def _record_tokens(self, result: MetricEvaluationResult) -> None:
+        usage = result.usage
+        if usage is None:
+            return
+        base: dict[str, AttributeValue] = {ATTR_EVALUATION_NAME: str(result.metric_name)}
+        if self.application_name:
+            base[ATTR_APPLICATION_NAME] = self.application_name
+        self._tokens.add(_count(usage.input_tokens), {**base, ATTR_TOKEN_TYPE: "input"})
+        self._tokens.add(_count(usage.output_tokens), {**base, ATTR_TOKEN_TYPE: "output"})
+
+    # ------------------------------------------------------------------------------- observables
+    def observe(self, outcomes: Callable[[], OutcomeCounts], queue_size: Callable[[], int]) -> None:
+        """Register ``ctxutil.evaluations`` (ObservableCounter) and ``ctxutil.queue.size`` (ObservableGauge).
+
+        Both callables run at collection time only (nothing on the request path). ``outcomes()`` returns
+        cumulative counts ``{(outcome, detail): n}``; each becomes one observation with ``outcome``, plus
+        ``error.type`` = detail for ``failed`` (``_OTHER`` when ``None``) or ``reason`` = detail for
+        ``dropped`` (``unknown`` when ``None``); details of other outcomes are not attributes (their counts
+        merge). Calling again replaces the sources; instruments are registered once.
+        """
+        with self._lock:
+            self._outcomes = outcomes
+            self._queue_size = queue_size
+            if self._observing:
+                return
+            self._observing = True
+        self._meter.create_observable_counter(
+            METRIC_EVALUATIONS,
+            callbacks=[self._observe_outcomes],
+            unit="{evaluation}",
+            description="Captured interactions by final outcome (sampled_out, dropped, evaluated, "
+            "not_applicable, failed).",
+        )
+        self._meter.create_observable_gauge(
+            METRIC_QUEUE_SIZE,
+            callbacks=[self._observe_queue_size],
+            unit="{interaction}",
+            description="Interactions waiting for evaluation.",
+        )
+
+    def _observe_outcomes(self, options: CallbackOptions) -> Iterable[Observation]:
+        source = self._outcomes
+        if source is None:
+            return []
+        try:
+            counts = dict(source())
+        except Exception as exc:
+            self._on_error(METRIC_EVALUATIONS, exc)
+            return []
+        merged: dict[tuple[tuple[str, AttributeValue], ...], int] = {}
+        for key, n in counts.items():
+            try:
+                outcome, detail = key
+                attributes: dict[str, AttributeValue] = {ATTR_OUTCOME: str(outcome)}
+                if outcome == "failed":
+                    attributes[ATTR_ERROR_TYPE] = str(detail) if detail else ERROR_TYPE_OTHER
+                elif outcome == "dropped":
+                    attributes[ATTR_REASON] = str(detail) if detail else _DROP_REASON_UNKNOWN
+                if self.application_name:
+                    attributes[ATTR_APPLICATION_NAME] = self.application_name
+                frozen = tuple(sorted(attributes.items()))
+                merged[frozen] = merged.get(frozen, 0) + _count(n)
+            except Exception as exc:
+                self._on_error(METRIC_EVALUATIONS, exc)
+        return [Observation(n, dict(attrs)) for attrs, n in merged.items()]
+
+    def _observe_queue_size(self, options: CallbackOptions) -> Iterable[Observation]:
+        source = self._queue_size
+        if source is None:
+            return []
+        try:
+            size = _count(source())
+        except Exception as exc:
+            self._on_error(METRIC_QUEUE_SIZE, exc)
+            return []
+        attributes = {ATTR_APPLICATION_NAME: self.application_name} if self.application_name else None
+        return [Observation(size, attributes)]
+
+    # ---------------------------------------------------------------------------------- flushing
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Flush the providers this emitter writes to (the given ones, else the global SDK ones).
+
+        Returns ``True`` when every provider that supports ``force_flush`` flushed in time; providers
+        without it (API no-op / proxy providers) are skipped. Never raises.
+        """
+        deadline = time.monotonic() + timeout_millis / 1000
+        providers: list[object] = [
+            self._tracer_provider or trace.get_tracer_provider(),
+            self._meter_provider or metrics.get_meter_provider(),
+            self._logger_provider or _logs.get_logger_provider(),
+        ]
+        ok = True
+        for provider in providers:
+            flush = getattr(provider, "force_flush", None)
+            if flush is None:
+                continue
+            remaining = max(0, int((deadline - time.monotonic()) * 1000))
+            try:
+                ok = bool(flush(remaining)) and ok
+            except Exception as exc:
+                self._on_error("force_flush", exc)
+                ok = False
+        return ok
+
+    @property
+    def failures(self) -> dict[str, int]:
+        """How often each part failed (attribute key, ``span``, ``log``, a metric name, ``emit``)."""
+        with self._lock:
+            return dict(self._failures)
+
+    # ----------------------------------------------------------------------------------- helpers
+    def _on_error(self, key: str, exc: BaseException) -> None:
+        with self._lock:
+            first = key not in self._failures
+            self._failures[key] += 1
+        if first:
+            _log.debug("emitting %s failed (logged once): %r", key, exc, exc_info=exc)
+
+    def _guard(self, key: str, action: Callable[[], object]) -> None:
+        try:
+            action()
+        except Exception as exc:
+            self._on_error(key, exc)
+
+    def _interaction_attributes(self, interaction: Interaction) -> dict[str, AttributeValue]:
+        attributes: dict[str, AttributeValue] = {}
+        if self.application_name:
+            attributes[ATTR_APPLICATION_NAME] = self.application_name
+        for key, value in (
+            (ATTR_INTERACTION_ID, interaction.id),
+            (ATTR_INTERACTION_SOURCE, interaction.source),
+        ):
+            if value is not None:
+                attributes[key] = str(value)
+        return attributes
+
+    def _content_attributes(
+        self, interaction: Interaction, item: DatasetItem | None
+    ) -> dict[str, AttributeValue]:
+        query = item.query if item is not None else interaction.query
+        answer = item.actual_output if item is not None else interaction.answer
+        attributes: dict[str, AttributeValue] = {}
+        for key, value in ((ATTR_QUERY, query), (ATTR_ANSWER, answer)):
+            if isinstance(value, str):
+                attributes[key] = truncate(value, self.max_content_chars)
+        return attributes
+
+    def _text_source(
+        self, result: MetricEvaluationResult, interaction: Interaction, item: DatasetItem | None
+    ) -> Callable[[int], str | None]:
+        """Chunk text by retrieval index: the item's chunks, else the interaction's documents, else the
+        breakdown (relevant chunks only)."""
+        if item is not None:
+            chunks = item.retrieved_content
+            return lambda i: chunks[i] if 0 <= i < len(chunks) else None
+        documents = interaction.documents
+        breakdown = {c.index: c.chunk_text for c in result.signals.chunk_breakdown}
+
+        def from_interaction(i: int) -> str | None:
+            if 0 <= i < len(documents):
+                return chunk_text(documents[i], i)
+            return breakdown.get(i)
+
+        return from_interaction
+
+    def _evaluated_span_context(self, interaction: Interaction) -> SpanContext:
+        """The evaluated span's context, or that of a new root span ``rag.interaction`` when there is none."""
+        parent = interaction.parent
+        if isinstance(parent, SpanContext) and parent.is_valid:
+            return parent
+        start = interaction.start_time_ns if interaction.start_time_ns > 0 else None
+        end = interaction.end_time_ns if interaction.end_time_ns > 0 else None
+        if start is not None and (end is None or end < start):
+            end = start
+        root = self._tracer.start_span(
+            SPAN_INTERACTION,
+            context=Context(),
+            kind=SpanKind.INTERNAL,
+            attributes=self._interaction_attributes(interaction),
+            start_time=start,
+        )
+        root.end(end_time=end)
+        return root.get_span_context()
+
+    def _span_attribute_limit(self) -> int | None:
+        provider = self._tracer_provider or trace.get_tracer_provider()
+        limits = getattr(provider, "_span_limits", None)  # SDK TracerProvider; not part of the API
+        if not isinstance(limits, SpanLimits):
+            limits = SpanLimits()  # reads OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT / OTEL_ATTRIBUTE_COUNT_LIMIT
+        return limits.max_span_attributes
+
+
+def _valid_duration(duration_s: float) -> float | None:
+    try:
+        duration = float(duration_s)
+    except (TypeError, ValueError):
+        return None
+    return duration if math.isfinite(duration) and duration >= 0 else None
+
+
+def _finite(value: float) -> float:
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"not a finite number: {value!r}")
+    return number
+
+
+def _count(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"expected a non-negative int, got {value!r}")
+    return value

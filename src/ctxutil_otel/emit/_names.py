@@ -1,0 +1,256 @@
+"""Every telemetry name the emitter uses, with its source, and how each metric appears in Prometheus.
+
+Sources
+-------
+* ``gen_ai.*`` and the ``gen_ai.evaluation.result`` event: OpenTelemetry GenAI semantic conventions
+  (development stability), maintained in https://github.com/open-telemetry/semantic-conventions-genai.
+  ``model/gen-ai/events.yaml``: the event requires ``gen_ai.evaluation.name``, conditionally requires
+  ``gen_ai.evaluation.score.value`` and ``gen_ai.evaluation.score.label`` ("if applicable"), recommends
+  ``gen_ai.evaluation.explanation``, includes the ``error.type`` group, and SHOULD be parented to the
+  evaluated span. The same constants ship, marked "moved", in ``opentelemetry-semantic-conventions``
+  (``opentelemetry.semconv._incubating.attributes.gen_ai_attributes``).
+* ``error.type``: OpenTelemetry semantic conventions, stable
+  (``opentelemetry.semconv.attributes.error_attributes``).
+* ``ctxutil.*``: this project's own namespace (DESIGN.md, "Emission (OpenTelemetry)").
+
+Values of ``gen_ai.evaluation.score.label`` (the conventions ask implementations to document them):
+``pass`` | ``fail`` | ``not_applicable`` | ``error``.
+
+Metrics and their Prometheus form
+---------------------------------
+Verified by ``tests/emit/test_prometheus_names.py``: it exports through ``opentelemetry-exporter-prometheus``
+(``PrometheusMetricReader``) and parses ``prometheus_client.generate_latest``. The rules (OpenTelemetry
+"Prometheus and OpenMetrics compatibility"): dots become underscores in metric and label names; the unit
+becomes a suffix (``s`` -> ``_seconds``; ``{...}`` annotations are dropped; ``1`` adds nothing in this
+exporter); counters get ``_total``; histograms expand to ``_bucket{le=...}``, ``_sum`` and ``_count``.
+Every series also carries ``otel_scope_name="ctxutil_otel"``, ``otel_scope_version`` and
+``otel_scope_schema_url``; resource attributes (``service.name``, ...) appear only on ``target_info``.
+The Collector's ``prometheus`` exporter follows the same naming rules and derives ``job`` / ``instance``
+from ``service.name`` / ``service.instance.id``.
+
+| OpenTelemetry instrument    | kind         | unit          | Prometheus series                           |
+|-----------------------------|--------------|---------------|---------------------------------------------|
+| gen_ai.evaluation.score     | Histogram    | 1             | gen_ai_evaluation_score_bucket,             |
+|                             |              |               | gen_ai_evaluation_score_sum, _count         |
+| ctxutil.chunks.relevant     | Counter      | {chunk}       | ctxutil_chunks_relevant_total               |
+| ctxutil.chunks.utilized     | Counter      | {chunk}       | ctxutil_chunks_utilized_total               |
+| ctxutil.evaluation.duration | Histogram    | s             | ctxutil_evaluation_duration_seconds_bucket, |
+|                             |              |               | ctxutil_evaluation_duration_seconds_sum,    |
+|                             |              |               | ctxutil_evaluation_duration_seconds_count   |
+| ctxutil.judge.tokens        | Counter      | {token}       | ctxutil_judge_tokens_total                  |
+| ctxutil.evaluations         | Obs. counter | {evaluation}  | ctxutil_evaluations_total                   |
+| ctxutil.queue.size          | Obs. gauge   | {interaction} | ctxutil_queue_size                          |
+
+(Obs. = Observable.)
+
+Metric attributes (bounded cardinality only: never ids, queries or user data), OpenTelemetry -> Prometheus:
+
+| instruments                          | attributes -> labels                                              |
+|--------------------------------------|-------------------------------------------------------------------|
+| score, chunks relevant / utilized,   | gen_ai.evaluation.name -> gen_ai_evaluation_name,                 |
+| evaluation duration                  | gen_ai.evaluation.score.label -> gen_ai_evaluation_score_label,   |
+|                                      | [ctxutil.application.name -> ctxutil_application_name]            |
+| judge tokens                         | gen_ai.evaluation.name, gen_ai.token.type -> gen_ai_token_type    |
+|                                      | (input / output), [ctxutil.application.name]                      |
+| evaluations                          | outcome; error.type -> error_type (failed); reason (dropped);     |
+|                                      | [ctxutil.application.name]                                        |
+| queue size                           | [ctxutil.application.name]                                        |
+
+``[...]``: only when an application name is configured. ``outcome`` is one of ``sampled_out``, ``dropped``,
+``evaluated``, ``not_applicable``, ``failed``. The chunk counters are recorded for every result except
+errors (0 for not applicable); the score only when there is one; the duration for every result. Score
+bucket ``le`` values as exported: ``0.0``, ``0.1``, ..., ``1.0``, ``+Inf``. Pooled utilization in PromQL:
+``sum(rate(ctxutil_chunks_utilized_total[5m])) / sum(rate(ctxutil_chunks_relevant_total[5m]))``.
+
+Judge tokens are a ``ctxutil.judge.tokens`` counter rather than the conventions' ``gen_ai.client.token.usage``
+histogram on purpose: judge calls run with instrumentation suppressed, and reusing the application-facing
+name would mix evaluation cost into the application's own LLM token dashboards. ``gen_ai.token.type`` and
+its values come from the GenAI conventions.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "ATTR_ANSWER",
+    "ATTR_APPLICATION_NAME",
+    "ATTR_CHUNKS_TRUNCATED",
+    "ATTR_CHUNK_PREFIX",
+    "ATTR_ERROR_TYPE",
+    "ATTR_EVALUATION_EXPLANATION",
+    "ATTR_EVALUATION_NAME",
+    "ATTR_EVALUATION_SCORE_LABEL",
+    "ATTR_EVALUATION_SCORE_VALUE",
+    "ATTR_INTERACTION_ID",
+    "ATTR_INTERACTION_SOURCE",
+    "ATTR_JUDGE_NAME",
+    "ATTR_OUTCOME",
+    "ATTR_QUERY",
+    "ATTR_REASON",
+    "ATTR_REQUEST_MODEL",
+    "ATTR_THRESHOLD",
+    "ATTR_TOKEN_TYPE",
+    "ATTR_TOTAL_CHUNKS",
+    "ATTR_TOTAL_RELEVANT_CHUNKS",
+    "ATTR_USAGE_INPUT_TOKENS",
+    "ATTR_USAGE_OUTPUT_TOKENS",
+    "ATTR_UTILIZATION_RATE",
+    "ATTR_UTILIZATION_SCORE",
+    "ATTR_UTILIZED_CHUNKS",
+    "CHUNK_INDEX",
+    "CHUNK_IS_RELEVANT",
+    "CHUNK_IS_UTILIZED",
+    "CHUNK_REASON",
+    "CHUNK_TEXT",
+    "DURATION_BUCKETS",
+    "EVENT_EVALUATION_RESULT",
+    "INSTRUMENTATION_SCOPE",
+    "METRIC_CHUNKS_RELEVANT",
+    "METRIC_CHUNKS_UTILIZED",
+    "METRIC_EVALUATIONS",
+    "METRIC_EVALUATION_DURATION",
+    "METRIC_EVALUATION_SCORE",
+    "METRIC_JUDGE_TOKENS",
+    "METRIC_QUEUE_SIZE",
+    "PROMETHEUS_NAMES",
+    "SCORE_BUCKETS",
+    "SPAN_EVALUATION",
+    "SPAN_INTERACTION",
+    "chunk_attribute",
+]
+
+INSTRUMENTATION_SCOPE: Final = "ctxutil_otel"
+"""Name of the tracer, meter and logger (``otel.scope.name``; ``otel_scope_name`` in Prometheus)."""
+
+# --- spans (ctxutil) --------------------------------------------------------------------------------
+SPAN_EVALUATION: Final = "contextual_utilization"
+"""The evaluation span: child of (and linked to) the evaluated span. DESIGN.md."""
+SPAN_INTERACTION: Final = "rag.interaction"
+"""Root span opened for an interaction that had no OpenTelemetry span of its own. DESIGN.md / Interaction."""
+
+# --- event (GenAI semantic conventions) ------------------------------------------------------------
+EVENT_EVALUATION_RESULT: Final = "gen_ai.evaluation.result"
+"""Log-based event carrying one evaluation result (GenAI conventions, ``events.yaml``)."""
+
+# --- attributes: GenAI semantic conventions --------------------------------------------------------
+ATTR_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
+"""string, required on the event: the metric's name, ``contextual_utilization``."""
+ATTR_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
+"""double, conditionally required: the score in [0, 1]; absent when there is no score."""
+ATTR_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
+"""string, conditionally required: ``pass`` | ``fail`` | ``not_applicable`` | ``error``."""
+ATTR_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
+"""string, recommended: one human-readable sentence."""
+ATTR_REQUEST_MODEL: Final = "gen_ai.request.model"
+"""string: the judge's model (GenAI conventions' request model of the judge call)."""
+ATTR_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+"""int: judge input tokens (GenAI conventions)."""
+ATTR_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+"""int: judge output tokens (GenAI conventions)."""
+ATTR_TOKEN_TYPE: Final = "gen_ai.token.type"
+"""string ``input`` | ``output`` on the judge token counter (GenAI conventions)."""
+
+# --- attributes: general semantic conventions (stable) ---------------------------------------------
+ATTR_ERROR_TYPE: Final = "error.type"
+"""string: low-cardinality error class of a failed evaluation (``timeout``, ``verdict_mismatch``, ...)."""
+
+# --- attributes: ctxutil ---------------------------------------------------------------------------
+ATTR_UTILIZATION_SCORE: Final = "ctxutil.utilization_score"
+ATTR_TOTAL_RELEVANT_CHUNKS: Final = "ctxutil.total_relevant_chunks"
+ATTR_UTILIZED_CHUNKS: Final = "ctxutil.utilized_chunks"
+ATTR_UTILIZATION_RATE: Final = "ctxutil.utilization_rate"
+ATTR_TOTAL_CHUNKS: Final = "ctxutil.total_chunks"
+ATTR_THRESHOLD: Final = "ctxutil.threshold"
+ATTR_JUDGE_NAME: Final = "ctxutil.judge.name"
+ATTR_APPLICATION_NAME: Final = "ctxutil.application.name"
+"""string: the configured application / chain name (bounded: set by configuration, not by data)."""
+ATTR_INTERACTION_ID: Final = "ctxutil.interaction.id"
+"""string, spans and log records only (never metrics): the LangChain root run_id or the span id."""
+ATTR_INTERACTION_SOURCE: Final = "ctxutil.interaction.source"
+"""string, spans and log records only: which capture path produced the interaction."""
+ATTR_QUERY: Final = "ctxutil.query"
+"""string, only with content capture: the user's question (truncated)."""
+ATTR_ANSWER: Final = "ctxutil.answer"
+"""string, only with content capture: the generated answer (truncated)."""
+ATTR_CHUNKS_TRUNCATED: Final = "ctxutil.chunks.truncated"
+"""bool: ``True`` when fewer per-chunk attribute groups were emitted than ``ctxutil.total_chunks``."""
+ATTR_CHUNK_PREFIX: Final = "ctxutil.chunks"
+CHUNK_INDEX: Final = "index"
+CHUNK_IS_RELEVANT: Final = "is_relevant"
+CHUNK_IS_UTILIZED: Final = "is_utilized"
+CHUNK_REASON: Final = "reason"
+"""Only with content capture: a judge's free-text reason routinely quotes or paraphrases the chunk."""
+CHUNK_TEXT: Final = "text"
+"""Only with content capture, truncated to ``max_content_chars``."""
+
+ATTR_OUTCOME: Final = "outcome"
+"""On ``ctxutil.evaluations``: sampled_out | dropped | evaluated | not_applicable | failed."""
+ATTR_REASON: Final = "reason"
+"""On ``ctxutil.evaluations`` for ``dropped``: ``rate_limited`` | ``token_budget`` | ``queue_full`` | ..."""
+
+
+def chunk_attribute(i: int, field: str) -> str:
+    """Return ``ctxutil.chunks.{i}.{field}``, e.g. ``chunk_attribute(2, CHUNK_IS_UTILIZED)``."""
+    return f"{ATTR_CHUNK_PREFIX}.{i}.{field}"
+
+
+# --- metrics ---------------------------------------------------------------------------------------
+METRIC_EVALUATION_SCORE: Final = "gen_ai.evaluation.score"
+"""Histogram, unit ``1``: scores of scored results (named after ``gen_ai.evaluation.score.value``)."""
+METRIC_CHUNKS_RELEVANT: Final = "ctxutil.chunks.relevant"
+"""Counter, unit ``{chunk}``: distinct relevant chunks per evaluation."""
+METRIC_CHUNKS_UTILIZED: Final = "ctxutil.chunks.utilized"
+"""Counter, unit ``{chunk}``: distinct relevant chunks the answer used."""
+METRIC_EVALUATION_DURATION: Final = "ctxutil.evaluation.duration"
+"""Histogram, unit ``s``: wall-clock seconds of one evaluation (judge call included)."""
+METRIC_JUDGE_TOKENS: Final = "ctxutil.judge.tokens"
+"""Counter, unit ``{token}``: judge tokens, split by ``gen_ai.token.type``."""
+METRIC_EVALUATIONS: Final = "ctxutil.evaluations"
+"""ObservableCounter, unit ``{evaluation}``: interactions by final ``outcome`` (accounting invariant)."""
+METRIC_QUEUE_SIZE: Final = "ctxutil.queue.size"
+"""ObservableGauge, unit ``{interaction}``: interactions waiting for the worker."""
+
+SCORE_BUCKETS: Final[tuple[float, ...]] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+"""Explicit boundaries of ``gen_ai.evaluation.score`` (DESIGN.md)."""
+
+DURATION_BUCKETS: Final[tuple[float, ...]] = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.08,
+    0.16,
+    0.32,
+    0.64,
+    1.28,
+    2.56,
+    5.12,
+    10.24,
+    20.48,
+    40.96,
+    81.92,
+)
+"""Seconds: the GenAI conventions' advice for ``gen_ai.client.operation.duration`` (0.01 .. 81.92, doubling),
+extended down to 1 ms for the offline lexical judge. The SDK's default boundaries (0 .. 10000) assume ms."""
+
+PROMETHEUS_NAMES: Final[dict[str, tuple[str, ...]]] = {
+    METRIC_EVALUATION_SCORE: (
+        "gen_ai_evaluation_score_bucket",
+        "gen_ai_evaluation_score_sum",
+        "gen_ai_evaluation_score_count",
+    ),
+    METRIC_CHUNKS_RELEVANT: ("ctxutil_chunks_relevant_total",),
+    METRIC_CHUNKS_UTILIZED: ("ctxutil_chunks_utilized_total",),
+    METRIC_EVALUATION_DURATION: (
+        "ctxutil_evaluation_duration_seconds_bucket",
+        "ctxutil_evaluation_duration_seconds_sum",
+        "ctxutil_evaluation_duration_seconds_count",
+    ),
+    METRIC_JUDGE_TOKENS: ("ctxutil_judge_tokens_total",),
+    METRIC_EVALUATIONS: ("ctxutil_evaluations_total",),
+    METRIC_QUEUE_SIZE: ("ctxutil_queue_size",),
+}
+"""OpenTelemetry instrument name -> the Prometheus sample names it produces (the table above, as data)."""

@@ -1,0 +1,323 @@
+"""``configure_telemetry``: tracer, meter and logger providers with exporters chosen from the environment.
+
+For the CLI, the demo and examples. Applications that already configure OpenTelemetry do not need it: the
+:class:`~ctxutil_otel.emit.Emitter` uses whatever global providers they set.
+
+Exporter choice, per signal (traces, metrics, logs):
+
+1. ``OTEL_{TRACES,METRICS,LOGS}_EXPORTER`` when set: a comma list of ``otlp``, ``console``, ``none``
+   (OpenTelemetry SDK environment variables; other values raise ``ValueError``).
+2. Otherwise OTLP when ``OTEL_EXPORTER_OTLP_{TRACES,METRICS,LOGS}_ENDPOINT`` or
+   ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set; else the console (``console=True``) or nothing
+   (``console=False``, quiet mode). This differs from the SDK's own auto-configuration, whose default is
+   OTLP to ``localhost``: a demo without a Collector should print, not retry against a closed port.
+
+OTLP transport: ``OTEL_EXPORTER_OTLP_{SIGNAL}_PROTOCOL``, else ``OTEL_EXPORTER_OTLP_PROTOCOL``, else ``grpc``.
+``grpc`` selects ``opentelemetry.exporter.otlp.proto.grpc`` (port 4317), ``http/protobuf`` selects
+``opentelemetry.exporter.otlp.proto.http`` (port 4318); ``http/json`` is not implemented by the Python
+exporters and raises ``ValueError``. The specification (``protocol/exporter.md``, since v1.28) says SDKs
+SHOULD default to ``http/protobuf`` unless they already shipped ``grpc`` as the default; the Python SDK did,
+and its auto-configuration (``opentelemetry.sdk._configuration``) still maps a bare ``otlp`` to gRPC, so
+``grpc`` is the default here too. Endpoint, headers, timeout, compression and certificates are read by the
+exporters themselves from the standard ``OTEL_EXPORTER_OTLP_*`` variables.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from opentelemetry import _logs, metrics, trace
+from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
+from opentelemetry.sdk._logs.export import (
+    BatchLogRecordProcessor,
+    ConsoleLogRecordExporter,
+    LogRecordExporter,
+)
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    ConsoleMetricExporter,
+    MetricExporter,
+    MetricReader,
+    PeriodicExportingMetricReader,
+)
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.util.types import AttributeValue
+
+__all__ = ["DEFAULT_SERVICE_NAME", "TelemetryHandle", "configure_telemetry", "exporter_destinations"]
+
+_log = logging.getLogger("ctxutil_otel.emit")
+
+DEFAULT_SERVICE_NAME = "ctxutil-otel"
+_SIGNALS = ("traces", "metrics", "logs")
+_PROTOCOLS = {"grpc": "otlp/grpc", "http/protobuf": "otlp/http"}
+_KNOWN_EXPORTERS = ("otlp", "console", "none")
+
+
+@dataclass
+class TelemetryHandle:
+    """The providers :func:`configure_telemetry` built, and where each signal goes.
+
+    Attributes:
+        tracer_provider / meter_provider / logger_provider: The SDK providers (pass them to
+            :class:`~ctxutil_otel.emit.Emitter`, or use the globals when ``is_global``).
+        destinations: ``{"traces" | "metrics" | "logs": ("otlp/grpc" | "otlp/http" | "console", ...)}``;
+            an empty tuple means the signal is exported nowhere.
+        span_exporters / metric_exporters / log_exporters: The exporter instances, in that order.
+        is_global: The providers were installed as the OpenTelemetry globals.
+    """
+
+    tracer_provider: TracerProvider
+    meter_provider: MeterProvider
+    logger_provider: LoggerProvider
+    destinations: Mapping[str, tuple[str, ...]]
+    span_exporters: tuple[SpanExporter, ...] = ()
+    metric_exporters: tuple[MetricExporter, ...] = ()
+    log_exporters: tuple[LogRecordExporter, ...] = ()
+    is_global: bool = False
+    _shut_down: bool = field(default=False, repr=False)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Export everything buffered in the three providers within ``timeout_millis`` (shared deadline).
+
+        Returns ``True`` when all three flushed in time. Never raises.
+        """
+        deadline = time.monotonic() + timeout_millis / 1000
+        ok = True
+        for provider in (self.tracer_provider, self.meter_provider, self.logger_provider):
+            remaining = max(0, int((deadline - time.monotonic()) * 1000))
+            try:
+                ok = bool(provider.force_flush(remaining)) and ok
+            except Exception:
+                _log.debug("force_flush of %s failed", type(provider).__name__, exc_info=True)
+                ok = False
+        return ok
+
+    def shutdown(self, timeout_millis: int = 30000) -> bool:
+        """Flush and shut down the three providers (idempotent; also registered with ``atexit``).
+
+        ``timeout_millis`` bounds the final flush and the meter provider's shutdown; the SDK's tracer and
+        logger provider shutdowns take no deadline (their batch processors use their export timeouts).
+        Returns ``True`` when everything flushed and shut down cleanly. Never raises.
+        """
+        if self._shut_down:
+            return True
+        self._shut_down = True
+        atexit.unregister(self.shutdown)
+        deadline = time.monotonic() + timeout_millis / 1000
+        ok = self.force_flush(timeout_millis)
+        for name, close in (
+            ("tracer_provider", self.tracer_provider.shutdown),
+            ("logger_provider", self.logger_provider.shutdown),
+            (
+                "meter_provider",
+                lambda: self.meter_provider.shutdown(max(0.0, (deadline - time.monotonic()) * 1000)),
+            ),
+        ):
+            try:
+                close()
+            except Exception:
+                _log.debug("shutdown of %s failed", name, exc_info=True)
+                ok = False
+        return ok
+
+
+def _env(name: str) -> str | None:
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+def exporter_destinations(console: bool = True) -> dict[str, tuple[str, ...]]:
+    """Where each signal goes under the current environment (rules in the module docstring).
+
+    Returns:
+        ``{"traces": (...), "metrics": (...), "logs": (...)}`` with values from ``"otlp/grpc"``,
+        ``"otlp/http"``, ``"console"``; an empty tuple for a signal exported nowhere.
+
+    Raises:
+        ValueError: naming the variable, for an unknown ``OTEL_*_EXPORTER`` entry or an unsupported
+            ``OTEL_EXPORTER_OTLP_*PROTOCOL``.
+    """
+    out: dict[str, tuple[str, ...]] = {}
+    for signal in _SIGNALS:
+        upper = signal.upper()
+        selector = f"OTEL_{upper}_EXPORTER"
+        names: list[str]
+        configured = _env(selector)
+        if configured is not None:
+            names = [n.strip().lower() for n in configured.split(",") if n.strip()]
+            unknown = [n for n in names if n not in _KNOWN_EXPORTERS]
+            if unknown:
+                supported = ", ".join(_KNOWN_EXPORTERS)
+                raise ValueError(f"{selector}: unsupported exporter {unknown[0]!r} (supported: {supported})")
+            names = [n for n in names if n != "none"]
+        elif _env(f"OTEL_EXPORTER_OTLP_{upper}_ENDPOINT") or _env("OTEL_EXPORTER_OTLP_ENDPOINT"):
+            names = ["otlp"]
+        else:
+            names = ["console"] if console else []
+        destinations: list[str] = []
+        for name in dict.fromkeys(names):  # de-duplicate, keep order
+            destinations.append(_otlp_destination(upper) if name == "otlp" else name)
+        out[signal] = tuple(destinations)
+    return out
+
+
+def _otlp_destination(upper_signal: str) -> str:
+    for variable in (f"OTEL_EXPORTER_OTLP_{upper_signal}_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        protocol = _env(variable)
+        if protocol is not None:
+            if protocol not in _PROTOCOLS:
+                raise ValueError(
+                    f"{variable}: unsupported OTLP protocol {protocol!r} (supported: grpc, http/protobuf)"
+                )
+            return _PROTOCOLS[protocol]
+    return _PROTOCOLS["grpc"]
+
+
+def _otlp_exporters(destination: str) -> tuple[type[Any], type[Any], type[Any]]:
+    """(span, metric, log) exporter classes for ``otlp/grpc`` or ``otlp/http``, imported on demand."""
+    try:
+        if destination == "otlp/grpc":
+            from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
+            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        else:
+            from opentelemetry.exporter.otlp.proto.http._log_exporter import (  # type: ignore[assignment]
+                OTLPLogExporter,
+            )
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # type: ignore[assignment]
+                OTLPMetricExporter,
+            )
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[assignment]
+                OTLPSpanExporter,
+            )
+    except ImportError as exc:  # pragma: no cover - a dependency of the package
+        raise ImportError(
+            f"{destination} export needs the 'opentelemetry-exporter-otlp' package "
+            "(a dependency of ctxutil-otel)"
+        ) from exc
+    return OTLPSpanExporter, OTLPMetricExporter, OTLPLogExporter
+
+
+def configure_telemetry(
+    *,
+    service_name: str | None = None,
+    console: bool = True,
+    console_out: IO[str] | None = None,
+    set_global: bool = False,
+    resource_attributes: Mapping[str, AttributeValue] | None = None,
+    metric_export_interval_millis: float | None = None,
+    metric_readers: Sequence[MetricReader] = (),
+    span_processors: Sequence[SpanProcessor] = (),
+    log_record_processors: Sequence[LogRecordProcessor] = (),
+) -> TelemetryHandle:
+    """Build a TracerProvider, MeterProvider and LoggerProvider exporting per the environment.
+
+    Args:
+        service_name: ``service.name`` of the Resource. Precedence: this argument > ``OTEL_SERVICE_NAME`` >
+            ``service.name`` in ``OTEL_RESOURCE_ATTRIBUTES`` > ``"ctxutil-otel"``.
+        console: For a signal without OTLP configuration, print it to the console (``True``) or export it
+            nowhere (``False``: quiet mode, e.g. the demo's summary-only output).
+        console_out: Stream of the console exporters (default: ``sys.stdout`` at call time).
+        set_global: Install the providers as the OpenTelemetry globals. Off by default so an application's
+            own providers are never clobbered; the API refuses a second global anyway (``is_global`` then
+            stays ``False`` and a warning is logged).
+        resource_attributes: Extra Resource attributes (the arguments win over ``OTEL_RESOURCE_ATTRIBUTES``).
+        metric_export_interval_millis: Period of the exporting metric readers (default: the SDK's,
+            ``OTEL_METRIC_EXPORT_INTERVAL`` or 60000 ms). ``force_flush``/``shutdown`` export everything.
+        metric_readers / span_processors / log_record_processors: Added as well (e.g. a
+            ``PrometheusMetricReader`` or in-memory readers).
+
+    Returns:
+        A :class:`TelemetryHandle`; call ``shutdown()`` when done (also registered with ``atexit``).
+
+    Raises:
+        ValueError: naming the environment variable, for unsupported exporter or protocol values.
+    """
+    destinations = exporter_destinations(console)
+    out = console_out if console_out is not None else sys.stdout
+    resource = _resource(service_name, resource_attributes)
+
+    span_exporters: list[SpanExporter] = []
+    metric_exporters: list[MetricExporter] = []
+    log_exporters: list[LogRecordExporter] = []
+    for signal, targets in destinations.items():
+        for target in targets:
+            if target == "console":
+                if signal == "traces":
+                    span_exporters.append(ConsoleSpanExporter(out=out))
+                elif signal == "metrics":
+                    metric_exporters.append(ConsoleMetricExporter(out=out))
+                else:
+                    log_exporters.append(ConsoleLogRecordExporter(out=out))
+                continue
+            span_cls, metric_cls, log_cls = _otlp_exporters(target)
+            if signal == "traces":
+                span_exporters.append(span_cls())
+            elif signal == "metrics":
+                metric_exporters.append(metric_cls())
+            else:
+                log_exporters.append(log_cls())
+
+    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    for span_exporter in span_exporters:
+        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
+    for processor in span_processors:
+        tracer_provider.add_span_processor(processor)
+
+    readers: list[MetricReader] = [
+        PeriodicExportingMetricReader(exporter, export_interval_millis=metric_export_interval_millis)
+        for exporter in metric_exporters
+    ]
+    readers.extend(metric_readers)
+    meter_provider = MeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=False)
+
+    logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
+    for log_exporter in log_exporters:
+        logger_provider.add_log_record_processor(BatchLogRecordProcessor(log_exporter))
+    for log_processor in log_record_processors:
+        logger_provider.add_log_record_processor(log_processor)
+
+    handle = TelemetryHandle(
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        logger_provider=logger_provider,
+        destinations=destinations,
+        span_exporters=tuple(span_exporters),
+        metric_exporters=tuple(metric_exporters),
+        log_exporters=tuple(log_exporters),
+    )
+    if set_global:
+        trace.set_tracer_provider(tracer_provider)
+        metrics.set_meter_provider(meter_provider)
+        _logs.set_logger_provider(logger_provider)
+        handle.is_global = (
+            trace.get_tracer_provider() is tracer_provider
+            and metrics.get_meter_provider() is meter_provider
+            and _logs.get_logger_provider() is logger_provider
+        )
+        if not handle.is_global:
+            _log.warning(
+                "configure_telemetry(set_global=True): OpenTelemetry global providers were already set; "
+                "pass the handle's providers to the Emitter instead"
+            )
+    atexit.register(handle.shutdown)
+    return handle
+
+
+def _resource(service_name: str | None, extra: Mapping[str, AttributeValue] | None) -> Resource:
+    attributes: dict[str, AttributeValue] = dict(extra or {})
+    if service_name:
+        attributes[SERVICE_NAME] = service_name
+    resource = Resource.create(attributes)
+    if not service_name and str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
+    return resource

@@ -1,0 +1,159 @@
+"""Fixtures for the emission tests: the real OpenTelemetry SDK with in-memory exporters and readers.
+
+``telemetry`` (worth sharing with other test folders): a :class:`Telemetry` holding a ``TracerProvider``
+(``SimpleSpanProcessor`` -> ``InMemorySpanExporter``), a ``MeterProvider`` (``InMemoryMetricReader``) and a
+``LoggerProvider`` (``SimpleLogRecordProcessor`` -> ``InMemoryLogRecordExporter``), none of them global.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, Metric
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanContext
+
+from ctxutil_otel import ContextualUtilization, DatasetItem, MetricEvaluationResult
+from ctxutil_otel.judges import ChunkVerdict, JudgeResult, TokenUsage
+
+
+@dataclass
+class Telemetry:
+    """Three non-global SDK providers whose output the test reads back in memory."""
+
+    tracer_provider: TracerProvider
+    meter_provider: MeterProvider
+    logger_provider: LoggerProvider
+    span_exporter: InMemorySpanExporter
+    metric_reader: InMemoryMetricReader
+    log_exporter: InMemoryLogRecordExporter
+
+    def spans(self, name: str | None = None) -> list[ReadableSpan]:
+        """Finished spans, optionally only those called ``name``."""
+        return [s for s in self.span_exporter.get_finished_spans() if name is None or s.name == name]
+
+    def logs(self) -> list[ReadableLogRecord]:
+        return list(self.log_exporter.get_finished_logs())
+
+    def metrics(self) -> dict[str, Metric]:
+        """Collect now; ``{instrument name: Metric}`` across all scopes."""
+        data = self.metric_reader.get_metrics_data()
+        out: dict[str, Metric] = {}
+        if data is None:
+            return out
+        for resource_metrics in data.resource_metrics:
+            for scope_metrics in resource_metrics.scope_metrics:
+                for metric in scope_metrics.metrics:
+                    out[metric.name] = metric
+        return out
+
+    def points(self, name: str) -> list[Any]:
+        """Data points of metric ``name`` in one fresh collection (empty list when absent)."""
+        metric = self.metrics().get(name)
+        return [] if metric is None else list(metric.data.data_points)
+
+    def evaluated_span(self, name: str = "rag.chain") -> SpanContext:
+        """Start and end a real span (the "evaluated" span of a RAG chain) and return its context."""
+        span = self.tracer_provider.get_tracer("tests.app").start_span(name)
+        span.end()
+        return span.get_span_context()
+
+
+@pytest.fixture
+def telemetry() -> Iterator[Telemetry]:
+    span_exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider(shutdown_on_exit=False)
+    tracer_provider.add_span_processor(SimpleSpanProcessor(span_exporter))
+    metric_reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[metric_reader], shutdown_on_exit=False)
+    log_exporter = InMemoryLogRecordExporter()
+    logger_provider = LoggerProvider(shutdown_on_exit=False)
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(log_exporter))
+    yield Telemetry(
+        tracer_provider, meter_provider, logger_provider, span_exporter, metric_reader, log_exporter
+    )
+    tracer_provider.shutdown()
+    meter_provider.shutdown()
+    logger_provider.shutdown()
+
+
+class FixedJudge:
+    """A real Judge whose verdicts the test dictates: one mark string per chunk ("RU", "R", "")."""
+
+    name = "fixed"
+
+    def __init__(
+        self, marks: Sequence[str], usage: TokenUsage | None = None, model: str | None = None
+    ) -> None:
+        self.marks = list(marks)
+        self.usage = usage
+        self.model = model
+
+    async def judge(
+        self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
+    ) -> JudgeResult:
+        verdicts = [
+            ChunkVerdict(
+                index=i,
+                is_relevant="R" in self.marks[i],
+                is_utilized="U" in self.marks[i],
+                reason=f"verdict {self.marks[i] or '-'} on chunk {i}",
+            )
+            for i in range(len(chunks))
+        ]
+        return JudgeResult(verdicts=verdicts, usage=self.usage)
+
+
+class FailingJudge:
+    """A real Judge that fails the way a timed-out LLM judge does."""
+
+    name = "failing"
+    model: str | None = "judge-model-x"
+
+    async def judge(
+        self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
+    ) -> JudgeResult:
+        from ctxutil_otel.judges import JudgeTimeoutError
+
+        raise JudgeTimeoutError("judge did not answer within 5.0 s")
+
+
+GREEN_TEA = DatasetItem(
+    query="What are the benefits of green tea?",
+    actual_output="Green tea is rich in antioxidants, which reduce inflammation.",
+    retrieved_content=[
+        "Green tea contains antioxidants called catechins.",
+        "Antioxidants reduce inflammation in the body.",
+        "Green tea may boost metabolism.",
+        "Tea originated in China thousands of years ago.",
+    ],
+    id="item-green-tea",
+)
+GREEN_TEA_MARKS = ["RU", "RU", "R", ""]
+
+
+def evaluate(
+    item: DatasetItem,
+    marks: Sequence[str],
+    *,
+    usage: TokenUsage | None = None,
+    model: str | None = None,
+    threshold: float = 0.5,
+) -> MetricEvaluationResult:
+    """Run the real metric with a :class:`FixedJudge`."""
+    metric = ContextualUtilization(judge=FixedJudge(marks, usage=usage, model=model), threshold=threshold)
+    return asyncio.run(metric.execute(item))
+
+
+def evaluate_failing(item: DatasetItem) -> MetricEvaluationResult:
+    """Run the real metric with a judge that times out (label ``error``, ``error_type`` ``timeout``)."""
+    return asyncio.run(ContextualUtilization(judge=FailingJudge()).execute(item))
