@@ -1,0 +1,389 @@
+"""OpenAIJudge: relevance and utilization of every chunk in one chat call to an OpenAI-compatible model."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, cast
+from urllib.parse import urlsplit, urlunsplit
+
+from ._base import ChunkVerdict, JudgeError, JudgeResult, JudgeTimeoutError, TokenUsage, VerdictMismatchError
+from ._prompt import (
+    CHUNK_OVERHEAD_TOKENS,
+    SCHEMA_NAME,
+    AnswerError,
+    ParsedVerdict,
+    build_messages,
+    estimate_tokens,
+    fit_text,
+    parse_answer,
+    repair_message,
+    response_schema,
+    system_prompt,
+)
+from ._retry import (
+    JudgeAuthError,
+    JudgeConnectionError,
+    JudgeHTTPError,
+    JudgeRateLimitedError,
+    JudgeRefusalError,
+    JudgeServerError,
+    MalformedResponseError,
+    RetryAfterTooLong,
+    retry_after_hook,
+    translate,
+    within_deadline,
+)
+
+if TYPE_CHECKING:
+    from openai import APIStatusError, AsyncOpenAI
+    from openai.types.chat import ChatCompletion
+
+__all__ = [
+    "JudgeAuthError",
+    "JudgeConnectionError",
+    "JudgeHTTPError",
+    "JudgeRateLimitedError",
+    "JudgeRefusalError",
+    "JudgeServerError",
+    "JudgeTimeoutError",
+    "MalformedResponseError",
+    "OpenAIJudge",
+    "VerdictMismatchError",
+]
+
+_log = logging.getLogger("ctxutil_otel.judges.openai")
+
+OutputFormat = Literal["json_schema", "json_object", "none"]
+_FALLBACK: dict[OutputFormat, OutputFormat] = {"json_schema": "json_object", "json_object": "none"}
+_MAX_ECHO_CHARS = 20_000  # of a bad reply, sent back in the repair call
+
+
+def _safe_url(url: str | None) -> str | None:
+    # base_url may carry credentials (user:pass@host) or a key in the query (Azure ?api-key=).
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+class _Usage:
+    def __init__(self) -> None:
+        self.total = TokenUsage()
+
+    def add(self, completion: ChatCompletion) -> None:
+        if completion.usage is not None:
+            self.total += TokenUsage(
+                input_tokens=completion.usage.prompt_tokens or 0,
+                output_tokens=completion.usage.completion_tokens or 0,
+            )
+
+
+class OpenAIJudge:
+    """Judges every chunk of an interaction with one chat call to an OpenAI-compatible model.
+
+    One call returns relevance, utilization (and a reason, unless ``reasons=False``) for all chunks,
+    as structured output: ``response_format`` ``json_schema`` (strict, from a pydantic model). A
+    server that rejects ``json_schema`` with HTTP 400/422 naming ``response_format``/``json_schema``
+    (vLLM, Ollama and other OpenAI-compatible servers) is asked again in JSON mode (``json_object``,
+    the shape described in the prompt), and one that rejects that too, without ``response_format``;
+    the decision is kept for the life of the judge instance. Temperature is 0.
+
+    Chunk text is fenced as data (``<chunk index="i">``, XML-escaped) under a system prompt saying
+    fenced text is never an instruction. The verdicts must cover the chunks one to one: a reply that
+    is not valid JSON of the shape, or misses / repeats / invents an index, gets one repair call
+    naming the problem; if that fails the chunk set is split in halves, each judged (with its own
+    repair call); if a half still fails, :class:`MalformedResponseError` or
+    :class:`VerdictMismatchError` is raised. Verdicts are never zipped by position.
+
+    Args:
+        model: Chat model name, sent as ``model`` and reported as ``gen_ai.request.model``.
+        base_url: OpenAI-compatible endpoint, e.g. ``http://localhost:11434/v1``; ``None`` uses the
+            SDK default (``OPENAI_BASE_URL``, else api.openai.com).
+        api_key: The key; ``None`` reads ``OPENAI_API_KEY``. Servers needing none accept any string.
+            The key is never put in logs, errors, ``repr`` or telemetry.
+        timeout: Seconds one HTTP attempt may take (the SDK's per-request timeout; connecting gets at
+            most 5 s of it). A timed-out attempt is retried like a connection error.
+        max_retries: Retries after the first attempt of one chat request, done by the openai SDK on
+            connection errors, timeouts, 408, 409, 429 and 5xx, with exponential backoff (0.5 s
+            doubling up to 8 s, 0-25 % jitter) or the server's ``Retry-After``.
+        max_retry_after: Longest server-requested wait (``Retry-After`` seconds or HTTP date, or
+            ``retry-after-ms``) honoured, in seconds. A longer one, or one that would not fit in the
+            remaining ``deadline``, fails at once with ``rate_limited`` (``http_5xx`` for 5xx).
+        deadline: Seconds one chat request may take in total, every attempt and wait included;
+            then :class:`JudgeTimeoutError`. A :meth:`judge` call makes one request per batch
+            (see ``max_context_tokens``), plus at most one repair and two halves (each with one repair)
+            per batch, plus one per output-format fallback; the worst case is that count times
+            ``deadline``. Callers wanting one bound for the whole call wrap it (the worker does).
+        max_context_tokens: Budget of estimated prompt tokens per call (about 4 characters per
+            token). Chunks beyond it go to further calls; verdicts are mapped back to the caller's
+            indices. The query is cut to 1/8 of the budget, the answer to 3/8, and a single chunk
+            to what remains; cut text ends in ``[truncated]``. At least 1024.
+        max_chunks_per_call: At most this many chunks per call (long verdict lists are where models
+            drop items).
+        temperature: Sampling temperature; ``None`` omits it (for models that reject it).
+
+    Raises:
+        ValueError: naming the argument, for no API key or a non-positive number.
+
+    :meth:`judge` raises :class:`~ctxutil_otel.judges.JudgeError` subclasses whose ``error_type`` is
+    one of ``rate_limited``, ``timeout``, ``http_5xx``, ``http_4xx``, ``auth``, ``connection``,
+    ``malformed_response``, ``verdict_mismatch``, ``refused``, ``judge_error``.
+
+    Batches of one call are judged one after another, so a judge call never has more than one
+    request in flight; concurrency is the caller's (the worker's) to set. The instance is safe to
+    share between concurrent tasks; it keeps one SDK client per event loop.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str = "gpt-4o-mini",
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        max_retries: int = 3,
+        max_retry_after: float = 30.0,
+        deadline: float = 120.0,
+        max_context_tokens: int = 16_000,
+        max_chunks_per_call: int = 50,
+        temperature: float | None = 0.0,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ValueError("model must be a non-empty string")
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        if not key:
+            raise ValueError(
+                "api_key: none given and OPENAI_API_KEY is not set "
+                "(servers that need no key accept any string)"
+            )
+        for field, value, low in (
+            ("timeout", timeout, 0.0),
+            ("max_retry_after", max_retry_after, 0.0),
+            ("deadline", deadline, 0.0),
+        ):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > low:
+                raise ValueError(f"{field} must be a number of seconds > 0, got {value!r}")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
+        if not isinstance(max_context_tokens, int) or max_context_tokens < 1024:
+            raise ValueError(f"max_context_tokens must be an int >= 1024, got {max_context_tokens!r}")
+        if not isinstance(max_chunks_per_call, int) or max_chunks_per_call < 1:
+            raise ValueError(f"max_chunks_per_call must be an int >= 1, got {max_chunks_per_call!r}")
+        # Typed as the Judge protocol's (settable) attribute; requests use the validated str.
+        self.model: str | None = model
+        self._model = model
+        self.base_url = base_url
+        self.timeout = float(timeout)
+        self.max_retries = max_retries
+        self.max_retry_after = float(max_retry_after)
+        self.deadline = float(deadline)
+        self.max_context_tokens = max_context_tokens
+        self.max_chunks_per_call = max_chunks_per_call
+        self.temperature = temperature
+        self._api_key = key
+        self._format: OutputFormat = "json_schema"
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenAIJudge(model={self.model!r}, base_url={_safe_url(self.base_url)!r}, "
+            f"timeout={self.timeout:g}, max_retries={self.max_retries}, deadline={self.deadline:g})"
+        )
+
+    @property
+    def output_format(self) -> OutputFormat:
+        """``json_schema`` until the server rejected it, then ``json_object``, then ``none``."""
+        return self._format
+
+    def _client(self) -> AsyncOpenAI:
+        # An httpx client's connections belong to the event loop that opened them: one client per loop.
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            import httpx2
+            from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+
+            client = AsyncOpenAI(
+                api_key=self._api_key,
+                base_url=self.base_url,
+                timeout=httpx2.Timeout(self.timeout, connect=min(self.timeout, 5.0)),
+                max_retries=self.max_retries,
+                http_client=DefaultAsyncHttpxClient(
+                    event_hooks={"response": [retry_after_hook(self.max_retry_after)]}
+                ),
+            )
+            self._clients[loop] = client
+        return client
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections this judge opened on the running event loop."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+
+    async def judge(
+        self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
+    ) -> JudgeResult:
+        """Verdicts for ``chunks`` (index = position), and the tokens all calls spent.
+
+        Raises:
+            JudgeError: a subclass named in the class docstring; never for an empty ``chunks``
+                (no call is made).
+        """
+        usage = _Usage()
+        verdicts: list[ChunkVerdict] = []
+        query, answer = self._fit_query_answer(query, answer)
+        for start, texts in self._batches(query, answer, chunks, reasons):
+            for v in await self._judge_batch(query, answer, texts, reasons, usage, split=True):
+                verdicts.append(
+                    ChunkVerdict(
+                        index=start + v.index,
+                        is_relevant=v.is_relevant,
+                        is_utilized=v.is_utilized,
+                        reason=v.reason if reasons else "",
+                    )
+                )
+        return JudgeResult(verdicts=verdicts, usage=usage.total)
+
+    def _fit_query_answer(self, query: str, answer: str) -> tuple[str, str]:
+        return fit_text(query, self.max_context_tokens // 8), fit_text(
+            answer, self.max_context_tokens * 3 // 8
+        )
+
+    def _batches(
+        self, query: str, answer: str, chunks: Sequence[str], reasons: bool
+    ) -> list[tuple[int, list[str]]]:
+        """Consecutive chunk runs under the token budget: ``(index of the first chunk, texts)``."""
+        fixed = (
+            estimate_tokens(system_prompt(reasons)) + estimate_tokens(query) + estimate_tokens(answer) + 60
+        )
+        room = max(self.max_context_tokens - fixed, CHUNK_OVERHEAD_TOKENS + 1)
+        batches: list[tuple[int, list[str]]] = []
+        current: list[str] = []
+        used = 0
+        start = 0
+        for i, text in enumerate(chunks):
+            text = fit_text(text, room - CHUNK_OVERHEAD_TOKENS)
+            cost = estimate_tokens(text) + CHUNK_OVERHEAD_TOKENS
+            if current and (used + cost > room or len(current) >= self.max_chunks_per_call):
+                batches.append((start, current))
+                current, used, start = [], 0, i
+            current.append(text)
+            used += cost
+        if current:
+            batches.append((start, current))
+        return batches
+
+    async def _judge_batch(
+        self, query: str, answer: str, texts: list[str], reasons: bool, usage: _Usage, *, split: bool
+    ) -> list[ParsedVerdict]:
+        """Verdicts for one batch (indices local to it): call, repair once, then split in halves."""
+        messages = build_messages(query, answer, texts, reasons)
+        content, finish = await self._chat(messages, reasons, usage)
+        try:
+            return parse_answer(content, len(texts))
+        except AnswerError as exc:
+            problem = exc
+        # A reply cut off at the output limit would be cut again: go straight to the split.
+        if finish != "length":
+            _log.debug("judge reply unusable (%s); one repair call", problem.kind)
+            messages += [
+                {"role": "assistant", "content": (content or "")[:_MAX_ECHO_CHARS]},
+                {"role": "user", "content": repair_message(problem, len(texts))},
+            ]
+            content, finish = await self._chat(messages, reasons, usage)
+            try:
+                return parse_answer(content, len(texts))
+            except AnswerError as exc:
+                problem = exc
+        if split and len(texts) > 1:
+            _log.debug(
+                "judge reply unusable after repair (%s); splitting %d chunks", problem.kind, len(texts)
+            )
+            mid = len(texts) // 2
+            left = await self._judge_batch(query, answer, texts[:mid], reasons, usage, split=False)
+            right = await self._judge_batch(query, answer, texts[mid:], reasons, usage, split=False)
+            return left + [v.model_copy(update={"index": v.index + mid}) for v in right]
+        steps = "a repair call and a split into halves" if not split else "a repair call"
+        if finish == "length":
+            steps = "the reply was cut at the output limit" + ("" if split else " after a split")
+        message = f"unusable judge reply for {len(texts)} chunks after {steps}: {problem}"
+        if problem.kind == "mismatch":
+            raise VerdictMismatchError(message)
+        raise MalformedResponseError(message)
+
+    def _response_format(self, fmt: OutputFormat, reasons: bool) -> Any:
+        from openai import omit
+
+        if fmt == "json_schema":
+            return {
+                "type": "json_schema",
+                "json_schema": {"name": SCHEMA_NAME, "schema": response_schema(reasons), "strict": True},
+            }
+        if fmt == "json_object":
+            return {"type": "json_object"}
+        return omit
+
+    async def _chat(
+        self, messages: list[dict[str, str]], reasons: bool, usage: _Usage
+    ) -> tuple[str | None, str | None]:
+        """One chat request (SDK retries inside, under ``deadline``): ``(content, finish_reason)``."""
+        import openai
+
+        client = self._client()
+        while True:
+            fmt = self._format
+            failure: JudgeError | None = None
+            try:
+                request = functools.partial(
+                    client.chat.completions.create,
+                    model=self._model,
+                    messages=cast("Any", messages),
+                    temperature=openai.omit if self.temperature is None else self.temperature,
+                    response_format=self._response_format(fmt, reasons),
+                )
+                completion = await within_deadline(request, self.deadline)
+            except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+                if fmt in _FALLBACK and _rejects_format(exc):
+                    self._fall_back(fmt)
+                    continue
+                failure = translate(exc, self._api_key)
+            except (openai.OpenAIError, RetryAfterTooLong) as exc:
+                failure = translate(exc, self._api_key)
+            if failure is not None:
+                raise failure  # outside the except block: the SDK error (may quote the key) is not chained
+            break
+        usage.add(completion)
+        if not completion.choices:
+            return None, None
+        choice = completion.choices[0]
+        if getattr(choice.message, "refusal", None) or choice.finish_reason == "content_filter":
+            raise JudgeRefusalError(f"the model refused to judge (finish_reason={choice.finish_reason})")
+        return choice.message.content, choice.finish_reason
+
+    def _fall_back(self, rejected: OutputFormat) -> None:
+        if self._format == rejected:
+            self._format = _FALLBACK[rejected]
+            _log.info(
+                "judge server rejected response_format %s; using %s for this judge", rejected, self._format
+            )
+
+
+def _rejects_format(exc: APIStatusError) -> bool:
+    """A 400/422 whose error names ``response_format`` / ``json_schema`` (the feature is unsupported)."""
+    if exc.param == "response_format":
+        return True
+    text = f"{exc.message} {exc.body}".lower()
+    return any(word in text for word in ("response_format", "json_schema", "json_object", "response format"))

@@ -1,0 +1,227 @@
+"""Transport policy of the OpenAI judge: what the SDK's retries lack, and SDK errors as JudgeErrors.
+
+The openai SDK already retries connection errors, timeouts, 408/409/429 and 5xx answers with
+exponential backoff (0.5 s doubling, at most 8 s, minus 0-25 % jitter) and honours ``Retry-After``
+(seconds, ``retry-after-ms``, or an HTTP date; up to 120 s, beyond that it does not retry). We keep
+that machinery and add only:
+
+* a **lower cap on server-requested waits** (``max_retry_after``) that also refuses a wait longer
+  than what is left of the request's deadline: the judge fails fast with ``rate_limited`` (or
+  ``http_5xx``) instead of sleeping into a timeout (:func:`retry_after_hook`, an httpx response hook);
+* a **deadline** over one chat request including every attempt and wait (:func:`within_deadline`);
+* **translation** of SDK exceptions into :class:`~ctxutil_otel.judges.JudgeError` subclasses with a
+  low-cardinality ``error_type``, with the API key redacted from every message (:func:`translate`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import math
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
+
+from ._base import JudgeError, JudgeTimeoutError
+
+if TYPE_CHECKING:
+    import httpx2
+
+__all__ = [
+    "JudgeAuthError",
+    "JudgeConnectionError",
+    "JudgeHTTPError",
+    "JudgeRateLimitedError",
+    "JudgeRefusalError",
+    "JudgeServerError",
+    "MalformedResponseError",
+    "RetryAfterTooLong",
+    "parse_retry_after",
+    "retry_after_hook",
+    "translate",
+    "within_deadline",
+]
+
+T = TypeVar("T")
+REDACTED = "[REDACTED]"
+_RETRYABLE = frozenset({408, 409, 429})
+
+
+class JudgeHTTPError(JudgeError):
+    """The server answered with an HTTP error that retries did not cure (4xx other than 401/403/429)."""
+
+    error_type: ClassVar[str] = "http_4xx"
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class JudgeServerError(JudgeHTTPError):
+    """The server kept answering 5xx until the attempts ran out."""
+
+    error_type: ClassVar[str] = "http_5xx"
+
+
+class JudgeRateLimitedError(JudgeHTTPError):
+    """429 until the attempts ran out, or a ``Retry-After`` longer than the judge will wait."""
+
+    error_type: ClassVar[str] = "rate_limited"
+
+
+class JudgeAuthError(JudgeHTTPError):
+    """401 or 403: the API key is missing, wrong, or lacks access to the model."""
+
+    error_type: ClassVar[str] = "auth"
+
+
+class JudgeConnectionError(JudgeError):
+    """The server could not be reached (refused, reset, DNS, TLS) on any attempt."""
+
+    error_type: ClassVar[str] = "connection"
+
+
+class MalformedResponseError(JudgeError):
+    """The model's reply was not JSON of the answer shape, even after a repair call and a split."""
+
+    error_type: ClassVar[str] = "malformed_response"
+
+
+class JudgeRefusalError(JudgeError):
+    """The model refused to answer (``message.refusal``) or its reply was filtered."""
+
+    error_type: ClassVar[str] = "refused"
+
+
+class RetryAfterTooLong(Exception):
+    """Raised by :func:`retry_after_hook` out of the SDK's request loop (not an SDK error, so the
+    SDK neither retries nor wraps it)."""
+
+    def __init__(self, status_code: int, retry_after: float, limit: float) -> None:
+        super().__init__(f"Retry-After {retry_after:.1f} s exceeds the {limit:.1f} s the judge will wait")
+        self.status_code = status_code
+        self.retry_after = retry_after
+        self.limit = limit
+
+
+_deadline: ContextVar[float | None] = ContextVar("ctxutil_openai_judge_deadline", default=None)
+
+
+def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds the server asks to wait: ``retry-after-ms``, else ``Retry-After`` as seconds or as an
+    HTTP date (RFC 9110 section 10.2.3); ``None`` when absent or unparseable. ``now`` is Unix time."""
+    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) / divisor
+        except ValueError:
+            continue
+        return seconds if math.isfinite(seconds) else math.inf
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        parsed = email.utils.parsedate_tz(value)
+        if parsed is None:
+            return None
+        when = email.utils.mktime_tz(parsed)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return float(when) - (time.time() if now is None else now)
+
+
+def retry_after_hook(max_retry_after: float) -> Callable[[httpx2.Response], Awaitable[None]]:
+    """An httpx ``response`` event hook refusing server-requested waits the judge will not make.
+
+    On a retryable answer (408, 409, 429, 5xx) whose ``Retry-After`` exceeds ``max_retry_after``
+    seconds, or what is left of the current request's deadline, it raises :class:`RetryAfterTooLong`.
+    """
+
+    async def hook(response: httpx2.Response) -> None:
+        status = response.status_code
+        if status not in _RETRYABLE and status < 500:
+            return
+        wait = parse_retry_after(response.headers)
+        if wait is None:
+            return
+        limit = max_retry_after
+        deadline = _deadline.get()
+        if deadline is not None:
+            limit = min(limit, deadline - time.monotonic())
+        if wait > limit:
+            raise RetryAfterTooLong(status, wait, max(0.0, limit))
+
+    return hook
+
+
+async def within_deadline(make: Callable[[], Awaitable[T]], seconds: float) -> T:
+    """Await ``make()`` for at most ``seconds``; the deadline is visible to :func:`retry_after_hook`.
+
+    Raises:
+        JudgeTimeoutError: when the deadline passes (the request is cancelled).
+    """
+
+    async def run() -> T:
+        _deadline.set(time.monotonic() + seconds)
+        return await make()
+
+    try:
+        return await asyncio.wait_for(run(), timeout=seconds)
+    except asyncio.TimeoutError:
+        pass
+    raise JudgeTimeoutError(f"no answer within the {seconds:g} s deadline of one chat request")
+
+
+def _redact(text: str, secret: str | None) -> str:
+    if secret:
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def _server_message(body: object) -> str:
+    if isinstance(body, Mapping):
+        error = body.get("error", body)
+        if isinstance(error, Mapping):
+            message = error.get("message")
+            if isinstance(message, str):
+                return message
+        elif isinstance(error, str):
+            return error
+    return ""
+
+
+def translate(exc: BaseException, secret: str | None) -> JudgeError | None:
+    """The :class:`JudgeError` for an SDK (or hook) exception, or ``None`` if it is not one we map.
+
+    Messages carry the status code and the server's short error message with ``secret`` (the API
+    key) replaced by ``[REDACTED]``; never request content. Raise the result outside the ``except``
+    block so the SDK exception (whose text may hold the key) is not chained as ``__context__``.
+    """
+    import openai
+
+    if isinstance(exc, RetryAfterTooLong):
+        cls: type[JudgeHTTPError] = JudgeRateLimitedError if exc.status_code == 429 else JudgeServerError
+        if exc.status_code < 500 and exc.status_code != 429:
+            cls = JudgeHTTPError
+        return cls(f"HTTP {exc.status_code}: {exc}", exc.status_code)
+    if isinstance(exc, openai.APITimeoutError):
+        return JudgeTimeoutError("the judge's HTTP request timed out on every attempt")
+    if isinstance(exc, openai.APIConnectionError):
+        return JudgeConnectionError("could not connect to the judge's server on any attempt")
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        detail = _redact(_server_message(exc.body), secret)[:200]
+        message = f"HTTP {status}" + (f": {detail}" if detail else "")
+        if status in (401, 403):
+            return JudgeAuthError(message, status)
+        if status == 429:
+            return JudgeRateLimitedError(message, status)
+        if status >= 500:
+            return JudgeServerError(message, status)
+        return JudgeHTTPError(message, status)
+    if isinstance(exc, openai.OpenAIError):
+        return JudgeError(_redact(f"{type(exc).__name__}: {exc}", secret)[:300])
+    return None

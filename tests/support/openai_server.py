@@ -1,0 +1,390 @@
+"""A small OpenAI-compatible chat-completions server on 127.0.0.1 for tests and benchmarks.
+
+It is a real HTTP server (stdlib ``ThreadingHTTPServer`` in a background thread, port 0), so the
+real ``openai`` client talks to it over real HTTP. Every request is recorded; every reply comes
+from a *handler*, a callable ``(RecordedRequest) -> Reply`` chosen by the test.
+
+Typical uses::
+
+    # a judge server answering valid verdicts for every chunk, after 200 ms (benchmarks)
+    with OpenAICompatServer(verdict_handler(delay_s=0.2)) as server:
+        judge = OpenAIJudge(model="judge-model", base_url=server.base_url, api_key="test-key")
+        ...
+        server.requests[0].body["messages"]      # what the judge sent
+
+    # a scripted conversation: a 429 with Retry-After, then valid verdicts
+    handler = script(error_reply(429, "slow down", headers={"Retry-After": "1"}), then=verdict_handler())
+    with OpenAICompatServer(handler) as server: ...
+
+    # a server that never answers (until it is closed)
+    with OpenAICompatServer(lambda request: Reply(hang=True)) as server: ...
+
+``verdict_handler`` reads the query, answer and chunks out of the judge's prompt (the
+``<query>``, ``<answer>`` and ``<chunk index="i">`` elements, XML-escaped text) and answers one
+verdict per chunk from ``decide(query, answer, chunk) -> (is_relevant, is_utilized)``; the default
+rule is word overlap, a deterministic stand-in (not a quality judge). Usage is reported as
+``len(prompt) // 4`` input and ``len(reply) // 4`` output tokens, and recorded on the request.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from html import unescape
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+__all__ = [
+    "Decide",
+    "Handler",
+    "JudgePrompt",
+    "OpenAICompatServer",
+    "RecordedRequest",
+    "Reply",
+    "completion",
+    "error_reply",
+    "iter_chunks",
+    "parse_judge_prompt",
+    "script",
+    "verdict_handler",
+    "verdicts_reply",
+    "word_overlap",
+]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the server answers to one request.
+
+    Attributes:
+        status: HTTP status code.
+        body: A JSON-serialisable object (sent as JSON), ``str``/``bytes`` (sent as is), or ``None``.
+        headers: Extra response headers (e.g. ``{"Retry-After": "1"}``).
+        delay_s: Seconds to wait before answering (interrupted when the server closes).
+        hang: Never answer; the connection is dropped when the server closes.
+    """
+
+    status: int = 200
+    body: Any = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    hang: bool = False
+
+
+@dataclass
+class RecordedRequest:
+    """One request as the server received it.
+
+    ``received_at`` is ``time.monotonic()`` and ``received_wall`` is ``time.time()`` when the
+    request's headers had arrived; ``headers`` has lower-case names; ``body`` is the decoded JSON
+    (or the raw text when not JSON); ``reply`` is what the handler answered.
+    """
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    received_at: float
+    received_wall: float
+    reply: Reply | None = None
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        messages = self.body.get("messages", []) if isinstance(self.body, dict) else []
+        return list(messages)
+
+    @property
+    def response_format(self) -> str | None:
+        """``json_schema``, ``json_object``, ... or ``None`` when the request had none."""
+        fmt = self.body.get("response_format") if isinstance(self.body, dict) else None
+        return fmt.get("type") if isinstance(fmt, dict) else None
+
+
+Handler = Callable[[RecordedRequest], Reply]
+Decide = Callable[[str, str, str], tuple[bool, bool]]
+
+
+def completion(
+    content: str | None,
+    *,
+    prompt_tokens: int = 0,
+    completion_tokens: int = 0,
+    finish_reason: str = "stop",
+    refusal: str | None = None,
+    model: str = "judge-model",
+) -> dict[str, Any]:
+    """A ``chat.completion`` response body with one choice and the given usage."""
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": finish_reason,
+                "message": {"role": "assistant", "content": content, "refusal": refusal},
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def verdicts_reply(verdicts: list[dict[str, Any]], **kwargs: Any) -> Reply:
+    """A 200 reply whose content is ``{"verdicts": verdicts}``; ``kwargs`` go to :func:`completion`."""
+    return Reply(body=completion(json.dumps({"verdicts": verdicts}), **kwargs))
+
+
+def error_reply(
+    status: int, message: str, *, headers: Mapping[str, str] | None = None, param: str | None = None
+) -> Reply:
+    """An OpenAI-style error reply: ``{"error": {"message", "type", "param", "code"}}``."""
+    body = {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": None}}
+    return Reply(status=status, body=body, headers=dict(headers or {}))
+
+
+def script(*steps: Reply | Handler, then: Handler | None = None) -> Handler:
+    """A handler answering ``steps`` in order (a :class:`Reply`, or a handler for that request),
+    then delegating to ``then``; without ``then``, extra requests get a 500 "script exhausted"
+    (so a test notices a judge that called more often than scripted)."""
+    queue: deque[Reply | Handler] = deque(steps)
+    lock = threading.Lock()
+
+    def handler(request: RecordedRequest) -> Reply:
+        with lock:
+            step = queue.popleft() if queue else None
+        if step is None:
+            return then(request) if then is not None else error_reply(500, "test script exhausted")
+        return step if isinstance(step, Reply) else step(request)
+
+    return handler
+
+
+@dataclass(frozen=True)
+class JudgePrompt:
+    """What a judge request asks: the query, answer and chunks (unescaped) and whether reasons are wanted."""
+
+    query: str
+    answer: str
+    chunks: list[str]
+    reasons: bool
+
+
+_ELEMENT = {name: re.compile(rf"<{name}>\n(.*?)\n</{name}>", re.S) for name in ("query", "answer")}
+_CHUNK = re.compile(r'<chunk index="(\d+)">\n(.*?)\n</chunk>', re.S)
+
+
+def parse_judge_prompt(body: Any) -> JudgePrompt:
+    """Read query, answer and chunks out of the (first) user message of a judge request.
+
+    ``reasons`` is true when the json_schema verdict items have a ``reason`` property or, without a
+    schema, when the system prompt's answer shape names ``"reason"``.
+    """
+    messages = body.get("messages", []) if isinstance(body, dict) else []
+    user = next((m.get("content", "") for m in messages if m.get("role") == "user"), "")
+    system = next((m.get("content", "") for m in messages if m.get("role") == "system"), "")
+    fields = {}
+    for name, pattern in _ELEMENT.items():
+        match = pattern.search(user)
+        fields[name] = unescape(match.group(1)) if match else ""
+    chunks = [unescape(text) for _, text in _CHUNK.findall(user)]
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") == "json_schema":
+        reasons = '"reason"' in json.dumps(fmt["json_schema"]["schema"])
+    else:
+        reasons = '"reason"' in system
+    return JudgePrompt(query=fields["query"], answer=fields["answer"], chunks=chunks, reasons=reasons)
+
+
+_WORD = re.compile(r"[a-z0-9]{4,}")
+
+
+def word_overlap(query: str, answer: str, chunk: str) -> tuple[bool, bool]:
+    """Default ``decide``: relevant if the chunk shares a word (4+ letters) with the query, utilized
+    if it shares at least two with the answer."""
+    words = set(_WORD.findall(chunk.lower()))
+    relevant = bool(words & set(_WORD.findall(query.lower())))
+    utilized = len(words & set(_WORD.findall(answer.lower()))) >= 2
+    return relevant, utilized
+
+
+def verdict_handler(
+    delay_s: float = 0.0, decide: Decide = word_overlap, *, reason: str = "test verdict"
+) -> Handler:
+    """A handler answering a valid verdict for every chunk of every judge request, after ``delay_s``
+    seconds; the reply follows the schema or prompt of the request (with or without reasons)."""
+
+    def handler(request: RecordedRequest) -> Reply:
+        prompt = parse_judge_prompt(request.body)
+        verdicts: list[dict[str, Any]] = []
+        for i, chunk in enumerate(prompt.chunks):
+            relevant, utilized = decide(prompt.query, prompt.answer, chunk)
+            verdict: dict[str, Any] = {"index": i, "is_relevant": relevant, "is_utilized": utilized}
+            if prompt.reasons:
+                verdict["reason"] = reason
+            verdicts.append(verdict)
+        content = json.dumps({"verdicts": verdicts})
+        prompt_chars = sum(len(str(m.get("content") or "")) for m in request.messages)
+        body = completion(content, prompt_tokens=prompt_chars // 4, completion_tokens=len(content) // 4)
+        return Reply(body=body, delay_s=delay_s)
+
+    return handler
+
+
+class _RequestHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def do_POST(self) -> None:
+        received_at, received_wall = time.monotonic(), time.time()
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        request = RecordedRequest(
+            method="POST",
+            path=self.path,
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body,
+            received_at=received_at,
+            received_wall=received_wall,
+        )
+        owner = self.server.owner
+        try:
+            reply = owner.handler(request)
+        except Exception as exc:  # a broken test handler must be visible, not hang the client
+            reply = error_reply(500, f"test handler raised {exc!r}")
+        request.reply = reply
+        owner._record(request)
+        if reply.hang:
+            owner._closing.wait()
+            self.close_connection = True
+            return
+        if reply.delay_s > 0 and owner._closing.wait(reply.delay_s):
+            self.close_connection = True
+            return
+        self._send(reply)
+
+    def do_GET(self) -> None:
+        self._send(error_reply(404, f"no route {self.path}"))
+
+    def _send(self, reply: Reply) -> None:
+        if reply.body is None:
+            payload = b""
+        elif isinstance(reply.body, bytes):
+            payload = reply.body
+        elif isinstance(reply.body, str):
+            payload = reply.body.encode()
+        else:
+            payload = json.dumps(reply.body).encode()
+        try:
+            self.send_response(reply.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout): nothing to do
+            self.close_connection = True
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    owner: OpenAICompatServer
+
+
+class OpenAICompatServer:
+    """An OpenAI-compatible HTTP server on ``127.0.0.1`` (port chosen by the OS), as a context manager.
+
+    Args:
+        handler: ``(RecordedRequest) -> Reply`` for every request (see :func:`verdict_handler`,
+            :func:`script`); defaults to :func:`verdict_handler` with no delay.
+
+    Attributes:
+        base_url: ``http://127.0.0.1:<port>/v1`` (give it to the client as ``base_url``).
+        requests: Every request received so far, in arrival order (a copy).
+    """
+
+    def __init__(self, handler: Handler | None = None) -> None:
+        self.handler: Handler = handler or verdict_handler()
+        self._requests: list[RecordedRequest] = []
+        self._arrived = threading.Condition()
+        self._closing = threading.Event()
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("server not started")
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._arrived:
+            return list(self._requests)
+
+    @property
+    def bodies(self) -> list[Any]:
+        """The JSON bodies of :attr:`requests`."""
+        return [r.body for r in self.requests]
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._arrived:
+            self._requests.append(request)
+            self._arrived.notify_all()
+
+    def wait_for_requests(self, n: int, timeout: float = 10.0) -> bool:
+        """Block until at least ``n`` requests arrived (or ``timeout`` seconds passed); True if they did."""
+        with self._arrived:
+            return self._arrived.wait_for(lambda: len(self._requests) >= n, timeout)
+
+    def start(self) -> OpenAICompatServer:
+        httpd = _Server(("127.0.0.1", 0), _RequestHandler)
+        httpd.owner = self
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="openai-compat-server",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Release hung/delayed replies, stop serving and close the listening socket."""
+        self._closing.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> OpenAICompatServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def iter_chunks(requests: Iterable[RecordedRequest]) -> list[str]:
+    """All chunk texts the server was asked about, in request order (for split/remap assertions)."""
+    return [chunk for r in requests for chunk in parse_judge_prompt(r.body).chunks]
