@@ -13,8 +13,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 from opentelemetry.util.types import AttributeValue
 
+from .._item import DatasetItem, chunk_text
+from ..capture._interaction import Interaction
 from ..metric._results import ChunkResult, MetricEvaluationResult
 from ._names import (
+    ATTR_ANSWER,
     ATTR_APPLICATION_NAME,
     ATTR_CHUNK_PREFIX,
     ATTR_CHUNKS_TRUNCATED,
@@ -23,7 +26,12 @@ from ._names import (
     ATTR_EVALUATION_NAME,
     ATTR_EVALUATION_SCORE_LABEL,
     ATTR_EVALUATION_SCORE_VALUE,
+    ATTR_INTERACTION_ID,
+    ATTR_INTERACTION_SOURCE,
     ATTR_JUDGE_NAME,
+    ATTR_OUTCOME,
+    ATTR_QUERY,
+    ATTR_REASON,
     ATTR_REQUEST_MODEL,
     ATTR_THRESHOLD,
     ATTR_TOTAL_CHUNKS,
@@ -38,25 +46,35 @@ from ._names import (
     CHUNK_IS_UTILIZED,
     CHUNK_REASON,
     CHUNK_TEXT,
+    METRIC_EVALUATIONS,
     chunk_attribute,
 )
 
 __all__ = [
+    "DROP_REASON_UNKNOWN",
     "ERROR_TYPE_OTHER",
     "EXPLANATION_MAX_CHARS",
     "RESULT_EXTRACTORS",
     "ErrorCallback",
     "Extractor",
     "chunk_attributes",
+    "content_attributes",
+    "count",
     "extract",
+    "finite",
+    "interaction_attributes",
     "metric_attributes",
+    "outcome_observations",
     "redact",
+    "text_source",
     "truncate",
+    "valid_duration",
 ]
 
 Extractor = Callable[[MetricEvaluationResult], "AttributeValue | None"]
 ErrorCallback = Callable[[str, BaseException], None]
 
+DROP_REASON_UNKNOWN = "unknown"
 ERROR_TYPE_OTHER = "_OTHER"
 """``error.type`` fallback when a failure names no type (semantic conventions, ``error.type``)."""
 EXPLANATION_MAX_CHARS = 500
@@ -80,11 +98,28 @@ def truncate(text: str, max_chars: int) -> str:
     return text[: max_chars - 1] + "…" if max_chars > 1 else text[:max_chars]
 
 
-def _finite(value: float) -> float:
+def finite(value: float) -> float:
+    """``float(value)``; raises ``ValueError`` for NaN and infinities."""
     number = float(value)
     if not math.isfinite(number):
         raise ValueError(f"not a finite number: {value!r}")
     return number
+
+
+def count(value: object) -> int:
+    """``value`` if it is a non-negative ``int`` (not ``bool``); raises ``ValueError`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"expected a non-negative int, got {value!r}")
+    return value
+
+
+def valid_duration(duration_s: object) -> float | None:
+    """Seconds as a finite, non-negative ``float``, else ``None``."""
+    try:
+        duration = float(duration_s)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return duration if math.isfinite(duration) and duration >= 0 else None
 
 
 def _evaluation_name(r: MetricEvaluationResult) -> AttributeValue | None:
@@ -92,7 +127,7 @@ def _evaluation_name(r: MetricEvaluationResult) -> AttributeValue | None:
 
 
 def _score_value(r: MetricEvaluationResult) -> AttributeValue | None:
-    return None if r.score is None else _finite(r.score)
+    return None if r.score is None else finite(r.score)
 
 
 def _score_label(r: MetricEvaluationResult) -> AttributeValue | None:
@@ -111,7 +146,7 @@ def _error_type(r: MetricEvaluationResult) -> AttributeValue | None:
 
 def _utilization_score(r: MetricEvaluationResult) -> AttributeValue | None:
     score = r.signals.utilization_score
-    return None if score is None else _finite(score)
+    return None if score is None else finite(score)
 
 
 def _total_relevant_chunks(r: MetricEvaluationResult) -> AttributeValue | None:
@@ -131,7 +166,7 @@ def _total_chunks(r: MetricEvaluationResult) -> AttributeValue | None:
 
 
 def _threshold(r: MetricEvaluationResult) -> AttributeValue | None:
-    return _finite(r.threshold)
+    return finite(r.threshold)
 
 
 def _judge_name(r: MetricEvaluationResult) -> AttributeValue | None:
@@ -266,3 +301,76 @@ def metric_attributes(
     if application_name:
         attributes[ATTR_APPLICATION_NAME] = application_name
     return attributes
+
+
+def interaction_attributes(
+    interaction: Interaction, application_name: str | None
+) -> dict[str, AttributeValue]:
+    """``ctxutil.application.name`` (when configured), ``ctxutil.interaction.id`` and ``.source``:
+    for spans and log records only, never metrics (ids are unbounded)."""
+    attributes: dict[str, AttributeValue] = {}
+    if application_name:
+        attributes[ATTR_APPLICATION_NAME] = application_name
+    for key, value in ((ATTR_INTERACTION_ID, interaction.id), (ATTR_INTERACTION_SOURCE, interaction.source)):
+        if value is not None:
+            attributes[key] = str(value)
+    return attributes
+
+
+def content_attributes(
+    interaction: Interaction, item: DatasetItem | None, max_chars: int
+) -> dict[str, AttributeValue]:
+    """``ctxutil.query`` / ``ctxutil.answer`` truncated (content capture only): from ``item`` when given."""
+    query = item.query if item is not None else interaction.query
+    answer = item.actual_output if item is not None else interaction.answer
+    attributes: dict[str, AttributeValue] = {}
+    for key, value in ((ATTR_QUERY, query), (ATTR_ANSWER, answer)):
+        if isinstance(value, str):
+            attributes[key] = truncate(value, max_chars)
+    return attributes
+
+
+def text_source(
+    result: MetricEvaluationResult, interaction: Interaction, item: DatasetItem | None
+) -> Callable[[int], str | None]:
+    """Chunk text by retrieval index: the item's chunks, else the interaction's documents (read with
+    :func:`~ctxutil_otel._item.chunk_text`), else the breakdown (relevant chunks only)."""
+    if item is not None:
+        chunks = item.retrieved_content
+        return lambda i: chunks[i] if 0 <= i < len(chunks) else None
+    documents = interaction.documents
+    breakdown = {c.index: c.chunk_text for c in result.signals.chunk_breakdown}
+
+    def from_interaction(i: int) -> str | None:
+        if 0 <= i < len(documents):
+            return chunk_text(documents[i], i)
+        return breakdown.get(i)
+
+    return from_interaction
+
+
+def outcome_observations(
+    counts: Mapping[tuple[str, str | None], int], application_name: str | None, on_error: ErrorCallback
+) -> list[tuple[dict[str, AttributeValue], int]]:
+    """``{(outcome, detail): n}`` -> ``[(attributes, n)]`` for ``ctxutil.evaluations``.
+
+    ``failed`` gets ``error.type`` = detail (``_OTHER`` when ``None``), ``dropped`` gets ``reason`` = detail
+    (``unknown`` when ``None``); other outcomes carry no detail, and entries that end up with the same
+    attributes are summed. A malformed entry is reported and skipped.
+    """
+    merged: dict[tuple[tuple[str, AttributeValue], ...], int] = {}
+    for key, n in counts.items():
+        try:
+            outcome, detail = key
+            attributes: dict[str, AttributeValue] = {ATTR_OUTCOME: str(outcome)}
+            if outcome == "failed":
+                attributes[ATTR_ERROR_TYPE] = str(detail) if detail else ERROR_TYPE_OTHER
+            elif outcome == "dropped":
+                attributes[ATTR_REASON] = str(detail) if detail else DROP_REASON_UNKNOWN
+            if application_name:
+                attributes[ATTR_APPLICATION_NAME] = application_name
+            frozen = tuple(sorted(attributes.items()))
+            merged[frozen] = merged.get(frozen, 0) + count(n)
+        except Exception as exc:
+            on_error(METRIC_EVALUATIONS, exc)
+    return [(dict(attrs), n) for attrs, n in merged.items()]

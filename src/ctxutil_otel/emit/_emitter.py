@@ -8,7 +8,6 @@ log record carrying the evaluated span's trace and span id, and on metrics with 
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections import Counter
@@ -23,27 +22,26 @@ from opentelemetry.sdk.trace import SpanLimits
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
-from .._item import DatasetItem, chunk_text
+from .._item import DatasetItem
 from ..capture._interaction import Interaction
 from ..metric._results import MetricEvaluationResult
 from ._attributes import (
     ERROR_TYPE_OTHER,
     RESULT_EXTRACTORS,
     chunk_attributes,
+    content_attributes,
+    count,
     extract,
+    finite,
+    interaction_attributes,
     metric_attributes,
-    truncate,
+    outcome_observations,
+    text_source,
+    valid_duration,
 )
 from ._names import (
-    ATTR_ANSWER,
     ATTR_APPLICATION_NAME,
-    ATTR_ERROR_TYPE,
     ATTR_EVALUATION_NAME,
-    ATTR_INTERACTION_ID,
-    ATTR_INTERACTION_SOURCE,
-    ATTR_OUTCOME,
-    ATTR_QUERY,
-    ATTR_REASON,
     ATTR_TOKEN_TYPE,
     DURATION_BUCKETS,
     EVENT_EVALUATION_RESULT,
@@ -72,8 +70,6 @@ except PackageNotFoundError:  # running from a source tree without installed met
 OutcomeCounts = Mapping[tuple[str, "str | None"], int]
 """``{(outcome, detail): cumulative count}``; ``detail`` is the ``error.type`` of ``failed``, the
 ``reason`` of ``dropped``, else ``None``."""
-
-_DROP_REASON_UNKNOWN = "unknown"
 
 
 class Emitter:
@@ -112,18 +108,8 @@ class Emitter:
         max_content_chars: int = 1000,
         max_chunk_attributes: int = 64,
     ) -> None:
-        if (
-            isinstance(max_content_chars, bool)
-            or not isinstance(max_content_chars, int)
-            or max_content_chars < 1
-        ):
-            raise ValueError(f"max_content_chars must be an int >= 1, got {max_content_chars!r}")
-        if (
-            isinstance(max_chunk_attributes, bool)
-            or not isinstance(max_chunk_attributes, int)
-            or max_chunk_attributes < 0
-        ):
-            raise ValueError(f"max_chunk_attributes must be an int >= 0, got {max_chunk_attributes!r}")
+        _check_int("max_content_chars", max_content_chars, 1)
+        _check_int("max_chunk_attributes", max_chunk_attributes, 0)
         if application_name is not None and not isinstance(application_name, str):
             raise ValueError(f"application_name must be a str or None, got {type(application_name).__name__}")
         self.capture_content = bool(capture_content)
@@ -193,10 +179,12 @@ class Emitter:
         """
         try:
             end_ns = time.time_ns()
-            duration = _valid_duration(duration_s)
+            duration = valid_duration(duration_s)
             common = extract(RESULT_EXTRACTORS, result, self._on_error)
-            common.update(self._interaction_attributes(interaction))
-            content = self._content_attributes(interaction, item) if self.capture_content else {}
+            common.update(interaction_attributes(interaction, self.application_name))
+            content = (
+                content_attributes(interaction, item, self.max_content_chars) if self.capture_content else {}
+            )
             evaluated = self._evaluated_span_context(interaction)
         except Exception as exc:
             self._on_error("emit", exc)
@@ -231,7 +219,7 @@ class Emitter:
                 max_chunks=room,
                 capture_content=self.capture_content,
                 max_content_chars=self.max_content_chars,
-                text_of=self._text_source(result, interaction, item),
+                text_of=text_source(result, interaction, item),
                 on_error=self._on_error,
             )
         )
@@ -281,14 +269,14 @@ class Emitter:
         if result.label != "error":
             score = result.score
             if score is not None:
-                self._guard(METRIC_EVALUATION_SCORE, lambda: self._score.record(_finite(score), attributes))
+                self._guard(METRIC_EVALUATION_SCORE, lambda: self._score.record(finite(score), attributes))
             self._guard(
                 METRIC_CHUNKS_RELEVANT,
-                lambda: self._relevant.add(_count(result.signals.total_relevant_chunks), attributes),
+                lambda: self._relevant.add(count(result.signals.total_relevant_chunks), attributes),
             )
             self._guard(
                 METRIC_CHUNKS_UTILIZED,
-                lambda: self._utilized.add(_count(result.signals.utilized_chunks), attributes),
+                lambda: self._utilized.add(count(result.signals.utilized_chunks), attributes),
             )
         if result.usage is not None:
             self._guard(METRIC_JUDGE_TOKENS, lambda: self._record_tokens(result))
@@ -300,8 +288,8 @@ class Emitter:
         base: dict[str, AttributeValue] = {ATTR_EVALUATION_NAME: str(result.metric_name)}
         if self.application_name:
             base[ATTR_APPLICATION_NAME] = self.application_name
-        self._tokens.add(_count(usage.input_tokens), {**base, ATTR_TOKEN_TYPE: "input"})
-        self._tokens.add(_count(usage.output_tokens), {**base, ATTR_TOKEN_TYPE: "output"})
+        self._tokens.add(count(usage.input_tokens), {**base, ATTR_TOKEN_TYPE: "input"})
+        self._tokens.add(count(usage.output_tokens), {**base, ATTR_TOKEN_TYPE: "output"})
 
     # ------------------------------------------------------------------------------- observables
     def observe(self, outcomes: Callable[[], OutcomeCounts], queue_size: Callable[[], int]) -> None:
@@ -342,29 +330,17 @@ class Emitter:
         except Exception as exc:
             self._on_error(METRIC_EVALUATIONS, exc)
             return []
-        merged: dict[tuple[tuple[str, AttributeValue], ...], int] = {}
-        for key, n in counts.items():
-            try:
-                outcome, detail = key
-                attributes: dict[str, AttributeValue] = {ATTR_OUTCOME: str(outcome)}
-                if outcome == "failed":
-                    attributes[ATTR_ERROR_TYPE] = str(detail) if detail else ERROR_TYPE_OTHER
-                elif outcome == "dropped":
-                    attributes[ATTR_REASON] = str(detail) if detail else _DROP_REASON_UNKNOWN
-                if self.application_name:
-                    attributes[ATTR_APPLICATION_NAME] = self.application_name
-                frozen = tuple(sorted(attributes.items()))
-                merged[frozen] = merged.get(frozen, 0) + _count(n)
-            except Exception as exc:
-                self._on_error(METRIC_EVALUATIONS, exc)
-        return [Observation(n, dict(attrs)) for attrs, n in merged.items()]
+        return [
+            Observation(n, attributes)
+            for attributes, n in outcome_observations(counts, self.application_name, self._on_error)
+        ]
 
     def _observe_queue_size(self, options: CallbackOptions) -> Iterable[Observation]:
         source = self._queue_size
         if source is None:
             return []
         try:
-            size = _count(source())
+            size = count(source())
         except Exception as exc:
             self._on_error(METRIC_QUEUE_SIZE, exc)
             return []
@@ -417,47 +393,6 @@ class Emitter:
         except Exception as exc:
             self._on_error(key, exc)
 
-    def _interaction_attributes(self, interaction: Interaction) -> dict[str, AttributeValue]:
-        attributes: dict[str, AttributeValue] = {}
-        if self.application_name:
-            attributes[ATTR_APPLICATION_NAME] = self.application_name
-        for key, value in (
-            (ATTR_INTERACTION_ID, interaction.id),
-            (ATTR_INTERACTION_SOURCE, interaction.source),
-        ):
-            if value is not None:
-                attributes[key] = str(value)
-        return attributes
-
-    def _content_attributes(
-        self, interaction: Interaction, item: DatasetItem | None
-    ) -> dict[str, AttributeValue]:
-        query = item.query if item is not None else interaction.query
-        answer = item.actual_output if item is not None else interaction.answer
-        attributes: dict[str, AttributeValue] = {}
-        for key, value in ((ATTR_QUERY, query), (ATTR_ANSWER, answer)):
-            if isinstance(value, str):
-                attributes[key] = truncate(value, self.max_content_chars)
-        return attributes
-
-    def _text_source(
-        self, result: MetricEvaluationResult, interaction: Interaction, item: DatasetItem | None
-    ) -> Callable[[int], str | None]:
-        """Chunk text by retrieval index: the item's chunks, else the interaction's documents, else the
-        breakdown (relevant chunks only)."""
-        if item is not None:
-            chunks = item.retrieved_content
-            return lambda i: chunks[i] if 0 <= i < len(chunks) else None
-        documents = interaction.documents
-        breakdown = {c.index: c.chunk_text for c in result.signals.chunk_breakdown}
-
-        def from_interaction(i: int) -> str | None:
-            if 0 <= i < len(documents):
-                return chunk_text(documents[i], i)
-            return breakdown.get(i)
-
-        return from_interaction
-
     def _evaluated_span_context(self, interaction: Interaction) -> SpanContext:
         """The evaluated span's context, or that of a new root span ``rag.interaction`` when there is none."""
         parent = interaction.parent
@@ -471,13 +406,14 @@ class Emitter:
             SPAN_INTERACTION,
             context=Context(),
             kind=SpanKind.INTERNAL,
-            attributes=self._interaction_attributes(interaction),
+            attributes=interaction_attributes(interaction, self.application_name),
             start_time=start,
         )
         root.end(end_time=end)
         return root.get_span_context()
 
     def _span_attribute_limit(self) -> int | None:
+        """The span attribute count limit of the SDK TracerProvider in use (None: unlimited)."""
         provider = self._tracer_provider or trace.get_tracer_provider()
         limits = getattr(provider, "_span_limits", None)  # SDK TracerProvider; not part of the API
         if not isinstance(limits, SpanLimits):
@@ -485,22 +421,6 @@ class Emitter:
         return limits.max_span_attributes
 
 
-def _valid_duration(duration_s: float) -> float | None:
-    try:
-        duration = float(duration_s)
-    except (TypeError, ValueError):
-        return None
-    return duration if math.isfinite(duration) and duration >= 0 else None
-
-
-def _finite(value: float) -> float:
-    number = float(value)
-    if not math.isfinite(number):
-        raise ValueError(f"not a finite number: {value!r}")
-    return number
-
-
-def _count(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"expected a non-negative int, got {value!r}")
-    return value
+def _check_int(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")

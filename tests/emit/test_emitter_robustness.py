@@ -1,0 +1,113 @@
+"""The emitter never raises, and a failing attribute extractor loses only its own attribute."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from ctxutil_otel.capture._interaction import Interaction
+from ctxutil_otel.emit import Emitter
+from ctxutil_otel.emit import names as n
+from ctxutil_otel.judges import TokenUsage
+from ctxutil_otel.metric import ChunkResult
+
+from .conftest import GREEN_TEA, GREEN_TEA_MARKS, Telemetry, evaluate
+
+
+def _emitter(t: Telemetry, **kwargs: object) -> Emitter:
+    return Emitter(
+        tracer_provider=t.tracer_provider,
+        meter_provider=t.meter_provider,
+        logger_provider=t.logger_provider,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def _interaction(t: Telemetry) -> Interaction:
+    return Interaction(
+        query=GREEN_TEA.query,
+        answer=GREEN_TEA.actual_output,
+        documents=list(GREEN_TEA.retrieved_content),
+        trace_id=5,
+        parent=t.evaluated_span(),
+    )
+
+
+def test_a_failing_extractor_loses_only_its_attribute(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    good = evaluate(GREEN_TEA, GREEN_TEA_MARKS, usage=TokenUsage(input_tokens=10, output_tokens=2))
+    # model_copy(update=...) skips validation: a corrupted field, as a buggy producer might hand over.
+    broken = good.model_copy(
+        update={
+            "threshold": "half",
+            "usage": TokenUsage.model_construct(input_tokens="many", output_tokens=2),
+        }
+    )
+    emitter = _emitter(telemetry)
+    with caplog.at_level(logging.DEBUG, logger="ctxutil_otel.emit"):
+        emitter.emit(_interaction(telemetry), broken, 0.1)
+        emitter.emit(_interaction(telemetry), broken, 0.1)
+
+    first, _second = telemetry.spans(n.SPAN_EVALUATION)
+    attrs = dict(first.attributes or {})
+    assert n.ATTR_THRESHOLD not in attrs
+    assert n.ATTR_USAGE_INPUT_TOKENS not in attrs
+    assert attrs[n.ATTR_USAGE_OUTPUT_TOKENS] == 2
+    assert attrs[n.ATTR_EVALUATION_SCORE_VALUE] == pytest.approx(2 / 3)
+    assert attrs[n.ATTR_TOTAL_RELEVANT_CHUNKS] == 3
+    # The rest of the pipeline still ran: log record and score histogram.
+    assert len(telemetry.logs()) == 2
+    assert telemetry.points(n.METRIC_EVALUATION_SCORE)[0].count == 2
+    # Each failure counted every time, logged once.
+    assert emitter.failures[n.ATTR_THRESHOLD] == 2  # one extraction per emit, shared by span and log
+    threshold_logs = [r for r in caplog.records if n.ATTR_THRESHOLD in r.getMessage()]
+    assert len(threshold_logs) == 1
+
+
+def test_a_bad_chunk_verdict_loses_only_that_field(telemetry: Telemetry) -> None:
+    good = evaluate(GREEN_TEA, GREEN_TEA_MARKS)
+    verdicts = list(good.signals.verdicts)
+    verdicts[1] = ChunkResult.model_construct(index=1, is_relevant="yes", is_utilized=True, reason="")
+    broken = good.model_copy(update={"signals": good.signals.model_copy(update={"verdicts": verdicts})})
+    _emitter(telemetry).emit(_interaction(telemetry), broken, 0.1)
+    attrs = dict(telemetry.spans(n.SPAN_EVALUATION)[0].attributes or {})
+    assert n.chunk_attribute(1, n.CHUNK_IS_RELEVANT) not in attrs
+    assert attrs[n.chunk_attribute(1, n.CHUNK_IS_UTILIZED)] is True
+    assert attrs[n.chunk_attribute(1, n.CHUNK_INDEX)] == 1
+    assert attrs[n.chunk_attribute(2, n.CHUNK_IS_RELEVANT)] is True
+
+
+@pytest.mark.parametrize(
+    ("interaction", "result", "duration"),
+    [
+        (None, None, 0.1),
+        ("not an interaction", object(), "slow"),
+        (Interaction(query=None, answer=None, documents=[], trace_id=0), object(), float("nan")),
+    ],
+)
+def test_emit_never_raises(
+    telemetry: Telemetry, interaction: object, result: object, duration: object
+) -> None:
+    emitter = _emitter(telemetry)
+    emitter.emit(interaction, result, duration)  # type: ignore[arg-type]
+    assert sum(emitter.failures.values()) >= 1
+
+
+def test_invalid_duration_skips_only_the_duration_histogram(telemetry: Telemetry) -> None:
+    _emitter(telemetry).emit(_interaction(telemetry), evaluate(GREEN_TEA, GREEN_TEA_MARKS), -1.0)
+    assert telemetry.points(n.METRIC_EVALUATION_DURATION) == []
+    assert telemetry.points(n.METRIC_EVALUATION_SCORE)[0].count == 1
+    (span,) = telemetry.spans(n.SPAN_EVALUATION)
+    assert span.start_time == span.end_time
+
+
+def test_emit_with_no_sdk_configured_is_silent() -> None:
+    """API-only (no providers given, none set globally in this process): everything is a no-op."""
+    result = evaluate(GREEN_TEA, GREEN_TEA_MARKS)
+    interaction = Interaction(query="q", answer="a", documents=["c"], trace_id=1)
+    emitter = Emitter()
+    emitter.emit(interaction, result, 0.1)
+    emitter.observe(lambda: {("evaluated", None): 1}, lambda: 0)
+    assert emitter.failures == {}
