@@ -56,7 +56,10 @@ Metric attributes (bounded cardinality only: never ids, queries or user data), O
 |                                      | [ctxutil.application.name]                                        |
 | queue size                           | [ctxutil.application.name]                                        |
 
-``[...]``: only when an application name is configured. ``outcome`` is one of ``sampled_out``, ``dropped``,
+``[...]``: only when an application name is configured. One Prometheus family has one label set: the
+exporter writes the union of a family's attribute names and leaves absent ones empty
+(``ctxutil_evaluations_total{outcome="evaluated",error_type="",reason=""}``), which PromQL treats as absent.
+``outcome`` is one of ``sampled_out``, ``dropped``,
 ``evaluated``, ``not_applicable``, ``failed``. The chunk counters are recorded for every result except
 errors (0 for not applicable); the score only when there is one; the duration for every result. Score
 bucket ``le`` values as exported: ``0.0``, ``0.1``, ..., ``1.0``, ``+Inf``. Pooled utilization in PromQL:
