@@ -182,7 +182,12 @@ def test_last_llm_run_is_the_answer(make_rig: MakeRig) -> None:
 def test_unsampled_root_is_counted_once_and_frees_its_state_at_the_decision(make_rig: MakeRig) -> None:
     rig = make_rig(sample_rate=0.0)
     seen_pending: list[int] = []
-    chain = rag_chain() | RunnableLambda(lambda x: seen_pending.append(rig.handler.pending_runs) or x)
+
+    def look(answer: str) -> str:
+        seen_pending.append(rig.handler.pending_runs)
+        return answer
+
+    chain = rag_chain() | RunnableLambda(look)
     chain.invoke(QUESTION, config={"callbacks": [rig.handler]})
     rig.flush()
     stats = rig.handler.stats()

@@ -1,0 +1,80 @@
+"""Constructing the handler: settings precedence, an explicit evaluator, delegation, dispatch flags."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from ctxutil_otel import ContextualUtilization
+from ctxutil_otel._settings import SettingsError
+from ctxutil_otel.capture import UtilizationCallbackHandler
+from ctxutil_otel.worker._evaluator import Evaluator
+
+from .conftest import QUESTION, RecordingEmitter, Rig, assert_accounted, rag_chain
+
+MakeRig = Callable[..., Rig]
+
+
+@pytest.fixture
+def handlers() -> Iterator[list[UtilizationCallbackHandler]]:
+    made: list[UtilizationCallbackHandler] = []
+    yield made
+    for handler in made:
+        handler.shutdown(5_000)
+
+
+def test_dispatch_flags() -> None:
+    # Inline: the async callback manager calls us on the loop, in order, without a thread hop.
+    assert UtilizationCallbackHandler.run_inline is True
+    assert UtilizationCallbackHandler.raise_error is False
+
+
+def test_builds_its_evaluator_from_arguments_then_environment_then_defaults(
+    monkeypatch: pytest.MonkeyPatch, handlers: list[UtilizationCallbackHandler]
+) -> None:
+    monkeypatch.setenv("CTXUTIL_SAMPLE_RATE", "0.3")
+    monkeypatch.setenv("CTXUTIL_RUN_TTL_S", "42")
+    from_env = UtilizationCallbackHandler()
+    handlers.append(from_env)
+    assert from_env.evaluator.settings.sample_rate == 0.3
+    assert from_env.settings.run_ttl_s == 42.0
+    assert from_env.settings.max_pending_runs == 10_000  # default
+
+    from_args = UtilizationCallbackHandler(sample_rate=0.25, max_pending_runs=7)
+    handlers.append(from_args)
+    assert from_args.evaluator.settings.sample_rate == 0.25
+    assert from_args.settings.max_pending_runs == 7
+
+
+def test_invalid_settings_name_the_setting() -> None:
+    with pytest.raises(SettingsError, match="run_ttl_s"):
+        UtilizationCallbackHandler(run_ttl_s=0)
+    with pytest.raises(SettingsError, match="sample_rat"):
+        UtilizationCallbackHandler(sample_rat=0.5)
+
+
+def test_explicit_evaluator_takes_capture_settings_only() -> None:
+    evaluator = Evaluator(ContextualUtilization(), emitter=RecordingEmitter(), run_ttl_s=30)
+    try:
+        handler = UtilizationCallbackHandler(evaluator)
+        assert handler.evaluator is evaluator
+        assert handler.settings.run_ttl_s == 30.0  # read from the evaluator's settings
+        assert UtilizationCallbackHandler(evaluator, run_ttl_s=5).settings.run_ttl_s == 5.0
+        with pytest.raises(TypeError, match="sample_rate"):
+            UtilizationCallbackHandler(evaluator, sample_rate=0.5)
+    finally:
+        evaluator.shutdown(5_000)
+
+
+def test_force_flush_and_shutdown_delegate_to_the_evaluator(make_rig: MakeRig) -> None:
+    rig = make_rig()
+    rag_chain().invoke(QUESTION, config={"callbacks": [rig.handler]})
+    assert rig.handler.force_flush(10_000) is True
+    assert rig.handler.stats().evaluated + rig.handler.stats().not_applicable == 1
+    assert rig.handler.shutdown(5_000) is True
+    # After shutdown the chain still runs; the interaction is counted dropped, reason shutdown.
+    rag_chain().invoke(QUESTION, config={"callbacks": [rig.handler]})
+    stats = rig.handler.stats()
+    assert stats.captured == 2 and dict(stats.dropped) == {"shutdown": 1}
+    assert_accounted(rig)

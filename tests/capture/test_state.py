@@ -1,0 +1,188 @@
+"""Run state: errors free it, runs that never end are evicted (TTL, size bound), late events are ignored.
+
+Runs that never end are driven through LangChain's real ``CallbackManager`` (the same object a chain
+uses to call its handlers), stopping before the end callbacks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from langchain_core.callbacks import (
+    CallbackManager,
+    CallbackManagerForChainRun,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document
+from langchain_core.language_models import FakeListChatModel
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableLambda, RunnablePassthrough
+
+from ctxutil_otel.capture import UtilizationCallbackHandler
+
+from .conftest import ANSWER, CHUNKS, QUESTION, FixedRetriever, Rig, assert_accounted, rag_chain
+
+MakeRig = Callable[..., Rig]
+
+
+class Clock:
+    """An injectable monotonic clock, in seconds."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _start_unfinished(
+    handler: UtilizationCallbackHandler, *, retrieve: bool = True
+) -> tuple[CallbackManagerForChainRun, CallbackManagerForRetrieverRun | None]:
+    """A root chain run (and a retriever run under it) started through LangChain's callback manager."""
+    manager = CallbackManager.configure(inheritable_callbacks=[handler])
+    root = manager.on_chain_start({"name": "rag"}, {"question": QUESTION})
+    if not retrieve:
+        return root, None
+    retriever = root.get_child().on_retriever_start({"name": "retriever"}, QUESTION)
+    return root, retriever
+
+
+class _BrokenError(RuntimeError):
+    pass
+
+
+def _boom(_: Any) -> Any:
+    raise _BrokenError("generation failed")
+
+
+def test_chain_error_submits_nothing_and_frees_state(make_rig: MakeRig) -> None:
+    rig = make_rig()
+    chain = {"context": FixedRetriever(), "question": RunnablePassthrough()} | RunnableLambda(_boom)
+    with pytest.raises(_BrokenError):  # the application's own error, untouched
+        chain.invoke(QUESTION, config={"callbacks": [rig.handler]})
+    rig.flush()
+    stats = rig.handler.stats()
+    assert stats.captured == 1 and dict(stats.dropped) == {"chain_error": 1}
+    assert rig.judge.calls == [] and rig.emitter.emitted == []
+    assert_accounted(rig)
+
+
+async def test_async_chain_error(make_rig: MakeRig) -> None:
+    rig = make_rig()
+    chain = {"context": FixedRetriever(), "question": RunnablePassthrough()} | RunnableLambda(_boom)
+    with pytest.raises(_BrokenError):
+        await chain.ainvoke(QUESTION, config={"callbacks": [rig.handler]})
+    rig.flush()
+    assert dict(rig.handler.stats().dropped) == {"chain_error": 1}
+    assert_accounted(rig)
+
+
+def test_unsampled_chain_error_is_only_sampled_out(make_rig: MakeRig) -> None:
+    rig = make_rig(sample_rate=0.0)
+    chain = {"context": FixedRetriever(), "question": RunnablePassthrough()} | RunnableLambda(_boom)
+    with pytest.raises(_BrokenError):
+        chain.invoke(QUESTION, config={"callbacks": [rig.handler]})
+    rig.flush()
+    stats = rig.handler.stats()
+    assert (stats.captured, stats.sampled_out, dict(stats.dropped)) == (1, 1, {})
+    assert_accounted(rig)
+
+
+class _FailingRetriever(BaseRetriever):
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        raise _BrokenError("index unavailable")
+
+
+def test_failing_root_retriever_is_a_chain_error(make_rig: MakeRig) -> None:
+    rig = make_rig()
+    with pytest.raises(_BrokenError):
+        _FailingRetriever().invoke(QUESTION, config={"callbacks": [rig.handler]})
+    rig.flush()
+    assert dict(rig.handler.stats().dropped) == {"chain_error": 1}
+    assert_accounted(rig)
+
+
+def test_a_failed_child_the_root_recovers_from_is_not_an_error(make_rig: MakeRig) -> None:
+    rig = make_rig()
+    model = RunnableLambda(_boom).with_fallbacks([FakeListChatModel(responses=[ANSWER])])
+    prompt = ChatPromptTemplate.from_template("Context: {context}\nQuestion: {question}")
+    chain = (
+        {"context": FixedRetriever(), "question": RunnablePassthrough()} | prompt | model | StrOutputParser()
+    )
+    assert chain.invoke(QUESTION, config={"callbacks": [rig.handler]}) == ANSWER
+    rig.only()
+    assert rig.judge.calls == [(QUESTION, ANSWER, list(CHUNKS))]
+    assert_accounted(rig)
+
+
+def test_runs_that_never_end_expire_after_the_ttl(make_rig: MakeRig) -> None:
+    clock = Clock()
+    rig = make_rig(run_ttl_s=10.0, clock=clock)
+    stuck_root, stuck_retriever = _start_unfinished(rig.handler)
+    silent_root, _ = _start_unfinished(rig.handler, retrieve=False)  # never retrieved: not captured
+    assert rig.handler.pending_runs == 3
+
+    clock.now += 9.9  # not yet expired: a new root start does not evict
+    rag_chain().invoke(QUESTION, config={"callbacks": [rig.handler]})
+    assert rig.handler.pending_runs == 3 and not rig.handler.stats().dropped
+
+    clock.now += 0.1  # 10 s since the stuck roots started: evicted on the next root start
+    rag_chain().invoke(QUESTION, config={"callbacks": [rig.handler]})
+    assert rig.handler.pending_runs == 0
+    assert dict(rig.handler.stats().dropped) == {"ttl_expired": 1}
+
+    # Late events of the evicted runs are ignored: nothing submitted, nothing counted twice.
+    assert stuck_retriever is not None
+    stuck_retriever.on_retriever_end([Document(page_content=CHUNKS[0])])
+    stuck_root.on_chain_end({"answer": ANSWER})
+    silent_root.on_chain_end({"answer": ANSWER})
+    rig.flush()
+    stats = rig.handler.stats()
+    assert (stats.captured, stats.evaluated + stats.not_applicable) == (3, 2)
+    assert len(rig.judge.calls) == 2
+    assert_accounted(rig)
+
+
+def test_pending_runs_stay_within_max_pending_runs(make_rig: MakeRig) -> None:
+    rig = make_rig(max_pending_runs=5)
+    started = []
+    for _ in range(20):
+        started.append(_start_unfinished(rig.handler))
+        assert rig.handler.pending_runs <= 5
+    # Each root holds 2 runs (itself and its retriever): the oldest were evicted as they came.
+    alive = rig.handler.pending_runs // 2
+    assert alive >= 1
+    assert rig.handler.stats().dropped["ttl_expired"] == 20 - alive
+
+    # The handler keeps working at the bound, and the tail of stuck roots can still finish.
+    rag_chain().invoke(QUESTION, config={"callbacks": [rig.handler]})
+    assert rig.handler.pending_runs <= 5
+    alive = rig.handler.pending_runs // 2  # the chain's own runs evicted a few more stuck roots
+    for root, _retriever in started:
+        root.on_chain_error(RuntimeError("cancelled"))
+    rig.flush()
+    stats = rig.handler.stats()
+    assert stats.captured == 21
+    # The evicted roots' errors are ignored (already counted); only the live ones are chain errors.
+    assert dict(stats.dropped) == {"ttl_expired": 20 - alive, "chain_error": alive}
+    assert stats.evaluated + stats.not_applicable == 1
+    assert_accounted(rig)
+
+
+def test_handler_attached_below_the_root_captures_nothing(make_rig: MakeRig) -> None:
+    """Documented scope: attach the handler to the outermost runnable. Bound only to an inner
+    retriever it sees a run whose parent it never saw; it ignores it and holds nothing."""
+    rig = make_rig()
+    retriever = FixedRetriever().with_config(callbacks=[rig.handler])
+    prompt = ChatPromptTemplate.from_template("Context: {context}\nQuestion: {question}")
+    chain = {"context": retriever, "question": RunnablePassthrough()} | prompt
+    chain.invoke(QUESTION)
+    rig.flush()
+    assert rig.handler.stats().captured == 0
+    assert_accounted(rig)
