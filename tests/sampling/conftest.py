@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+import pytest
+
+
+class FakeClock:
+    """A monotonic clock the test advances by hand (no sleeps)."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()

@@ -1,0 +1,196 @@
+"""Fixtures for the worker tests.
+
+Judges here are real :class:`~ctxutil_otel.judges.Judge` implementations with controlled behaviour
+(raise, hang, block on a gate, report token usage), not mocks. The :class:`RecordingEmitter` is a
+test double for the emitter (``ctxutil_otel.emit.Emitter``, built in parallel to the same contract):
+it records what the evaluator hands over, so these tests can assert on the worker alone; the real
+emitter is exercised in ``test_with_real_emitter.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import pytest
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, get_value
+
+from ctxutil_otel._settings import ENV_PREFIX, OTEL_CAPTURE_CONTENT_ENV
+from ctxutil_otel.capture._interaction import Interaction
+from ctxutil_otel.judges import ChunkVerdict, JudgeError, JudgeResult, TokenUsage
+from ctxutil_otel.metric import ContextualUtilization, MetricEvaluationResult
+from ctxutil_otel.worker import Evaluator, EvaluatorStats
+
+
+class RecordingEmitter:
+    """Records ``emit`` calls (and whether instrumentation was suppressed at the time)."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.lock = threading.Lock()
+        self.emitted: list[tuple[Interaction, MetricEvaluationResult, float]] = []
+        self.suppressed_during_emit: list[object] = []
+        self.outcomes: Callable[[], Mapping[tuple[str, str | None], int]] | None = None
+        self.queue_size: Callable[[], int] | None = None
+
+    def emit(self, interaction: Interaction, result: MetricEvaluationResult, duration_s: float) -> None:
+        with self.lock:
+            self.emitted.append((interaction, result, duration_s))
+            self.suppressed_during_emit.append(get_value(_SUPPRESS_INSTRUMENTATION_KEY))
+        if self.fail:
+            raise RuntimeError("emitter is broken")
+
+    def observe(
+        self,
+        outcomes: Callable[[], Mapping[tuple[str, str | None], int]],
+        queue_size: Callable[[], int],
+    ) -> None:
+        self.outcomes = outcomes
+        self.queue_size = queue_size
+
+    def labels(self) -> list[str]:
+        with self.lock:
+            return [result.label for _, result, _ in self.emitted]
+
+
+def _all_verdicts(chunks: Sequence[str], usage: TokenUsage | None = None) -> JudgeResult:
+    """Every chunk relevant and used."""
+    verdicts = [ChunkVerdict(index=i, is_relevant=True, is_utilized=True) for i in range(len(chunks))]
+    return JudgeResult(verdicts=verdicts, usage=usage)
+
+
+class BoomError(JudgeError):
+    error_type = "boom"
+
+
+class RaisingJudge:
+    """Raises on every call: a :class:`JudgeError` subclass, or any exception given."""
+
+    name = "raising"
+    model: str | None = None
+
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+    async def judge(
+        self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
+    ) -> JudgeResult:
+        raise self.exc
+
+
+class GateJudge:
+    """Blocks each call until released from the test thread; queries containing ``skip_word`` pass
+    straight through. ``entered`` is set when a call is blocked at the gate. Also records whether
+    OpenTelemetry instrumentation was suppressed during the call."""
+
+    name = "gate"
+    model: str | None = "gate-model"
+
+    def __init__(self, skip_word: str | None = None, usage: TokenUsage | None = None) -> None:
+        self.entered = threading.Event()
+        self.skip_word = skip_word
+        self.usage = usage
+        self.calls = 0
+        self.suppressed: list[object] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._gate: asyncio.Event | None = None
+        self._released = False
+
+    async def judge(
+        self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
+    ) -> JudgeResult:
+        self.calls += 1
+        self.suppressed.append(get_value(_SUPPRESS_INSTRUMENTATION_KEY))
+        if self.skip_word is None or self.skip_word not in query:
+            if self._gate is None:
+                self._loop = asyncio.get_running_loop()
+                self._gate = asyncio.Event()
+                if self._released:
+                    self._gate.set()
+            self.entered.set()
+            await self._gate.wait()
+        return _all_verdicts(chunks, self.usage)
+
+    def release(self) -> None:
+        """Open the gate for every current and future call (callable from any thread)."""
+        self._released = True
+        if self._loop is not None and self._gate is not None:
+            self._loop.call_soon_threadsafe(self._gate.set)
+
+
+class UsageJudge:
+    """Answers at once, all chunks relevant and used, reporting ``tokens`` input tokens."""
+
+    name = "usage"
+    model: str | None = "usage-model"
+
+    def __init__(self, tokens: int) -> None:
+        self.tokens = tokens
+
+    async def judge(
+        self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
+    ) -> JudgeResult:
+        return _all_verdicts(chunks, TokenUsage(input_tokens=self.tokens))
+
+
+def interaction(
+    trace_id: int | None = None,
+    *,
+    query: str | None = "what is python",
+    answer: str | None = "Python is a high-level programming language created by Guido van Rossum.",
+    documents: Sequence[object] = (
+        "Python is a high-level programming language.",
+        "Guido van Rossum created Python.",
+        "Ice cream is a frozen dessert.",
+    ),
+    id: str | None = None,
+) -> Interaction:
+    return Interaction(
+        query=query,
+        answer=answer,
+        documents=documents,
+        trace_id=random.getrandbits(128) if trace_id is None else trace_id,
+        id=id,
+    )
+
+
+def assert_accounted(stats: EvaluatorStats) -> None:
+    """The accounting invariant once idle: every captured interaction has exactly one outcome."""
+    assert stats.queue_size == 0 and stats.in_flight == 0, stats
+    assert stats.captured == (
+        stats.sampled_out + stats.dropped_total + stats.evaluated + stats.not_applicable + stats.failed_total
+    ), stats
+
+
+@pytest.fixture(autouse=True)
+def _clean_settings_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests start from the defaults, whatever the developer's environment holds."""
+    for key in list(os.environ):
+        if key.upper().startswith(ENV_PREFIX) or key.upper() == OTEL_CAPTURE_CONTENT_ENV:
+            monkeypatch.delenv(key)
+
+
+MakeEvaluator = Callable[..., Evaluator]
+
+
+@pytest.fixture
+def make_evaluator() -> Iterator[MakeEvaluator]:
+    """Build evaluators with a :class:`RecordingEmitter` (unless one is given) and no rate cap
+    (unless set); at teardown shut each down and check the accounting invariant."""
+    made: list[Evaluator] = []
+
+    def make(metric: ContextualUtilization | None = None, **kwargs: Any) -> Evaluator:
+        kwargs.setdefault("emitter", RecordingEmitter())
+        kwargs.setdefault("max_evaluations_per_second", 0)
+        evaluator = Evaluator(metric, **kwargs)
+        made.append(evaluator)
+        return evaluator
+
+    yield make
+    for evaluator in made:
+        evaluator.shutdown(5000)
+        assert_accounted(evaluator.stats())

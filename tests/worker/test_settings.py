@@ -1,0 +1,189 @@
+from __future__ import annotations
+
+import pytest
+
+from ctxutil_otel._settings import Settings, SettingsError, build_judge, env_var
+from ctxutil_otel.judges import LexicalJudge
+from ctxutil_otel.metric import EvaluationMode
+
+from .conftest import MakeEvaluator
+
+
+def test_defaults() -> None:
+    s = Settings()
+    assert (s.sample_rate, s.judge, s.judge_model, s.judge_base_url, s.judge_api_key) == (
+        1.0,
+        "lexical",
+        None,
+        None,
+        None,
+    )
+    assert (s.max_queue_size, s.max_concurrency, s.evaluation_timeout_s) == (2048, 8, 60.0)
+    assert (s.max_evaluations_per_second, s.judge_token_budget_per_minute) == (10.0, None)
+    assert (s.threshold, s.mode, s.capture_content, s.application_name) == (
+        0.5,
+        EvaluationMode.GRANULAR,
+        False,
+        None,
+    )
+    assert (s.run_ttl_s, s.max_pending_runs, s.shutdown_timeout_s, s.max_content_chars) == (
+        300.0,
+        10_000,
+        5.0,
+        1000,
+    )
+
+
+def test_every_setting_is_documented_with_its_env_var() -> None:
+    for name, field in Settings.model_fields.items():
+        assert field.description and env_var(name) in field.description, name
+
+
+def test_environment_beats_default_and_argument_beats_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXUTIL_SAMPLE_RATE", "0.25")
+    monkeypatch.setenv("ctxutil_max_queue_size", "64")  # names are case-insensitive
+    monkeypatch.setenv("CTXUTIL_JUDGE", "OpenAI")
+    monkeypatch.setenv("CTXUTIL_MODE", "FAST")
+    monkeypatch.setenv("CTXUTIL_APPLICATION_NAME", "shop-rag")
+    s = Settings()
+    assert (s.sample_rate, s.max_queue_size, s.judge, s.mode, s.application_name) == (
+        0.25,
+        64,
+        "openai",
+        EvaluationMode.FAST,
+        "shop-rag",
+    )
+    s = Settings(sample_rate=0.75, judge="lexical")
+    assert (s.sample_rate, s.judge, s.max_queue_size) == (0.75, "lexical", 64)
+
+
+def test_empty_environment_value_counts_as_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXUTIL_SAMPLE_RATE", "")
+    assert Settings().sample_rate == 1.0
+
+
+def test_invalid_environment_value_names_setting_and_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXUTIL_SAMPLE_RATE", "1.5")
+    with pytest.raises(SettingsError) as info:
+        Settings()
+    message = str(info.value)
+    assert "sample_rate" in message and "CTXUTIL_SAMPLE_RATE" in message and "1.5" in message
+    assert isinstance(info.value, ValueError)
+    assert [name for name, _ in info.value.errors] == ["sample_rate"]
+
+
+def test_invalid_argument_is_named_as_an_argument() -> None:
+    with pytest.raises(SettingsError, match=r"argument max_concurrency: .*greater than or equal to 1"):
+        Settings(max_concurrency=0)
+
+
+def test_every_problem_is_reported_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXUTIL_JUDGE", "gpt")
+    with pytest.raises(SettingsError) as info:
+        Settings(threshold=2, evaluation_timeout_s=0)
+    assert sorted(name for name, _ in info.value.errors) == ["evaluation_timeout_s", "judge", "threshold"]
+    assert "CTXUTIL_JUDGE" in str(info.value)
+
+
+def test_unknown_setting_suggests_the_close_one() -> None:
+    with pytest.raises(
+        SettingsError, match=r"unknown setting 'sampel_rate' \(did you mean 'sample_rate'\?\)"
+    ):
+        Settings(sampel_rate=0.1)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("judge_base_url", "ftp://example"),
+        ("max_queue_size", 0),
+        ("max_evaluations_per_second", -1),
+        ("judge_token_budget_per_minute", -1),
+        ("mode", "slow"),
+        ("run_ttl_s", 0),
+        ("max_pending_runs", 0),
+        ("judge_model", ""),
+    ],
+)
+def test_out_of_range_values_are_refused(name: str, value: object) -> None:
+    with pytest.raises(SettingsError, match=name):
+        Settings(**{name: value})
+
+
+def test_capture_content_honours_the_otel_genai_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "True")
+    assert Settings().capture_content is True
+    monkeypatch.setenv("CTXUTIL_CAPTURE_CONTENT", "false")  # the project's own variable wins
+    assert Settings().capture_content is False
+    assert Settings(capture_content=True).capture_content is True
+    monkeypatch.delenv("CTXUTIL_CAPTURE_CONTENT")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "no")  # shared variable: lenient
+    assert Settings().capture_content is False
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_AND_EVENT")
+    assert Settings().capture_content is True
+
+
+def test_api_key_never_shows(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXUTIL_JUDGE_API_KEY", "sk-from-env-123")
+    s = Settings()
+    assert s.judge_api_key is not None and s.judge_api_key.get_secret_value() == "sk-from-env-123"
+    assert "sk-from-env-123" not in repr(s) + str(s) + str(s.model_dump())
+    with pytest.raises(SettingsError) as info:
+        Settings(judge_api_key=12345678)
+    assert "12345678" not in str(info.value)
+
+
+def test_unlimited_is_zero_or_none() -> None:
+    assert Settings(max_evaluations_per_second=0).rate_limit is None
+    assert Settings(max_evaluations_per_second=None).rate_limit is None
+    assert Settings(max_evaluations_per_second=2.5).rate_limit == 2.5
+    assert Settings(judge_token_budget_per_minute=0).token_budget is None
+    assert Settings(judge_token_budget_per_minute=5000).token_budget == 5000
+
+
+def test_merged_applies_overrides_without_rereading_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    base = Settings(sample_rate=0.5)
+    monkeypatch.setenv("CTXUTIL_MAX_QUEUE_SIZE", "7")
+    merged = base.merged(max_concurrency=2)
+    assert (merged.sample_rate, merged.max_concurrency, merged.max_queue_size) == (0.5, 2, 2048)
+    assert base.merged() is base
+    with pytest.raises(SettingsError, match="argument sample_rate"):
+        base.merged(sample_rate=-1)
+
+
+def test_settings_are_immutable() -> None:
+    s = Settings()
+    with pytest.raises(ValueError, match="frozen"):
+        s.sample_rate = 0.1
+
+
+def test_build_judge_lexical_by_default() -> None:
+    assert isinstance(build_judge(Settings()), LexicalJudge)
+
+
+def test_build_judge_openai_passes_the_configured_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    judge = build_judge(
+        Settings(
+            judge="openai",
+            judge_model="tiny-model",
+            judge_base_url="http://127.0.0.1:9/v1",
+            judge_api_key="k",
+        )
+    )
+    assert type(judge).__name__ == "OpenAIJudge"
+    assert (judge.name, judge.model) == ("openai", "tiny-model")
+
+
+def test_evaluator_overrides_beat_settings_and_environment(
+    make_evaluator: MakeEvaluator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CTXUTIL_SAMPLE_RATE", "0")
+    monkeypatch.setenv("CTXUTIL_MAX_CONCURRENCY", "3")
+    assert make_evaluator().settings.sample_rate == 0.0
+    evaluator = make_evaluator(sample_rate=1.0)
+    assert (evaluator.settings.sample_rate, evaluator.settings.max_concurrency) == (1.0, 3)
+    evaluator = make_evaluator(settings=Settings(max_queue_size=9), max_queue_size=11)
+    assert evaluator.settings.max_queue_size == 11
+    with pytest.raises(SettingsError, match="max_queue_size"):
+        make_evaluator(max_queue_size=-1)
