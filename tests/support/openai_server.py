@@ -24,6 +24,11 @@ Typical uses::
 verdict per chunk from ``decide(query, answer, chunk) -> (is_relevant, is_utilized)``; the default
 rule is word overlap, a deterministic stand-in (not a quality judge). Usage is reported as
 ``len(prompt) // 4`` input and ``len(reply) // 4`` output tokens, and recorded on the request.
+
+Throughput: the server costs well under a millisecond of CPU per request (one thread per
+connection, listen backlog 512, Nagle off); the openai client costs a few milliseconds per request.
+In one process on 2 cores, 500 concurrent judge calls against ``verdict_handler(delay_s=0.2)`` take
+a few seconds, mostly client-side CPU; run the server in another process to measure the client alone.
 """
 
 from __future__ import annotations
@@ -243,6 +248,7 @@ def verdict_handler(
 
 class _RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms Nagle/delayed-ACK stall
     server: _Server
 
     def do_POST(self) -> None:
@@ -305,6 +311,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 512  # listen backlog: benchmarks open many connections at once (default 5)
     owner: OpenAICompatServer
 
 

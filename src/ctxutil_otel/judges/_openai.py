@@ -6,7 +6,6 @@ import asyncio
 import functools
 import logging
 import os
-import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -117,6 +116,7 @@ class OpenAIJudge:
         max_retry_after: Longest server-requested wait (``Retry-After`` seconds or HTTP date, or
             ``retry-after-ms``) honoured, in seconds. A longer one, or one that would not fit in the
             remaining ``deadline``, fails at once with ``rate_limited`` (``http_5xx`` for 5xx).
+            Values above 120 s act as 120 s, the SDK's own limit.
         deadline: Seconds one chat request may take in total, every attempt and wait included;
             then :class:`JudgeTimeoutError`. A :meth:`judge` call makes one request per batch
             (see ``max_context_tokens``), plus at most one repair and two halves (each with one repair)
@@ -125,7 +125,8 @@ class OpenAIJudge:
         max_context_tokens: Budget of estimated prompt tokens per call (about 4 characters per
             token). Chunks beyond it go to further calls; verdicts are mapped back to the caller's
             indices. The query is cut to 1/8 of the budget, the answer to 3/8, and a single chunk
-            to what remains; cut text ends in ``[truncated]``. At least 1024.
+            to what remains; cut text ends in ``[truncated]``. At least 1024. (A repair call also
+            carries the rejected reply, up to 20,000 characters.)
         max_chunks_per_call: At most this many chunks per call (long verdict lists are where models
             drop items).
         temperature: Sampling temperature; ``None`` omits it (for models that reject it).
@@ -192,9 +193,7 @@ class OpenAIJudge:
         self.temperature = temperature
         self._api_key = key
         self._format: OutputFormat = "json_schema"
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._clients: dict[asyncio.AbstractEventLoop, AsyncOpenAI] = {}
 
     def __repr__(self) -> str:
         return (
@@ -212,6 +211,9 @@ class OpenAIJudge:
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
+            # Clients of closed loops cannot be closed any more; drop them so they are collected.
+            for stale in [other for other in self._clients if other.is_closed()]:
+                del self._clients[stale]
             import httpx2
             from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
@@ -236,7 +238,10 @@ class OpenAIJudge:
     async def judge(
         self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
     ) -> JudgeResult:
-        """Verdicts for ``chunks`` (index = position), and the tokens all calls spent.
+        """Verdicts for ``chunks`` (index = position; ``reason`` empty when ``reasons`` is false) and
+        the tokens spent, summed over every call of this judgement (repairs and splits included;
+        a server that reports no usage counts 0). ``is_utilized`` is the model's answer as given,
+        also on chunks it found irrelevant (the metric ignores it there).
 
         Raises:
             JudgeError: a subclass named in the class docstring; never for an empty ``chunks``

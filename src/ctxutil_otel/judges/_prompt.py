@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import lru_cache
 from html import escape
 from typing import Any, Literal
 
@@ -60,6 +61,7 @@ Reply with one JSON object and nothing else, in exactly this shape:
 """
 
 
+@lru_cache(maxsize=2)
 def system_prompt(reasons: bool) -> str:
     """The system message: task, data-not-instructions rule and the answer's JSON shape."""
     if reasons:
@@ -155,13 +157,18 @@ def _strict(node: Any) -> Any:
 
 
 def response_schema(reasons: bool) -> dict[str, Any]:
-    """The strict JSON schema of the answer, from the pydantic answer model.
+    """The strict JSON schema of the answer, from the pydantic answer model (a fresh copy).
 
     With ``reasons=False`` the verdict objects have no ``reason`` property (fewer output tokens).
     """
-    model = _AnswerWithReasons if reasons else _AnswerWithoutReasons
-    schema: dict[str, Any] = _strict(model.model_json_schema())
+    schema: dict[str, Any] = json.loads(_schema_json(reasons))
     return schema
+
+
+@lru_cache(maxsize=2)
+def _schema_json(reasons: bool) -> str:
+    model = _AnswerWithReasons if reasons else _AnswerWithoutReasons
+    return json.dumps(_strict(model.model_json_schema()))
 
 
 class ParsedVerdict(BaseModel):

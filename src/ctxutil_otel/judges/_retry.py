@@ -165,8 +165,11 @@ async def within_deadline(make: Callable[[], Awaitable[T]], seconds: float) -> T
     """
 
     async def run() -> T:
-        _deadline.set(time.monotonic() + seconds)
-        return await make()
+        token = _deadline.set(time.monotonic() + seconds)
+        try:
+            return await make()
+        finally:
+            _deadline.reset(token)
 
     try:
         return await asyncio.wait_for(run(), timeout=seconds)
