@@ -1,0 +1,322 @@
+"""Trace assembly: buffer the retrieval and generation records of each trace and pair them into RAG turns.
+
+How a turn is found (spans end children first; nothing here looks at wall-clock order of arrival):
+
+* A buffered record waits on its parent span id ("the nearest ancestor that has not ended yet").
+* When a span of a buffered trace ends, the records waiting on it are exactly the records under it. They
+  are paired (below); pairs become turns, closed by that span (its start/end times are the turn's);
+  whatever is left waits on that span's parent in turn. So a turn is assembled at the lowest span that
+  encloses a retrieval and the generation that used it: the enclosing chain span of the pair, and each
+  of several turns in one trace (each under its own chain span) is assembled separately, exactly once.
+* When the trace's local root ends (no parent, or a remote parent: the rest of the trace is in another
+  process), everything still buffered for the trace is paired and the trace is forgotten; records left
+  unpaired (a retrieval no generation used, a generation without retrieval) are not RAG turns and are
+  dropped without counting.
+
+Pairing within a group: records in start-time order; each retrieval joins the retrievals waiting for a
+generation (a reranker's output replaces them: it is what reached the model); a generation takes all
+waiting retrievals (several retrievers in one turn are merged in start order). A generation with no
+retrieval before it (a query rewrite, a follow-up) is left over.
+
+Out-of-order ends (decided): a record whose ancestor already ended (a streamed generation ending after
+its chain span) waits on a span that will not end again, so it is assembled when the trace's local root
+ends, still parented to its own span. A record that ends after its local root starts a new buffered
+trace that no root closes: it is evicted after the TTL (counted as ``ttl_expired`` if it pairs into a
+turn). OTLP receivers: build the parent ``SpanContext`` with ``is_remote`` from the OTLP span flags, so
+that each service's local root closes its own spans.
+
+Bounds: at most ``max_traces`` buffered traces and ``max_bytes`` of buffered text (approximate, see
+``Retrieval.size``), each for at most ``ttl_s`` seconds; beyond that the oldest trace is evicted and
+its records paired into turns that the caller counts as dropped ``ttl_expired``. Traces are kept in
+creation order, so expired ones are a prefix: each sweep looks at the oldest only (bounded work).
+
+Not thread-safe: the span processor calls it under its lock. ``traces`` may be read without the lock
+(one ``dict`` membership test, atomic in CPython).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from opentelemetry.trace import SpanContext
+
+from .._interaction import Interaction
+from ._model import Chunk, Generation, Retrieval
+
+__all__ = ["BufferedPart", "TraceBuffer", "Turn", "pair", "to_interaction"]
+
+SOURCE = "span_processor"
+
+
+@dataclass(slots=True, eq=False)
+class BufferedPart:
+    """One buffered record with the span facts assembly needs.
+
+    Attributes:
+        record: The reader's :class:`Retrieval` or :class:`Generation`.
+        context: The span's own ``SpanContext``.
+        start_ns / end_ns: The span's start and end, nanoseconds since the epoch.
+        size: Approximate bytes held (``record.size()``).
+    """
+
+    record: Retrieval | Generation
+    context: SpanContext
+    start_ns: int
+    end_ns: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One RAG turn: the retrievals a generation used, and the span that closed them.
+
+    Attributes:
+        trace_id: The 128-bit trace id.
+        retrievals: The retrieval (or reranker) records in start order.
+        generation: The generation record; the evaluation is parented to its span.
+        start_ns / end_ns: Bounds of the closing span (the enclosing chain span or the local root); for
+            an evicted turn, the bounds of its records.
+    """
+
+    trace_id: int
+    retrievals: tuple[BufferedPart, ...]
+    generation: BufferedPart
+    start_ns: int
+    end_ns: int
+
+
+@dataclass(slots=True, eq=False)
+class _Trace:
+    trace_id: int
+    created: float
+    # span id of the nearest ancestor that has not ended yet -> records under it
+    waiting: dict[int, list[BufferedPart]] = field(default_factory=dict)
+    parts: int = 0
+    size: int = 0
+
+
+Pairs = list[tuple[tuple[BufferedPart, ...], BufferedPart]]
+
+
+def pair(parts: Iterable[BufferedPart]) -> tuple[Pairs, list[BufferedPart]]:
+    """Pair records into ``(retrievals, generation)`` turns (see the module docstring).
+
+    Returns the pairs and the leftovers (unused retrievals, generations without retrieval); retrievals
+    replaced by a reranker's output are in neither.
+    """
+    ordered = sorted(parts, key=lambda p: (p.start_ns, isinstance(p.record, Generation)))
+    pairs: Pairs = []
+    leftovers: list[BufferedPart] = []
+    waiting: list[BufferedPart] = []
+    for part in ordered:
+        record = part.record
+        if isinstance(record, Retrieval):
+            if record.reranked:
+                waiting = [part]
+            else:
+                waiting.append(part)
+        elif waiting:
+            pairs.append((tuple(waiting), part))
+            waiting = []
+        else:
+            leftovers.append(part)
+    leftovers.extend(waiting)
+    return pairs, leftovers
+
+
+class TraceBuffer:
+    """Buffered records per trace id, bounded by count, bytes and age (see the module docstring).
+
+    Args:
+        ttl_s: Seconds a trace may stay buffered (> 0).
+        max_traces: Buffered traces at most (>= 1).
+        max_bytes: Approximate bytes of buffered text at most (>= 0).
+        clock: Monotonic clock in seconds.
+    """
+
+    def __init__(self, *, ttl_s: float, max_traces: int, max_bytes: int, clock: Callable[[], float]) -> None:
+        if ttl_s <= 0 or max_traces < 1 or max_bytes < 0:
+            raise ValueError(
+                f"TraceBuffer needs ttl_s > 0, max_traces >= 1 and max_bytes >= 0, "
+                f"got ttl_s={ttl_s!r}, max_traces={max_traces!r}, max_bytes={max_bytes!r}"
+            )
+        self.ttl_s = ttl_s
+        self.max_traces = max_traces
+        self.max_bytes = max_bytes
+        self.clock = clock
+        #: trace id -> buffered trace, oldest first. Read lock-free on the hot path.
+        self.traces: dict[int, _Trace] = {}
+        #: Approximate bytes buffered across traces.
+        self.size = 0
+        #: Clock time at which the oldest trace expires (``inf`` when empty).
+        self.next_deadline = math.inf
+
+    def __len__(self) -> int:
+        return len(self.traces)
+
+    @property
+    def parts(self) -> int:
+        """Records buffered across traces."""
+        return sum(t.parts for t in self.traces.values())
+
+    # --- events -------------------------------------------------------------------------------
+    def add(
+        self,
+        record: Retrieval | Generation,
+        context: SpanContext,
+        parent_span_id: int | None,
+        start_ns: int,
+        end_ns: int,
+    ) -> tuple[list[Turn], list[Turn]]:
+        """Buffer the record of a span that just ended, then close what that span encloses.
+
+        ``parent_span_id`` is ``None`` for a local root. Returns ``(assembled, evicted)`` turns; the
+        evicted ones (capacity) are to be counted ``ttl_expired``.
+        """
+        trace_id = context.trace_id
+        evicted: list[Turn] = []
+        trace = self.traces.get(trace_id)
+        if trace is None:
+            while len(self.traces) >= self.max_traces:
+                evicted.extend(self._evict_oldest())
+            trace = _Trace(trace_id, self.clock())
+            self.traces[trace_id] = trace
+            if len(self.traces) == 1:
+                self.next_deadline = trace.created + self.ttl_s
+        part = BufferedPart(record, context, start_ns, end_ns, record.size())
+        key = parent_span_id if parent_span_id is not None else context.span_id
+        trace.waiting.setdefault(key, []).append(part)
+        trace.parts += 1
+        trace.size += part.size
+        self.size += part.size
+        if parent_span_id is None:
+            turns = self._close_root(trace, start_ns, end_ns)
+        else:
+            turns = self.span_ended(trace_id, context.span_id, parent_span_id, start_ns, end_ns)
+        while self.size > self.max_bytes and self.traces:
+            evicted.extend(self._evict_oldest())
+        return turns, evicted
+
+    def span_ended(
+        self, trace_id: int, span_id: int, parent_span_id: int | None, start_ns: int, end_ns: int
+    ) -> list[Turn]:
+        """A span of a (possibly) buffered trace ended: pair the records under it (see the module
+        docstring). ``parent_span_id`` is ``None`` for a local root. Returns the assembled turns."""
+        trace = self.traces.get(trace_id)
+        if trace is None:
+            return []
+        if parent_span_id is None:
+            return self._close_root(trace, start_ns, end_ns)
+        group = trace.waiting.pop(span_id, None)
+        if group is None:
+            return []
+        pairs, leftovers = pair(group)
+        if leftovers:
+            trace.waiting.setdefault(parent_span_id, []).extend(leftovers)
+        if pairs or len(leftovers) != len(group):
+            kept = {id(p) for p in leftovers}
+            self._release(trace, [p for p in group if id(p) not in kept])
+        return [Turn(trace_id, retrievals, generation, start_ns, end_ns) for retrievals, generation in pairs]
+
+    def expire(self, now: float, limit: int) -> list[Turn]:
+        """Evict at most ``limit`` traces older than the TTL at clock time ``now``; returns their turns
+        (to be counted ``ttl_expired``)."""
+        evicted: list[Turn] = []
+        while limit > 0 and now >= self.next_deadline:
+            evicted.extend(self._evict_oldest())
+            limit -= 1
+        return evicted
+
+    def drain(self) -> list[Turn]:
+        """Forget every buffered trace; returns the turns they held (shutdown)."""
+        turns: list[Turn] = []
+        while self.traces:
+            turns.extend(self._evict_oldest())
+        return turns
+
+    # --- internals ----------------------------------------------------------------------------
+    def _close_root(self, trace: _Trace, start_ns: int, end_ns: int) -> list[Turn]:
+        parts = [p for group in trace.waiting.values() for p in group]
+        self._remove(trace)
+        pairs, _ = pair(parts)  # leftovers are not RAG turns: dropped, not counted
+        return [
+            Turn(trace.trace_id, retrievals, generation, start_ns, end_ns) for retrievals, generation in pairs
+        ]
+
+    def _evict_oldest(self) -> list[Turn]:
+        trace = next(iter(self.traces.values()))
+        parts = [p for group in trace.waiting.values() for p in group]
+        self._remove(trace)
+        pairs, _ = pair(parts)
+        turns = []
+        for retrievals, generation in pairs:
+            members = (*retrievals, generation)
+            start = min(p.start_ns for p in members)
+            end = max(p.end_ns for p in members)
+            turns.append(Turn(trace.trace_id, retrievals, generation, start, end))
+        return turns
+
+    def _release(self, trace: _Trace, parts: list[BufferedPart]) -> None:
+        freed = sum(p.size for p in parts)
+        trace.parts -= len(parts)
+        trace.size -= freed
+        self.size -= freed
+        if trace.parts <= 0:
+            self._remove(trace)
+
+    def _remove(self, trace: _Trace) -> None:
+        if self.traces.pop(trace.trace_id, None) is None:
+            return
+        self.size -= trace.size
+        trace.size = 0
+        trace.parts = 0
+        trace.waiting = {}
+        self.next_deadline = (
+            next(iter(self.traces.values())).created + self.ttl_s if self.traces else math.inf
+        )
+
+
+def to_interaction(turn: Turn) -> Interaction | None:
+    """The :class:`Interaction` of a turn, or ``None`` when it is not evaluable: a retrieval's chunks
+    could not be read, the answer was not captured, or no query was found (retrievals first, then the
+    generation's input messages).
+
+    The interaction is parented to the generation's span (``parent``, ``trace_id`` and ``id``, the
+    span id in 16 hex digits); start/end are the closing span's; ``source`` is ``"span_processor"``.
+    """
+    chunks: list[Chunk] = []
+    query: str | None = None
+    for part in turn.retrievals:
+        record = part.record
+        assert isinstance(record, Retrieval)
+        if record.chunks is None:
+            return None
+        chunks.extend(record.chunks)
+        if query is None and record.query is not None and record.query.strip():
+            query = record.query
+    generation = turn.generation.record
+    assert isinstance(generation, Generation)
+    if generation.answer is None:
+        return None
+    if query is None:
+        query = generation.query
+    if query is None or not query.strip():
+        return None
+    context = turn.generation.context
+    return Interaction(
+        query=query,
+        answer=generation.answer,
+        documents=chunks,
+        trace_id=context.trace_id,
+        parent=context,
+        start_time_ns=turn.start_ns,
+        end_time_ns=turn.end_ns,
+        source=SOURCE,
+        id=format(context.span_id, "016x"),
+        metadata={
+            "convention": generation.convention,
+            "retrieval_span_ids": [format(p.context.span_id, "016x") for p in turn.retrievals],
+        },
+    )

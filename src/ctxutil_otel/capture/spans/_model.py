@@ -1,0 +1,246 @@
+"""What the convention readers return, and the tolerant attribute helpers they share.
+
+A reader maps the attributes of one finished span to a :class:`Retrieval`, a :class:`Generation`, the
+:data:`CHAIN` marker, or ``None`` (not part of a RAG interaction). Readers never raise on bad input:
+a missing, redacted, truncated or malformed attribute becomes a record whose ``problem`` says why its
+content cannot be evaluated (the processor counts such an interaction ``not_evaluable``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol, TypeAlias
+
+from opentelemetry.trace import SpanContext
+
+__all__ = [
+    "CHAIN",
+    "CONTENT_NOT_CAPTURED",
+    "INVALID",
+    "MALFORMED",
+    "REDACTED",
+    "TRUNCATED",
+    "Chain",
+    "Chunk",
+    "Generation",
+    "Part",
+    "Retrieval",
+    "SpanLike",
+    "as_float",
+    "as_id",
+    "as_mapping",
+    "as_text",
+    "contiguous",
+    "indexed",
+    "load_json",
+]
+
+#: The value OpenInference writes in place of hidden content (``openinference.instrumentation.config``).
+REDACTED: Final = "__REDACTED__"
+
+#: ``problem`` values: why a record's content cannot be evaluated.
+CONTENT_NOT_CAPTURED: Final = "content_not_captured"  # the instrumentation did not record the text
+MALFORMED: Final = "malformed"  # the attribute is there but unreadable (bad JSON, wrong types)
+TRUNCATED: Final = "truncated"  # some documents are missing (attribute count limit, gaps in indices)
+
+_RECORD_OVERHEAD = 200  # approximate bytes of a buffered record besides its text
+
+
+class SpanLike(Protocol):
+    """What the span processor reads from a finished span: the read-only view of
+    ``opentelemetry.sdk.trace.ReadableSpan`` (which satisfies it), or anything an OTLP receiver builds
+    with the same properties.
+
+    Attributes:
+        name: The span name.
+        context: The span's own ``SpanContext`` (``trace_id``, ``span_id``).
+        parent: The parent's ``SpanContext``, ``None`` for a root; ``parent.is_remote`` marks a local root
+            whose parent lives in another process.
+        attributes: The span attributes (``None`` or empty allowed).
+        start_time / end_time: Nanoseconds since the epoch (``None`` when unknown).
+    """
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def context(self) -> SpanContext | None: ...
+    @property
+    def parent(self) -> SpanContext | None: ...
+    @property
+    def attributes(self) -> Mapping[str, object] | None: ...
+    @property
+    def start_time(self) -> int | None: ...
+    @property
+    def end_time(self) -> int | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One retrieved chunk. ``page_content`` (LangChain's name) makes it a valid chunk for
+    :class:`~ctxutil_otel.DatasetItem`.
+
+    Attributes:
+        page_content: The chunk text.
+        id: The document id, if the instrumentation recorded one.
+        score: The retrieval score, if recorded (units are the retriever's).
+        metadata: Document metadata, if recorded as a JSON object.
+    """
+
+    page_content: str
+    id: str | None = None
+    score: float | None = None
+    metadata: Mapping[str, object] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    """A retrieval (or rerank) span's query and ordered chunks.
+
+    Attributes:
+        query: The query text, ``None`` when not captured.
+        chunks: The chunks in retrieval order; ``()`` for a retrieval that found nothing; ``None`` when
+            documents were retrieved but their text cannot be read (see ``problem``).
+        convention: ``"openinference"``, ``"genai"`` or ``"openllmetry"``.
+        problem: ``None``, or why ``chunks`` is ``None`` (:data:`CONTENT_NOT_CAPTURED`,
+            :data:`MALFORMED`, :data:`TRUNCATED`).
+        reranked: A reranker's output: it replaces the retrievals before it in the same turn.
+    """
+
+    query: str | None
+    chunks: tuple[Chunk, ...] | None
+    convention: str
+    problem: str | None = None
+    reranked: bool = False
+
+    def size(self) -> int:
+        """Approximate bytes this record holds (text lengths plus a fixed overhead per record)."""
+        total = _RECORD_OVERHEAD + len(self.query or "")
+        for chunk in self.chunks or ():
+            total += _RECORD_OVERHEAD + len(chunk.page_content)
+        return total
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """A model call's answer, and the user query of its input messages when there is one.
+
+    Attributes:
+        answer: The generated text (first choice); ``None`` when not captured (see ``problem``).
+        query: The last user message of the input, ``None`` when not captured. Used only when no
+            retrieval of the turn has a query (in a RAG prompt it usually holds the context too).
+        convention: ``"openinference"``, ``"genai"`` or ``"openllmetry"``.
+        problem: ``None``, or why ``answer`` is ``None``.
+    """
+
+    answer: str | None
+    convention: str
+    query: str | None = None
+    problem: str | None = None
+
+    def size(self) -> int:
+        """Approximate bytes this record holds."""
+        return _RECORD_OVERHEAD + len(self.answer or "") + len(self.query or "")
+
+
+class Chain:
+    """The marker for a span that groups others (OpenInference ``CHAIN``/``AGENT``, Traceloop
+    ``workflow``/``task``, GenAI ``invoke_workflow``/``invoke_agent``). Use the singleton :data:`CHAIN`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "CHAIN"
+
+
+CHAIN: Final = Chain()
+
+Part: TypeAlias = "Retrieval | Generation | Chain"
+
+
+# --- tolerant attribute helpers ------------------------------------------------------------------
+
+
+def as_text(value: object) -> str | None:
+    """``value`` when it is a ``str`` other than OpenInference's :data:`REDACTED`, else ``None``."""
+    if isinstance(value, str) and value != REDACTED:
+        return value
+    return None
+
+
+def as_id(value: object) -> str | None:
+    """A document id as ``str`` (``str`` or ``int`` accepted; ``bool`` and others give ``None``)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    return as_text(value)
+
+
+def as_float(value: object) -> float | None:
+    """A score as ``float`` (``int``/``float``, or a numeric ``str``); ``None`` otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+class _Invalid:
+    __slots__ = ()
+
+
+INVALID: Final = _Invalid()
+
+
+def load_json(value: object) -> object:
+    """Parse a JSON string attribute. Non-strings are returned as they are (structured attribute
+    values, tuples of strings). Returns :data:`INVALID` for a string that is not JSON (truncated by an
+    attribute length limit, or just malformed); never raises."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError):
+        return INVALID
+
+
+def as_mapping(value: object) -> Mapping[str, object] | None:
+    """A metadata mapping from a ``dict`` or a JSON-object string; ``None`` otherwise."""
+    loaded = load_json(value) if isinstance(value, str) else value
+    if isinstance(loaded, Mapping):
+        return loaded
+    return None
+
+
+def indexed(attributes: Mapping[str, object], prefix: str) -> list[tuple[int, dict[str, object]]]:
+    """Group flattened attributes ``{prefix}{i}.{rest}`` by index ``i``.
+
+    Returns ``(i, {rest: value})`` pairs sorted by ``i``; keys whose index is not a non-negative integer
+    are ignored. Example: ``indexed(a, "retrieval.documents.")`` on
+    ``retrieval.documents.0.document.content`` gives ``[(0, {"document.content": ...})]``.
+    """
+    groups: dict[int, dict[str, object]] = {}
+    start = len(prefix)
+    for key, value in attributes.items():
+        if not key.startswith(prefix):
+            continue
+        dot = key.find(".", start)
+        if dot < 0:
+            continue
+        index = key[start:dot]
+        if not index.isdigit():
+            continue
+        groups.setdefault(int(index), {})[key[dot + 1 :]] = value
+    return sorted(groups.items())
+
+
+def contiguous(groups: Sequence[tuple[int, object]]) -> bool:
+    """``True`` when the indices are exactly ``0 .. n-1`` (no document lost to a limit)."""
+    return all(index == position for position, (index, _) in enumerate(groups))

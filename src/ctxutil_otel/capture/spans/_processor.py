@@ -1,0 +1,305 @@
+"""``UtilizationSpanProcessor``: evaluate RAG turns found in finished spans (OpenInference, OpenTelemetry
+GenAI, OpenLLMetry), in-process or behind an OTLP receiver.
+
+Hot path (``on_end`` of a span that is not part of a RAG interaction): when traces are buffered, one
+``dict`` membership test of the trace id (plus a monotonic clock read for lazy TTL eviction); then one
+``frozenset.isdisjoint`` over the span's attribute keys against the four marker attributes
+(``openinference.span.kind``, ``gen_ai.operation.name``, ``traceloop.span.kind``,
+``llm.request.type``). Nothing is parsed, copied or locked. Measured in benchmarks/bench_span_processor.py.
+
+Sampling and accounting (exact, per turn):
+    The trace-id ratio decision (OpenTelemetry's ``TraceIdRatioBased`` rule, ``sample_rate``) is taken
+    from the trace id before anything is read or buffered; it is deterministic, so it needs no cache
+    and no counting: the spans of a sampled-out trace are never parsed or buffered, and their turns are
+    never assembled, so they are not counted at all (not even ``sampled_out``: counting them would mean
+    assembling them). Each turn assembled from a sampled trace calls ``Evaluator.sample(trace_id)``
+    once (one ``captured``; it returns ``True``, the same rule), then exactly one of:
+    ``submit(interaction)``; ``discard("not_evaluable")`` (content not captured by the instrumentation,
+    or unreadable: malformed/truncated attributes, no query, no answer); ``discard("ttl_expired")``
+    (the trace was evicted, by age or by the count/byte bounds, before its local root ended);
+    ``discard("shutdown")`` (still buffered at shutdown). A trace holding several turns is counted once
+    per turn. Records that never pair into a turn are not interactions and are not counted.
+
+Never re-evaluated: spans named ``contextual_utilization`` (the evaluation span) or ``rag.interaction``
+(the emitter's root span), spans carrying ``gen_ai.evaluation.name``, and spans ended while
+OpenTelemetry instrumentation is suppressed (the evaluator's worker runs that way).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, Context, get_value
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+
+from ...emit._names import ATTR_EVALUATION_NAME, SPAN_EVALUATION, SPAN_INTERACTION
+from ...sampling import TraceIdRatioSampler
+from . import _genai, _openinference, _openllmetry
+from ._assembly import TraceBuffer, Turn, to_interaction
+from ._model import Generation, Part, Retrieval
+
+if TYPE_CHECKING:
+    from ..._settings import Settings
+    from ...worker._evaluator import Evaluator
+    from ...worker._stats import EvaluatorStats
+
+__all__ = ["DEFAULT_MAX_BUFFERED_BYTES", "MARKER_ATTRIBUTES", "UtilizationSpanProcessor", "read_part"]
+
+_log = logging.getLogger("ctxutil_otel.capture")
+
+#: Attributes whose presence makes a span worth reading (one per convention, two for OpenLLMetry).
+MARKER_ATTRIBUTES: Final = frozenset(
+    {_openinference.SPAN_KIND, _genai.OPERATION_NAME, _openllmetry.SPAN_KIND, _openllmetry.REQUEST_TYPE}
+)
+#: Default bound on buffered text, approximate bytes.
+DEFAULT_MAX_BUFFERED_BYTES: Final = 64 * 1024 * 1024
+
+_OWN_SPAN_NAMES = frozenset({SPAN_EVALUATION, SPAN_INTERACTION})
+_OWN_ATTRIBUTES = frozenset({ATTR_EVALUATION_NAME})
+_CAPTURE_SETTINGS = frozenset({"run_ttl_s", "max_pending_runs"})
+_LOW_64 = (1 << 64) - 1
+_SWEEP_LIMIT = 4  # traces evicted per on_end call at most (lazy TTL eviction)
+
+
+def read_part(attributes: Mapping[str, object]) -> Part | None:
+    """Read a finished span's attributes with the first convention that claims them: OpenInference
+    (``openinference.span.kind``), then GenAI (``gen_ai.operation.name``), then OpenLLMetry. Returns
+    ``None`` for a span that is not part of a RAG interaction. Never raises on bad values."""
+    # One copy into a plain dict: the SDK hands out a mappingproxy over BoundedAttributes, whose misses
+    # cost an exception each, and the readers look up many keys.
+    attributes = attributes if type(attributes) is dict else dict(attributes)
+    if _openinference.SPAN_KIND in attributes:
+        return _openinference.read(attributes)
+    if _genai.OPERATION_NAME in attributes:
+        return _genai.read(attributes)
+    return _openllmetry.read(attributes)
+
+
+class UtilizationSpanProcessor(SpanProcessor):
+    """A ``SpanProcessor`` that evaluates the RAG turns of sampled traces with an Evaluator.
+
+    ``provider.add_span_processor(UtilizationSpanProcessor())``: readers map finished spans to
+    retrievals and generations (``ctxutil_otel.capture.spans`` readers), a bounded per-trace buffer pairs
+    them into turns (see ``_assembly``), and each turn becomes an :class:`~ctxutil_otel.capture.Interaction`
+    parented to the generation's span, submitted to the evaluator. Accounting: see the module docstring.
+
+    ``on_start`` does nothing; ``on_end`` never blocks on I/O and never raises (errors are counted in
+    :attr:`errors` and logged once); ``force_flush``/``shutdown`` delegate to the evaluator with
+    deadlines. Thread-safe: ``on_end`` may be called from any thread.
+
+    An OTLP receiver feeds it with :meth:`on_end`, passing ``ReadableSpan`` objects (or objects with
+    the same read-only properties, see :class:`~ctxutil_otel.capture.spans.SpanLike`) built from the
+    protobuf spans, the parent ``SpanContext`` with ``is_remote`` from the OTLP flags.
+
+    Args:
+        evaluator: The :class:`~ctxutil_otel.worker.Evaluator`; ``None`` builds one from the settings
+            (``settings_overrides`` > ``CTXUTIL_*`` environment > defaults).
+        clock: Monotonic clock in seconds for the buffer TTL (default ``time.monotonic``; for tests).
+        max_buffered_bytes: Bound on the approximate bytes of buffered text (default 64 MiB).
+        **settings_overrides: Settings by name. ``run_ttl_s`` (seconds a trace may stay buffered
+            waiting for its root) and ``max_pending_runs`` (buffered traces at most) bound the buffer;
+            with an explicit ``evaluator`` only those two are accepted.
+
+    Raises:
+        ctxutil_otel._settings.SettingsError: for an unknown setting or an invalid value.
+        TypeError: for evaluator settings passed together with an explicit ``evaluator``.
+        ValueError: for a negative ``max_buffered_bytes``.
+    """
+
+    def __init__(
+        self,
+        evaluator: Evaluator | None = None,
+        *,
+        clock: Callable[[], float] | None = None,
+        max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
+        **settings_overrides: Any,
+    ) -> None:
+        from ..._settings import Settings
+
+        if (
+            isinstance(max_buffered_bytes, bool)
+            or not isinstance(max_buffered_bytes, int)
+            or max_buffered_bytes < 0
+        ):
+            raise ValueError(f"max_buffered_bytes must be an int >= 0, got {max_buffered_bytes!r}")
+        if evaluator is None:
+            from ...worker._evaluator import Evaluator
+
+            settings = Settings(**settings_overrides)
+            evaluator = Evaluator(settings=settings)
+        else:
+            misplaced = sorted(set(settings_overrides) - _CAPTURE_SETTINGS)
+            if misplaced:
+                raise TypeError(
+                    f"settings {misplaced} configure the Evaluator: pass them to Evaluator(...), or omit "
+                    "`evaluator` to let the span processor build one"
+                )
+            base: Settings | None = getattr(evaluator, "settings", None)
+            settings = (base if isinstance(base, Settings) else Settings()).merged(**settings_overrides)
+        self.evaluator: Evaluator = evaluator
+        self.settings: Settings = settings
+        self._clock = clock or time.monotonic
+        self._bound = TraceIdRatioSampler.bound_for_rate(settings.sample_rate)
+        self._buffer = TraceBuffer(
+            ttl_s=settings.run_ttl_s,
+            max_traces=settings.max_pending_runs,
+            max_bytes=max_buffered_bytes,
+            clock=self._clock,
+        )
+        self._traces = self._buffer.traces  # the same dict, read lock-free on the hot path
+        self._lock = threading.Lock()
+        self._shutdown = False
+        self._logged_error = False
+        #: Unexpected errors caught in ``on_end`` (each logged at debug level, the first at warning).
+        self.errors = 0
+
+    # --- SpanProcessor --------------------------------------------------------------------------
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        """Nothing: the processor only reads finished spans."""
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Read a finished span; buffer it if it belongs to a sampled RAG interaction; assemble and
+        submit the turns it closes. Never raises."""
+        try:
+            traces = self._traces
+            if traces:
+                context = span.context
+                if context is not None and context.trace_id in traces:
+                    self._on_buffered_trace(span)
+                    return
+                if self._clock() >= self._buffer.next_deadline:
+                    self._sweep()
+            attributes = span.attributes
+            if not attributes or MARKER_ATTRIBUTES.isdisjoint(attributes):
+                return
+            self._on_marked(span, attributes)
+        except Exception:
+            self._on_error()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Evict expired traces, then wait up to ``timeout_millis`` milliseconds for submitted
+        interactions to be evaluated (delegates to the evaluator). Traces still waiting for their root
+        are kept: they are not finished."""
+        try:
+            self._sweep(limit=len(self._buffer) or 1)
+        except Exception:
+            self._on_error()
+        return self.evaluator.force_flush(timeout_millis)
+
+    def shutdown(self, timeout_millis: int | None = None) -> None:
+        """Count the turns still buffered as dropped ``shutdown``, then shut the evaluator down within
+        ``timeout_millis`` milliseconds (default: the ``shutdown_timeout_s`` setting). Idempotent."""
+        with self._lock:
+            self._shutdown = True
+            turns = self._buffer.drain()
+        self._discard(turns, "shutdown")
+        if timeout_millis is None:
+            timeout_millis = int(self.settings.shutdown_timeout_s * 1000)
+        self.evaluator.shutdown(timeout_millis)
+
+    # --- introspection --------------------------------------------------------------------------
+    def stats(self) -> EvaluatorStats:
+        """The evaluator's accounting (captured, sampled_out, dropped{reason}, evaluated, ...)."""
+        return self.evaluator.stats()
+
+    @property
+    def pending_traces(self) -> int:
+        """Traces buffered now (bounded by ``max_pending_runs``)."""
+        return len(self._buffer)
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Approximate bytes of text buffered now (bounded by ``max_buffered_bytes``)."""
+        return self._buffer.size
+
+    # --- internals ------------------------------------------------------------------------------
+    def _skip(self, span: ReadableSpan, attributes: Mapping[str, object] | None) -> bool:
+        """The processor's own output, or a span ended with instrumentation suppressed."""
+        if self._shutdown or span.name in _OWN_SPAN_NAMES:
+            return True
+        if attributes and not _OWN_ATTRIBUTES.isdisjoint(attributes):
+            return True
+        return bool(get_value(_SUPPRESS_INSTRUMENTATION_KEY))
+
+    def _on_marked(self, span: ReadableSpan, attributes: Mapping[str, object]) -> None:
+        context = span.context
+        if context is None or context.trace_id & _LOW_64 >= self._bound:
+            return  # sampled out: decided from the trace id alone, never buffered, never counted
+        if self._skip(span, attributes):
+            return
+        record = read_part(attributes)
+        if not isinstance(record, (Retrieval, Generation)):
+            return  # a chain marker (or nothing) in a trace with nothing buffered: nothing to close
+        parent = span.parent
+        parent_id = None if parent is None or parent.is_remote else parent.span_id
+        with self._lock:
+            if self._shutdown:
+                return
+            turns, evicted = self._buffer.add(
+                record, context, parent_id, span.start_time or 0, span.end_time or 0
+            )
+            evicted += self._buffer.expire(self._clock(), _SWEEP_LIMIT)
+        self._submit(turns)
+        self._discard(evicted, "ttl_expired")
+
+    def _on_buffered_trace(self, span: ReadableSpan) -> None:
+        attributes = span.attributes
+        if self._skip(span, attributes):
+            return
+        context = span.context
+        assert context is not None
+        record = None
+        if attributes and not MARKER_ATTRIBUTES.isdisjoint(attributes):
+            record = read_part(attributes)
+        parent = span.parent
+        parent_id = None if parent is None or parent.is_remote else parent.span_id
+        start, end = span.start_time or 0, span.end_time or 0
+        with self._lock:
+            if self._shutdown:
+                return
+            if isinstance(record, (Retrieval, Generation)):
+                turns, evicted = self._buffer.add(record, context, parent_id, start, end)
+            else:
+                turns, evicted = (
+                    self._buffer.span_ended(context.trace_id, context.span_id, parent_id, start, end),
+                    [],
+                )
+            evicted += self._buffer.expire(self._clock(), _SWEEP_LIMIT)
+        self._submit(turns)
+        self._discard(evicted, "ttl_expired")
+
+    def _sweep(self, limit: int = _SWEEP_LIMIT) -> None:
+        with self._lock:
+            evicted = self._buffer.expire(self._clock(), limit)
+        self._discard(evicted, "ttl_expired")
+
+    def _submit(self, turns: list[Turn]) -> None:
+        evaluator = self.evaluator
+        for turn in turns:
+            if not evaluator.sample(turn.trace_id):
+                continue
+            interaction = to_interaction(turn)
+            if interaction is None:
+                evaluator.discard("not_evaluable")
+            else:
+                evaluator.submit(interaction)
+
+    def _discard(self, turns: list[Turn], reason: str) -> None:
+        evaluator = self.evaluator
+        for turn in turns:
+            if evaluator.sample(turn.trace_id):
+                evaluator.discard(reason)
+
+    def _on_error(self) -> None:
+        self.errors += 1
+        if not self._logged_error:
+            self._logged_error = True
+            _log.warning(
+                "ctxutil span processor: unexpected error in on_end (counted, ignored)", exc_info=True
+            )
+        else:
+            _log.debug("ctxutil span processor: unexpected error in on_end", exc_info=True)
