@@ -5,6 +5,9 @@ from __future__ import annotations
 import logging
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ctxutil_otel.capture._interaction import Interaction
 from ctxutil_otel.emit import Emitter
@@ -111,3 +114,16 @@ def test_emit_with_no_sdk_configured_is_silent() -> None:
     emitter.emit(interaction, result, 0.1)
     emitter.observe(lambda: {("evaluated", None): 1}, lambda: 0)
     assert emitter.failures == {}
+
+
+def test_force_flush_exports_what_batch_processors_hold() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=60_000))
+    emitter = Emitter(tracer_provider=provider)
+    interaction = Interaction(query="q", answer="a", documents=["c"], trace_id=1)
+    emitter.emit(interaction, evaluate(GREEN_TEA, GREEN_TEA_MARKS), 0.1)
+    assert exporter.get_finished_spans() == ()
+    assert emitter.force_flush(5000) is True
+    assert sorted(s.name for s in exporter.get_finished_spans()) == [n.SPAN_EVALUATION, n.SPAN_INTERACTION]
+    provider.shutdown()

@@ -4,8 +4,8 @@
   metrics with bounded attributes (DESIGN.md, "Emission (OpenTelemetry)").
 * :func:`configure_telemetry`: providers with OTLP (gRPC or HTTP) or console exporters chosen from the
   environment, for the CLI, the demo and examples.
-* :mod:`ctxutil_otel.emit.names`-style constants: every span, attribute, event and metric name, with the
-  Prometheus form of each metric (see ``_names`` module docstring).
+* ``names`` (``from ctxutil_otel.emit import names``): every span, attribute, event and metric name as a
+  constant with its source, and the Prometheus form of each metric (``PROMETHEUS_NAMES``, module docstring).
 """
 
 from __future__ import annotations
