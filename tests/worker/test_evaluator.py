@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 import random
 import weakref
 
@@ -163,14 +164,18 @@ def test_judge_runs_with_instrumentation_suppressed_and_emit_without(make_evalua
     assert emitter.suppressed_during_emit == [None, None, None]
 
 
-def test_emitter_that_raises_never_breaks_the_worker(make_evaluator: MakeEvaluator) -> None:
+def test_emitter_that_raises_never_breaks_the_worker(
+    make_evaluator: MakeEvaluator, caplog: pytest.LogCaptureFixture
+) -> None:
     emitter = RecordingEmitter(fail=True)
     evaluator = make_evaluator(emitter=emitter)
-    for _ in range(4):
-        item = interaction()
-        evaluator.sample(item.trace_id)
-        evaluator.submit(item)
-    assert evaluator.force_flush(5000)
+    with caplog.at_level(logging.WARNING, logger="ctxutil_otel.worker"):
+        for _ in range(4):
+            item = interaction()
+            evaluator.sample(item.trace_id)
+            evaluator.submit(item)
+        assert evaluator.force_flush(5000)
+    assert len([r for r in caplog.records if "emitter raised" in r.getMessage()]) == 1  # logged once
     stats = evaluator.stats()
     assert len(emitter.emitted) == 4
     assert stats.emit_errors == 4

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import threading
 from collections.abc import Sequence
+
+import pytest
 
 from ctxutil_otel.judges import JudgeResult
 from ctxutil_otel.metric import ContextualUtilization
@@ -80,7 +83,9 @@ def test_judge_hanging_past_the_timeout_fails_with_timeout(make_evaluator: MakeE
     assert result == ("error", "timeout", "hanging")
 
 
-def test_slow_judge_with_full_queue_drops_newest_without_blocking(make_evaluator: MakeEvaluator) -> None:
+def test_slow_judge_with_full_queue_drops_newest_without_blocking(
+    make_evaluator: MakeEvaluator, caplog: pytest.LogCaptureFixture
+) -> None:
     judge = GateJudge()
     emitter = RecordingEmitter()
     evaluator = make_evaluator(
@@ -90,7 +95,10 @@ def test_slow_judge_with_full_queue_drops_newest_without_blocking(make_evaluator
     assert judge.entered.wait(5)  # the judge is now blocked holding the only slot
     assert _offer(evaluator, 5) == [True] * 5  # fills the queue
     # submit() returns at once while the judge is blocked (had it waited, this thread would hang here)
-    assert _offer(evaluator, 10) == [False] * 10
+    with caplog.at_level(logging.WARNING, logger="ctxutil_otel.worker"):
+        assert _offer(evaluator, 10) == [False] * 10
+    warnings = [r for r in caplog.records if "queue_full" in r.getMessage()]
+    assert len(warnings) == 1  # throttled: one message per interval, not one per drop
     stats = evaluator.stats()
     assert (stats.in_flight, stats.queue_size, dict(stats.dropped)) == (1, 5, {"queue_full": 10})
     assert judge.calls == 1
