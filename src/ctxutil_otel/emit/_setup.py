@@ -52,6 +52,8 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 from opentelemetry.util.types import AttributeValue
 
+from ._console import format_log_record, format_metrics, format_span
+
 __all__ = ["DEFAULT_SERVICE_NAME", "TelemetryHandle", "configure_telemetry", "exporter_destinations"]
 
 _log = logging.getLogger("ctxutil_otel.emit")
@@ -212,6 +214,7 @@ def configure_telemetry(
     service_name: str | None = None,
     console: bool = True,
     console_out: IO[str] | None = None,
+    console_format: str = "json",
     set_global: bool = False,
     resource_attributes: Mapping[str, AttributeValue] | None = None,
     metric_export_interval_millis: float | None = None,
@@ -227,6 +230,8 @@ def configure_telemetry(
         console: For a signal without OTLP configuration, print it to the console (``True``) or export it
             nowhere (``False``: quiet mode, e.g. the demo's summary-only output).
         console_out: Stream of the console exporters (default: ``sys.stdout`` at call time).
+        console_format: ``"json"`` (the SDK's indented JSON) or ``"compact"`` (one line per span, log
+            record and metric point; :mod:`ctxutil_otel.emit._console`).
         set_global: Install the providers as the OpenTelemetry globals. Off by default so an application's
             own providers are never clobbered; the API refuses a second global anyway (``is_global`` then
             stays ``False`` and a warning is logged).
@@ -242,8 +247,11 @@ def configure_telemetry(
     Raises:
         ValueError: naming the environment variable, for unsupported exporter or protocol values.
     """
+    if console_format not in ("json", "compact"):
+        raise ValueError(f"console_format must be 'json' or 'compact', got {console_format!r}")
     destinations = exporter_destinations(console)
     out = console_out if console_out is not None else sys.stdout
+    compact = console_format == "compact"
     resource = _resource(service_name, resource_attributes)
 
     span_exporters: list[SpanExporter] = []
@@ -253,11 +261,23 @@ def configure_telemetry(
         for target in targets:
             if target == "console":
                 if signal == "traces":
-                    span_exporters.append(ConsoleSpanExporter(out=out))
+                    span_exporters.append(
+                        ConsoleSpanExporter(out=out, formatter=format_span)
+                        if compact
+                        else ConsoleSpanExporter(out=out)
+                    )
                 elif signal == "metrics":
-                    metric_exporters.append(ConsoleMetricExporter(out=out))
+                    metric_exporters.append(
+                        ConsoleMetricExporter(out=out, formatter=format_metrics)
+                        if compact
+                        else ConsoleMetricExporter(out=out)
+                    )
                 else:
-                    log_exporters.append(ConsoleLogRecordExporter(out=out))
+                    log_exporters.append(
+                        ConsoleLogRecordExporter(out=out, formatter=format_log_record)
+                        if compact
+                        else ConsoleLogRecordExporter(out=out)
+                    )
                 continue
             span_cls, metric_cls, log_cls = _otlp_exporters(target)
             if signal == "traces":

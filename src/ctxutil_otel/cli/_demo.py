@@ -1,0 +1,239 @@
+"""``ctxutil-otel demo``: the main job, end to end on the bundled RAGBench sample.
+
+A real LangChain LCEL RAG chain (recorded retriever -> prompt -> replaying chat model -> parser) runs
+over the sample with :class:`~ctxutil_otel.UtilizationCallbackHandler` attached. The evaluator judges
+each interaction off the request path and emits OpenTelemetry telemetry: over OTLP when
+``OTEL_EXPORTER_OTLP_ENDPOINT`` (or a per-signal endpoint) is set, otherwise to the console. The demo
+ends with a summary table: per-question score and chunk counts, mean utilization, pass rate, agreement
+with the labels, and the evaluator's accounting (dropped / failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..capture._interaction import Interaction
+from ..metric._agreement import AgreementReport, LabelledRow, agreement
+from ..metric._results import MetricEvaluationResult
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "demo",
+        help="run a LangChain RAG chain over the bundled sample with live evaluation (the main job)",
+        description="Run a real LangChain LCEL RAG chain over the bundled RAGBench sample with the "
+        "UtilizationCallbackHandler attached; evaluate off the request path; export telemetry over OTLP "
+        "when OTEL_EXPORTER_OTLP_ENDPOINT is set, else print it to the console; end with a summary table. "
+        "Evaluator settings (sample rate, queue, concurrency, ...) come from CTXUTIL_* variables.",
+    )
+    parser.add_argument("--limit", type=int, default=20, help="questions to run (default 20; 0 = all 250)")
+    parser.add_argument(
+        "--data", type=Path, default=None, help="a RAGBench-style JSONL file instead of the sample"
+    )
+    parser.add_argument(
+        "--judge", choices=("lexical", "openai"), default=None, help="default: CTXUTIL_JUDGE or lexical"
+    )
+    parser.add_argument("--model", default=None, help="judge model for --judge openai")
+    parser.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --judge openai")
+    parser.add_argument("--sample-rate", type=float, default=None, help="share of interactions evaluated")
+    parser.add_argument("--capture-content", action="store_true", help="emit chunk/query/answer text too")
+    parser.add_argument(
+        "--quiet", action="store_true", help="print no telemetry to the console (OTLP export is unaffected)"
+    )
+    parser.set_defaults(func=run)
+
+
+class _Collecting:
+    """Wraps the real Emitter: emits as usual and keeps each result for the summary (keyed by query)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.results: dict[str, MetricEvaluationResult] = {}
+
+    def emit(
+        self, interaction: Interaction, result: MetricEvaluationResult, duration_s: float, **kwargs: Any
+    ) -> None:
+        self.results[str(interaction.query)] = result
+        self.inner.emit(interaction, result, duration_s, **kwargs)
+
+    def observe(self, *args: Any) -> None:
+        self.inner.observe(*args)
+
+
+def _load_rows(path: Path | None, limit: int) -> list[dict[str, Any]]:
+    from ..data import load_sample
+    from ._io import Line, read_items, report_bad_line
+
+    if path is None:
+        rows = load_sample()
+    else:
+        rows = []
+        for entry in read_items(path):
+            if isinstance(entry, Line):
+                rows.append(entry.row)
+            else:
+                report_bad_line(path, entry)
+    unique: dict[str, dict[str, Any]] = {}
+    for row in rows:  # the replaying parts key by question: keep the first of repeated questions
+        unique.setdefault(row["query"], row)
+    picked = list(unique.values())
+    return picked[:limit] if limit > 0 else picked
+
+
+_ROW = "{:>3}  {:<22} {:>6} {:>8} {:>4} {:>5} {:<15} {:>8}"
+
+
+def _detail(counts: Mapping[str, int]) -> str:
+    return f" {dict(counts)}" if counts else ""
+
+
+def _cell(value: float | None, fmt: str = ".2f") -> str:
+    return "n/a" if value is None else format(value, fmt)
+
+
+def render_summary(
+    rows: Sequence[Mapping[str, Any]],
+    results: Mapping[str, MetricEvaluationResult],
+    stats: Any,
+    report: AgreementReport | None,
+    elapsed_s: float,
+) -> str:
+    """The demo's closing table and totals (plain text)."""
+    out = ["", _ROW.format("#", "id", "chunks", "relevant", "used", "score", "label", "labelled")]
+    for i, row in enumerate(rows, start=1):
+        result = results.get(row["query"])
+        expected = row.get("expected_score")
+        if result is None:
+            out.append(_ROW.format(i, str(row.get("id", ""))[:22], "", "", "", "", "(not evaluated)", ""))
+            continue
+        s = result.signals
+        labelled = _cell(expected if isinstance(expected, (int, float)) else None)
+        out.append(
+            _ROW.format(
+                i,
+                str(row.get("id", ""))[:22],
+                s.total_chunks,
+                s.total_relevant_chunks,
+                s.utilized_chunks,
+                _cell(result.score),
+                result.label,
+                labelled,
+            )
+        )
+    scored = [r.score for r in results.values() if r.score is not None]
+    passed = sum(1 for r in results.values() if r.passed)
+    out.append("")
+    out.append(f"questions run: {len(rows)} in {elapsed_s:.2f} s; evaluations received: {len(results)}")
+    if scored:
+        out.append(f"mean utilization: {sum(scored) / len(scored):.3f} over {len(scored)} scored")
+        out.append(
+            f"pass rate: {passed / len(scored):.1%} (threshold {next(iter(results.values())).threshold:g})"
+        )
+    if report is not None:
+        out.append(
+            "agreement with the labels: "
+            f"score MAE {_cell(report.mae, '.3f')}, RMSE {_cell(report.rmse, '.3f')}; "
+            f"utilization F1 {_cell(report.utilization_f1, '.3f')}; "
+            f"relevance F1 {_cell(report.relevance_f1, '.3f')}; "
+            f"pooled utilization {_cell(report.pooled_predicted, '.3f')} "
+            f"vs labelled {_cell(report.pooled_expected, '.3f')}"
+        )
+    dropped = sum(stats.dropped.values())
+    failed = sum(stats.failed.values())
+    out.append(
+        f"evaluator: captured {stats.captured}, sampled out {stats.sampled_out}, "
+        f"evaluated {stats.evaluated}, "
+        f"not applicable {stats.not_applicable}, dropped {dropped}{_detail(stats.dropped)}, "
+        f"failed {failed}{_detail(stats.failed)}"
+    )
+    return "\n".join(out)
+
+
+def _agreement(
+    rows: Sequence[Mapping[str, Any]], results: Mapping[str, MetricEvaluationResult]
+) -> AgreementReport | None:
+    pairs = []
+    for row in rows:
+        result = results.get(row["query"])
+        if result is None or "chunk_labels" not in row:
+            continue
+        try:
+            pairs.append((LabelledRow.from_record(row), result))
+        except ValueError:
+            continue
+    if not pairs:
+        return None
+    return agreement([p[0] for p in pairs], [p[1] for p in pairs])
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..capture._langchain import UtilizationCallbackHandler
+    from ..demo import build_rag_chain, replay_parts
+    from ..emit._emitter import Emitter
+    from ..emit._setup import configure_telemetry
+    from ..worker._evaluator import Evaluator
+
+    if args.limit < 0:
+        print("error: --limit must be >= 0", file=sys.stderr)
+        return 2
+    try:
+        rows = _load_rows(args.data, args.limit)
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    overrides: dict[str, Any] = {}
+    for name, value in (
+        ("judge", args.judge),
+        ("judge_model", args.model),
+        ("judge_base_url", args.base_url),
+        ("sample_rate", args.sample_rate),
+    ):
+        if value is not None:
+            overrides[name] = value
+    if args.capture_content:
+        overrides["capture_content"] = True
+    telemetry = configure_telemetry(console=not args.quiet, console_format="compact")
+    try:
+        emitter = _Collecting(
+            Emitter(
+                tracer_provider=telemetry.tracer_provider,
+                meter_provider=telemetry.meter_provider,
+                logger_provider=telemetry.logger_provider,
+                capture_content=bool(overrides.get("capture_content", False)),
+                application_name="ctxutil-demo",
+            )
+        )
+        evaluator = Evaluator(emitter=emitter, **overrides)
+    except Exception as exc:  # settings errors name the setting; show them plainly
+        print(f"error: {exc}", file=sys.stderr)
+        telemetry.shutdown()
+        return 2
+    handler = UtilizationCallbackHandler(evaluator=evaluator)
+    retriever, model = replay_parts(rows)
+    chain = build_rag_chain(retriever, model)
+    destinations = ", ".join(f"{k}: {'+'.join(v) or 'nowhere'}" for k, v in telemetry.destinations.items())
+    print(
+        f"ctxutil-otel demo: {len(rows)} questions through an LCEL RAG chain; judge "
+        f"{evaluator.metric.judge.name}; telemetry -> {destinations}",
+        file=sys.stderr,
+    )
+    started = time.perf_counter()
+    chain.batch([r["query"] for r in rows], config={"callbacks": [handler], "max_concurrency": 4})
+    flushed = evaluator.force_flush(60_000)
+    elapsed = time.perf_counter() - started
+    evaluator.shutdown(10_000)
+    telemetry.shutdown()  # exports what is buffered, once
+    print(
+        render_summary(rows, emitter.results, evaluator.stats(), _agreement(rows, emitter.results), elapsed)
+    )
+    if not flushed:
+        print("warning: evaluations were still pending at the flush deadline", file=sys.stderr)
+    stats = evaluator.stats()
+    return 0 if flushed and not stats.failed else 1
