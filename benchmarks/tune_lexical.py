@@ -123,10 +123,12 @@ def real_figures(judge: LexicalJudge, records: list[dict[str, Any]]) -> None:
         for r in records
     ]
     results = asyncio.run(MetricRunner([ContextualUtilization(judge=judge)]).run(items))
-    report = agreement([LabelledRow.from_record(r) for r in records], results)
-    print(line("overall", report))
+    labels = [LabelledRow.from_record(r) for r in records]
+    report = agreement(labels, results)
+    print(f"{line('overall', report)} (always-1.0 RMSE {always_one_rmse(labels):.3f})")
     for name, fig in report.per_subset.items():
-        print(line(name, fig))
+        group = [row for row in labels if row.subset == name]
+        print(f"{line(name, fig)} (always-1.0 RMSE {always_one_rmse(group):.3f})")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

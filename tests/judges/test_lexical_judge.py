@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 from ctxutil_otel import ContextualUtilization, DatasetItem, EvaluationMode
@@ -142,3 +147,32 @@ def test_invalid_thresholds_are_rejected() -> None:
         LexicalJudge(min_support=-0.1)
     with pytest.raises(ValueError, match="term_weight"):
         LexicalJudge(term_weight=-1)
+
+
+_VERDICTS_SCRIPT = """
+import json
+from ctxutil_otel.data import load_sample
+from ctxutil_otel.judges import LexicalJudge
+judge = LexicalJudge()
+out = []
+for row in load_sample(limit=60):
+    verdicts = judge.judge_sync(row["query"], row["actual_output"], row["retrieved_content"])
+    out.append([[v.is_relevant, v.is_utilized, v.reason] for v in verdicts])
+print(json.dumps(out))
+"""
+
+
+def test_verdicts_do_not_depend_on_the_hash_seed() -> None:
+    """Word sets iterate in a per-process order; the verdicts and reasons must not."""
+    outputs = []
+    for seed in ("1", "2"):
+        proc = subprocess.run(
+            [sys.executable, "-c", _VERDICTS_SCRIPT],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        )
+        outputs.append(json.loads(proc.stdout))
+    assert len(outputs[0]) == 60
+    assert outputs[0] == outputs[1]

@@ -17,7 +17,10 @@ How it decides (thresholds tuned on ``ragbench_train.jsonl`` by ``benchmarks/tun
 4. **Fallback.** When no chunk is relevant but some chunk shares a query word, the chunk with the
    highest relevance score is relevant (and not utilized): the answer ignored on-topic context.
 
-Cost is linear in the total text length (no pairwise sentence alignment), pure Python, no network.
+Cost is linear in the total text length (answers of more than ``MAX_ANSWER_PARTS`` sentences are
+compared in that many groups), pure Python, no network. Sums over word sets use ``math.fsum``, so the
+verdicts do not depend on set iteration order (``PYTHONHASHSEED``): same input, same verdicts in
+every process.
 """
 
 from __future__ import annotations
@@ -53,6 +56,22 @@ class ChunkSignals:
 
 
 _ANSWER_STOP_KEYS = stemmed(STOPWORDS | ANSWER_FILLER)
+MAX_ANSWER_PARTS = 64
+"""Answers with more content sentences are compared in this many groups of consecutive sentences."""
+
+
+def _grouped(
+    parts: list[tuple[set[str], set[tuple[str, str, str]]]], limit: int
+) -> list[tuple[set[str], set[tuple[str, str, str]]]]:
+    """Merge consecutive answer sentences into at most ``limit`` parts (bounds the work on long answers)."""
+    if len(parts) <= limit:
+        return parts
+    size = -(-len(parts) // limit)  # ceiling division
+    merged = []
+    for start in range(0, len(parts), size):
+        group = parts[start : start + size]
+        merged.append((set().union(*(g[0] for g in group)), set().union(*(g[1] for g in group))))
+    return merged
 
 
 def _trigrams(words: list[str]) -> set[tuple[str, str, str]]:
@@ -166,57 +185,45 @@ class LexicalJudge:
         chunk_words = [words(c) for c in chunks]
         chunk_sets = [set(w) for w in chunk_words]
         query_terms = content(words(query), STOP_KEYS)
-        answer_sentences: list[tuple[set[str], set[tuple[str, str, str]]]] = []
+        answer_parts: list[tuple[set[str], set[tuple[str, str, str]]]] = []
         answer_new: set[str] = set()
         for sentence in sentences(answer):
             keys = words(sentence)
             terms = content(keys, _ANSWER_STOP_KEYS)
-            if not terms:
-                continue
-            new = terms - query_terms
-            answer_new |= new
-            answer_sentences.append((new or terms, _trigrams(keys)))
+            if terms:
+                new = terms - query_terms
+                answer_new |= new
+                answer_parts.append((new or terms, _trigrams(keys)))
+        answer_parts = _grouped(answer_parts, MAX_ANSWER_PARTS)
 
         # Document frequency within this interaction's chunks, only for the words that matter.
-        vocabulary = query_terms | {t for terms, _ in answer_sentences for t in terms}
-        df = dict.fromkeys(vocabulary, 0)
-        for cs in chunk_sets:
-            for t in vocabulary if len(vocabulary) < len(cs) else cs:
-                if t in df and t in cs:
-                    df[t] += 1
-        idf = {t: math.log(1.0 + (n + 1) / (d + 1)) for t, d in df.items()}
+        vocabulary = query_terms.union(*(terms for terms, _ in answer_parts))
+        idf = {t: math.log(1.0 + (n + 1) / (sum(1 for cs in chunk_sets if t in cs) + 1)) for t in vocabulary}
 
-        # support[j][i]: how much of answer sentence j chunk i holds.
+        # support[j][i]: how much of answer part j chunk i holds (set intersections: O(min size)).
         support: list[list[float]] = []
-        chunk_trigrams: list[set[tuple[str, str, str]]] | None = None
-        if answer_sentences:
-            chunk_trigrams = [_trigrams(w) for w in chunk_words]
-        for terms, trigrams in answer_sentences:
-            total = sum(idf[t] for t in terms)
+        chunk_trigrams = [_trigrams(w) for w in chunk_words] if answer_parts else []
+        for terms, trigrams in answer_parts:
+            total = math.fsum(idf[t] for t in terms)
             row = []
-            for i in range(n):
-                cs = chunk_sets[i]
-                share = sum(idf[t] for t in terms if t in cs) / total
-                if trigrams and chunk_trigrams is not None:
-                    ct = chunk_trigrams[i]
-                    copied = sum(1 for g in trigrams if g in ct) / len(trigrams)
-                else:
-                    copied = share
+            for cs, ct in zip(chunk_sets, chunk_trigrams, strict=True):
+                share = math.fsum(idf[t] for t in terms & cs) / total
+                copied = len(trigrams & ct) / len(trigrams) if trigrams else share
                 row.append(0.5 * share + 0.5 * copied)
             support.append(row)
-        best_per_sentence = [max(row) for row in support]
+        best_per_part = [max(row) for row in support]
 
-        query_total = sum(idf[t] for t in query_terms)
+        query_total = math.fsum(idf[t] for t in query_terms)
         out = []
         for i in range(n):
             cs = chunk_sets[i]
             sup = max((row[i] for row in support), default=0.0)
             rel = max(
-                (row[i] / best for row, best in zip(support, best_per_sentence, strict=True) if best > 0),
+                (row[i] / best for row, best in zip(support, best_per_part, strict=True) if best > 0),
                 default=0.0,
             )
-            cover = sum(idf[t] for t in query_terms if t in cs) / query_total if query_total else 0.0
-            shared = [t for t in answer_new if t in cs]
+            cover = math.fsum(idf[t] for t in query_terms if t in cs) / query_total if query_total else 0.0
+            shared = answer_new & cs
             top: tuple[str, ...] = ()
             if reasons and shared:
                 top = tuple(sorted(shared, key=lambda t: (-idf.get(t, 0.0), t))[:3])
