@@ -41,7 +41,9 @@ _GROUPING = frozenset({"by", "without", "on", "ignoring", "group_left", "group_r
 _COMPARISON = ("==", "!=", "<=", ">=", "<", ">")
 _SET = frozenset({"and", "or", "unless"})
 _IDENT = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
-_NUMBER = re.compile(r"(?:0x[0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)(?:[smhdwy]|ms)?")
+_NUMBER = re.compile(
+    r"(?:0x[0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)(?:[smhdwy]|ms)?"
+)
 _OPERATORS = ("==", "!=", "<=", ">=", "=~", "!~", "<", ">", "+", "-", "*", "/", "%", "^", "@")
 
 
@@ -130,7 +132,12 @@ def tokenize(expr: str) -> list[Token]:
 def _grouping_spans(tokens: list[Token]) -> Iterator[tuple[str, int, int]]:
     """(keyword, index of '(' , index of ')') for every grouping clause ``by (...)``, ``on (...)`` ..."""
     for k, tok in enumerate(tokens):
-        if tok.kind == "ident" and tok.text in _GROUPING and k + 1 < len(tokens) and tokens[k + 1].kind == "(":
+        if (
+            tok.kind == "ident"
+            and tok.text in _GROUPING
+            and k + 1 < len(tokens)
+            and tokens[k + 1].kind == "("
+        ):
             close = next(j for j in range(k + 2, len(tokens)) if tokens[j].kind == ")")
             yield tok.text, k + 1, close
 

@@ -90,7 +90,9 @@ class PrometheusServer:
                 body = json.load(response)
         except urllib.error.HTTPError as exc:
             body = json.load(exc)
-        assert body.get("status") == "success", f"{path} {params}: {body.get('errorType')}: {body.get('error')}"
+        assert body.get("status") == "success", (
+            f"{path} {params}: {body.get('errorType')}: {body.get('error')}"
+        )
         return body["data"]
 
     def query(self, expr: str, time_s: float | None = None) -> list[dict[str, Any]]:

@@ -66,7 +66,9 @@ def test_unit_tests_fail_when_a_threshold_is_broken(promtool: str, tmp_path: Pat
     assert len(unit_tests["tests"]) == 1
     (tmp_path / "alerts_test.yaml").write_text(yaml.safe_dump(unit_tests), encoding="utf-8")
     rules = (DEPLOY / "alerts.yaml").read_text(encoding="utf-8")
-    broken = rules.replace("ctxutil:utilization:ratio_rate30m < 0.5", "ctxutil:utilization:ratio_rate30m < 0.95")
+    broken = rules.replace(
+        "ctxutil:utilization:ratio_rate30m < 0.5", "ctxutil:utilization:ratio_rate30m < 0.95"
+    )
     assert broken != rules
     (tmp_path / "alerts.yaml").write_text(broken, encoding="utf-8")
     result = _run(promtool, "test", "rules", "alerts_test.yaml", cwd=tmp_path)
