@@ -66,7 +66,7 @@ def format_metrics(data: MetricsData) -> str:
         for scope_metrics in resource_metrics.scope_metrics:
             for metric in scope_metrics.metrics:
                 for point in metric.data.data_points:
-                    attrs = ",".join(f"{k}={v}" for k, v in sorted((point.attributes or {}).items()))
+                    attrs = ",".join(f"{k}={v!s}" for k, v in sorted((point.attributes or {}).items()))
                     if isinstance(point, HistogramDataPoint):
                         value = f"count={point.count} sum={point.sum:.4g}"
                     elif isinstance(point, NumberDataPoint):
