@@ -38,6 +38,9 @@ class Evaluator:
     if the providers were created first (``atexit`` runs last-registered first), so create the
     providers before the evaluator, or call ``shutdown()`` yourself before shutting them down.
 
+    Judges must be asyncio-cooperative: a judge that blocks the loop (synchronous I/O, long CPU work)
+    stalls the worker and defeats the timeout, though never the request path.
+
     After ``os.fork()`` the child gets a fresh queue, thread and counters (starting at zero) and
     keeps evaluating; what was queued in the parent stays the parent's.
 

@@ -23,6 +23,7 @@ DROP_REASONS = (
     "not_evaluable",
     "chain_error",
     "ttl_expired",
+    "capture_error",
 )
 
 
@@ -39,7 +40,8 @@ class EvaluatorStats:
         captured: Interactions offered to :meth:`Evaluator.sample`.
         sampled_out: Not selected by the trace-id ratio sampler.
         dropped: Refused or abandoned, by reason (``rate_limited``, ``token_budget``, ``queue_full``,
-            ``shutdown``, ``not_evaluable``, and the capture paths' ``chain_error``, ``ttl_expired``).
+            ``shutdown``, ``not_evaluable``, and the capture paths' ``chain_error``, ``ttl_expired``,
+            ``capture_error``).
         evaluated: Scored (label ``pass`` or ``fail``).
         not_applicable: Judged, but no chunk was retrieved or relevant (label ``not_applicable``).
         failed: Evaluation failed, by ``error.type`` (``timeout``, ``invalid_input``, the judge's).
