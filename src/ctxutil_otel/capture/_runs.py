@@ -6,7 +6,8 @@ Two dicts behind one lock:
 * ``owner``: every tracked ``run_id`` (the root and each descendant) -> its :class:`RootRun`.
 
 Reads on the hot path (``root_of``) are one lock-free ``dict.get`` (atomic in CPython and in the
-free-threaded build); every mutation takes the lock for a few dictionary operations only.
+free-threaded build); every mutation takes the lock for a few dictionary operations only. The dicts are
+keyed by ``run_id.int``: ``UUID.__hash__`` is a Python-level method, an ``int`` hashes in C.
 
 Bounds: a root is evicted when it has been unfinished for ``run_ttl_s`` seconds, or, oldest first,
 while more than ``max_pending_runs`` runs are tracked. Roots are kept in start order and the clock is
@@ -43,11 +44,11 @@ class RootRun:
         is_retriever: The root run is itself a retriever run.
         decision: ``UNDECIDED`` until the first retrieval under the root, then ``SAMPLED`` (an
             unsampled root is removed from the table at once).
-        runs: Descendant ``run_id`` s still tracked (freed at their end or with the root).
-        slots: Retriever ``run_id`` -> index into ``retrievals`` (retriever start order).
+        runs: Descendant ``run_id.int`` s still tracked (freed at their end or with the root).
+        slots: Retriever ``run_id.int`` -> index into ``retrievals`` (retriever start order).
         retrievals: Each retriever's documents, in retriever start order (``None`` until it ends).
         retriever_query: The first retriever's query.
-        tokens: Streamed tokens per LLM ``run_id`` until that LLM run ends.
+        tokens: Streamed tokens per LLM ``run_id.int`` until that LLM run ends.
         llm_ended: An LLM or chat model run under the root has ended.
         llm_response: The last ended LLM run's ``LLMResult``.
         llm_tokens: The tokens that LLM run streamed, if any.
@@ -62,11 +63,11 @@ class RootRun:
     inputs: object
     is_retriever: bool = False
     decision: int = UNDECIDED
-    runs: set[UUID] = field(default_factory=set)
-    slots: dict[UUID, int] = field(default_factory=dict)
+    runs: set[int] = field(default_factory=set)
+    slots: dict[int, int] = field(default_factory=dict)
     retrievals: list[Sequence[object] | None] = field(default_factory=list)
     retriever_query: object = None
-    tokens: dict[UUID, list[object]] = field(default_factory=dict)
+    tokens: dict[int, list[object]] = field(default_factory=dict)
     llm_ended: bool = False
     llm_response: object = None
     llm_tokens: list[object] | None = None
@@ -96,8 +97,8 @@ class RunTable:
         self._max = int(max_pending_runs)
         self._clock = clock
         self._lock = threading.Lock()
-        self._roots: dict[UUID, RootRun] = {}
-        self._owner: dict[UUID, RootRun] = {}
+        self._roots: dict[int, RootRun] = {}
+        self._owner: dict[int, RootRun] = {}
 
     def __len__(self) -> int:
         """Tracked runs (roots and descendants)."""
@@ -110,7 +111,7 @@ class RunTable:
 
     def root_of(self, run_id: UUID | None) -> RootRun | None:
         """The root ``run_id`` belongs to, or ``None`` when it is not tracked (lock-free)."""
-        return None if run_id is None else self._owner.get(run_id)
+        return None if run_id is None else self._owner.get(run_id.int)
 
     def now(self) -> float:
         return self._clock()
@@ -125,8 +126,9 @@ class RunTable:
         """
         with self._lock:
             evicted = self._sweep(root.started_at, room=1)
-            self._roots[root.run_id] = root
-            self._owner[root.run_id] = root
+            key = root.run_id.int
+            self._roots[key] = root
+            self._owner[key] = root
         return evicted
 
     def add_child(self, run_id: UUID, root: RootRun) -> list[RootRun]:
@@ -140,8 +142,9 @@ class RunTable:
                 return []
             evicted = self._sweep(None, room=1) if len(self._owner) >= self._max else []
             if root.alive:  # the sweep may have evicted this very root
-                self._owner[run_id] = root
-                root.runs.add(run_id)
+                key = run_id.int
+                self._owner[key] = root
+                root.runs.add(key)
         return evicted
 
     def add_retrieval(
@@ -160,14 +163,15 @@ class RunTable:
             if not root.alive:
                 return []
             evicted = []
+            key = run_id.int
             if run_id != root.run_id:
                 if len(self._owner) >= self._max:
                     evicted = self._sweep(None, room=1)
                     if not root.alive:
                         return evicted
-                self._owner[run_id] = root
-                root.runs.add(run_id)
-            root.slots[run_id] = len(root.retrievals)
+                self._owner[key] = root
+                root.runs.add(key)
+            root.slots[key] = len(root.retrievals)
             root.retrievals.append(None)
             if root.decision == UNDECIDED:
                 root.retriever_query = query
@@ -180,7 +184,7 @@ class RunTable:
     def end_retrieval(self, run_id: UUID, root: RootRun, documents: Sequence[object]) -> None:
         """Record a retriever's documents in its start-order slot; stop tracking the (child) run."""
         with self._lock:
-            slot = root.slots.get(run_id)
+            slot = root.slots.get(run_id.int)
             if slot is not None:
                 root.retrievals[slot] = documents
             if run_id != root.run_id:
@@ -190,9 +194,9 @@ class RunTable:
         """Buffer one streamed token of LLM run ``run_id``."""
         with self._lock:
             if root.alive:
-                buffer = root.tokens.get(run_id)
+                buffer = root.tokens.get(run_id.int)
                 if buffer is None:
-                    root.tokens[run_id] = [token]
+                    root.tokens[run_id.int] = [token]
                 else:
                     buffer.append(token)
 
@@ -201,13 +205,13 @@ class RunTable:
         with self._lock:
             root.llm_ended = True
             root.llm_response = response
-            root.llm_tokens = root.tokens.pop(run_id, None)
+            root.llm_tokens = root.tokens.pop(run_id.int, None)
             self._forget(run_id, root)
 
     def end_child(self, run_id: UUID, root: RootRun) -> None:
         """Stop tracking a descendant run that ended or failed (its buffered tokens too)."""
         with self._lock:
-            root.tokens.pop(run_id, None)
+            root.tokens.pop(run_id.int, None)
             self._forget(run_id, root)
 
     def finish_root(self, root: RootRun) -> bool:
@@ -223,16 +227,18 @@ class RunTable:
 
     def _forget(self, run_id: UUID, root: RootRun) -> None:
         if root.alive:
-            self._owner.pop(run_id, None)
-            root.runs.discard(run_id)
+            key = run_id.int
+            self._owner.pop(key, None)
+            root.runs.discard(key)
 
     def _remove(self, root: RootRun) -> None:
         root.alive = False
-        self._roots.pop(root.run_id, None)
+        key = root.run_id.int
+        self._roots.pop(key, None)
         owner = self._owner
-        owner.pop(root.run_id, None)
-        for run_id in root.runs:
-            owner.pop(run_id, None)
+        owner.pop(key, None)
+        for run_key in root.runs:
+            owner.pop(run_key, None)
         root.runs = set()
         root.tokens = {}
 
