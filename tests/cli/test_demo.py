@@ -1,0 +1,94 @@
+"""``ctxutil-otel demo``: the README's main job, on the console and over OTLP to a real receiver."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ctxutil_otel.data import load_sample
+
+from ..support.otlp_receiver import OTLPReceiver, attributes_of
+
+
+def _run_demo(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CTXUTIL_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "ctxutil_otel", "demo", *args],
+        capture_output=True,
+        text=True,
+        env={**base, **(env or {})},
+        timeout=120,
+        check=False,
+    )
+
+
+def test_demo_prints_telemetry_and_a_summary_on_the_console() -> None:
+    proc = _run_demo("--limit", "8")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.count("[span] contextual_utilization") == 8
+    assert out.count("[event] gen_ai.evaluation.result") == 8
+    assert "[metric] gen_ai.evaluation.score" in out
+    rows = load_sample()[:8]
+    summary = out[out.index("  #  id") :]
+    for row in rows:
+        assert row["id"][:22] in summary
+    assert "evaluator: captured 8, sampled out 0, evaluated" in summary
+    assert "agreement with the labels" in summary and "mean utilization" in summary
+
+
+def test_demo_quiet_prints_only_the_summary() -> None:
+    proc = _run_demo("--limit", "3", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert "[span]" not in proc.stdout and "[metric]" not in proc.stdout
+    assert "evaluations received: 3" in proc.stdout
+
+
+def test_demo_sample_rate_zero_evaluates_nothing_and_says_so() -> None:
+    proc = _run_demo("--limit", "5", "--quiet", "--sample-rate", "0")
+    assert proc.returncode == 0, proc.stderr
+    assert "captured 5, sampled out 5, evaluated 0" in proc.stdout
+
+
+def test_demo_rejects_a_bad_setting_naming_it() -> None:
+    proc = _run_demo("--limit", "2", "--sample-rate", "1.5")
+    assert proc.returncode == 2
+    assert "sample_rate" in proc.stderr
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_demo_delivers_spans_events_and_metrics_over_otlp(protocol: str) -> None:
+    with OTLPReceiver() as receiver:
+        endpoint = receiver.grpc_endpoint if protocol == "grpc" else receiver.http_endpoint
+        proc = _run_demo(
+            "--limit",
+            "6",
+            env={
+                "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+                "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
+                "OTEL_SERVICE_NAME": "demo-under-test",
+            },
+        )
+        assert proc.returncode == 0, proc.stderr
+        # The demo shuts its providers down before exiting, so everything has arrived by now.
+        evaluations = receiver.spans("contextual_utilization")
+        assert len(evaluations) == 6
+        roots = {s.span_id: s for s in receiver.spans("rag.interaction")}
+        for span in evaluations:
+            attrs = attributes_of(span)
+            assert attrs["gen_ai.evaluation.name"] == "contextual_utilization"
+            assert attrs["gen_ai.evaluation.score.label"] in {"pass", "fail", "not_applicable"}
+            assert span.parent_span_id in roots  # parented inside the interaction's trace
+            assert "ctxutil.chunks.0.text" not in attrs  # content capture is off by default
+        assert {r.get("service.name") for r in receiver.resources()} == {"demo-under-test"}
+        records = receiver.log_records()
+        assert len(records) == 6
+        assert {r.event_name for r in records} == {"gen_ai.evaluation.result"}
+        assert {bytes(r.span_id) for r in records} == {bytes(s.span_id) for s in roots.values()}
+        assert receiver.metrics("gen_ai.evaluation.score")
+        assert receiver.metrics("ctxutil.evaluations")
+        assert set(receiver.transports) == {"grpc" if protocol == "grpc" else "http"}
+    assert "[span]" not in proc.stdout  # OTLP configured: nothing printed but the summary
