@@ -174,7 +174,7 @@ class UtilizationSpanProcessor(SpanProcessor):
                 if self._clock() >= self._buffer.next_deadline:
                     self._sweep()
             attributes = span.attributes
-            if not attributes or MARKER_ATTRIBUTES.isdisjoint(attributes):
+            if attributes is None or MARKER_ATTRIBUTES.isdisjoint(attributes):
                 return
             self._on_marked(span, attributes)
         except Exception:
