@@ -8,8 +8,8 @@ asyncio loop that evaluates captured interactions off the request path.
 
 from __future__ import annotations
 
-from ._engine import EvaluationEmitter
 from ._evaluator import Evaluator
 from ._stats import DROP_REASONS, OUTCOMES, EvaluatorStats
+from ._types import EvaluationEmitter
 
 __all__ = ["DROP_REASONS", "OUTCOMES", "EvaluationEmitter", "Evaluator", "EvaluatorStats"]

@@ -21,9 +21,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Protocol, TypeAlias
+from collections.abc import Callable
 
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach, set_value
 
@@ -33,42 +31,14 @@ from ..metric._results import MetricEvaluationResult
 from ..sampling import TokenBucket, TokenBudget, TraceIdRatioSampler
 from ._convert import Rejection, error_result, to_dataset_item
 from ._stats import EvaluatorStats
+from ._types import EvaluationEmitter, Outcome, QueueEntry, outcome_of
 
-__all__ = ["EvaluationEmitter", "Outcome"]
+__all__ = ["Engine"]
 
 _log = logging.getLogger("ctxutil_otel.worker")
 
-Outcome: TypeAlias = "tuple[str, str | None]"
 _LOG_INTERVAL_S = 10.0
 _JOIN_GRACE_S = 0.1
-
-
-class EvaluationEmitter(Protocol):
-    """What the evaluator needs from an emitter (``ctxutil_otel.emit.Emitter`` is the real one)."""
-
-    def emit(self, interaction: Interaction, result: MetricEvaluationResult, duration_s: float) -> None: ...
-
-    def observe(
-        self,
-        outcomes: Callable[[], Mapping[tuple[str, str | None], int]],
-        queue_size: Callable[[], int],
-    ) -> None: ...
-
-
-@dataclass(slots=True)
-class _Entry:
-    seq: int
-    interaction: Interaction
-    reserved: float | None  # judge tokens reserved from the budget at admission
-    outcome: Outcome | None = None  # known once evaluated, counted when removed from _in_flight
-
-
-def _outcome_of(result: MetricEvaluationResult) -> Outcome:
-    if result.label == "error":
-        return ("failed", result.error_type or "judge_error")
-    if result.label == "not_applicable":
-        return ("not_applicable", None)
-    return ("evaluated", None)
 
 
 class Engine:
@@ -110,8 +80,8 @@ class Engine:
         """(Re)create everything a forked child must not share: locks, queue, counters, thread."""
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        self._queue: deque[_Entry] = deque()
-        self._in_flight: dict[int, _Entry] = {}
+        self._queue: deque[QueueEntry] = deque()
+        self._in_flight: dict[int, QueueEntry] = {}
         self._seq = 0
         self._captured = 0
         self._sampled_out = 0
@@ -170,7 +140,7 @@ class Engine:
                         reason = "token_budget"
                 if reason is None:
                     self._seq += 1
-                    self._queue.append(_Entry(self._seq, interaction, reserved))
+                    self._queue.append(QueueEntry(self._seq, interaction, reserved))
                     if self._waiting and self._loop is not None and self._wake is not None:
                         self._waiting = False
                         wake = (self._loop, self._wake)
@@ -272,7 +242,7 @@ class Engine:
             self._dispatcher = asyncio.current_task()
         while True:
             await semaphore.acquire()
-            entry: _Entry | None = None
+            entry: QueueEntry | None = None
             with self._lock:
                 if self._stop:
                     return
@@ -293,7 +263,7 @@ class Engine:
             tasks.add(task)
             task.add_done_callback(tasks.discard)
 
-    async def _evaluate(self, entry: _Entry, semaphore: asyncio.Semaphore) -> None:
+    async def _evaluate(self, entry: QueueEntry, semaphore: asyncio.Semaphore) -> None:
         try:
             await self._evaluate_entry(entry)
         except asyncio.CancelledError:
@@ -305,7 +275,7 @@ class Engine:
         finally:
             semaphore.release()
 
-    async def _evaluate_entry(self, entry: _Entry) -> None:
+    async def _evaluate_entry(self, entry: QueueEntry) -> None:
         interaction = entry.interaction
         start = time.perf_counter()
         converted = to_dataset_item(interaction)
@@ -336,7 +306,7 @@ class Engine:
             if spent is None and result.error_type is None:
                 spent = 0  # a judge that reports no usage spent no tokens
             self._budget.settle(entry.reserved, spent)
-        outcome = _outcome_of(result)
+        outcome = outcome_of(result)
         with self._lock:
             if entry.seq not in self._in_flight:
                 return  # shutdown's deadline passed: already counted as dropped
@@ -356,7 +326,7 @@ class Engine:
             else:
                 _log.debug("ctxutil evaluator: the emitter raised", exc_info=True)
 
-    def _finish(self, entry: _Entry, outcome: Outcome) -> None:
+    def _finish(self, entry: QueueEntry, outcome: Outcome) -> None:
         with self._lock:
             if self._in_flight.pop(entry.seq, None) is None:
                 return

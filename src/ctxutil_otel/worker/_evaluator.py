@@ -13,8 +13,9 @@ from typing import Any
 from .._settings import Settings, build_judge
 from ..capture._interaction import Interaction
 from ..metric._contextual_utilization import ContextualUtilization
-from ._engine import Engine, EvaluationEmitter
+from ._engine import Engine
 from ._stats import EvaluatorStats
+from ._types import EvaluationEmitter
 
 __all__ = ["Evaluator", "EvaluatorStats"]
 

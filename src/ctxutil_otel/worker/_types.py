@@ -1,0 +1,45 @@
+"""Types shared by the worker's modules: the emitter protocol, outcomes and queue entries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol, TypeAlias
+
+from ..capture._interaction import Interaction
+from ..metric._results import MetricEvaluationResult
+
+__all__ = ["EvaluationEmitter", "Outcome", "QueueEntry", "outcome_of"]
+
+Outcome: TypeAlias = "tuple[str, str | None]"
+
+
+class EvaluationEmitter(Protocol):
+    """What the evaluator needs from an emitter (``ctxutil_otel.emit.Emitter`` is the real one)."""
+
+    def emit(self, interaction: Interaction, result: MetricEvaluationResult, duration_s: float) -> None: ...
+
+    def observe(
+        self,
+        outcomes: Callable[[], Mapping[tuple[str, str | None], int]],
+        queue_size: Callable[[], int],
+    ) -> None: ...
+
+
+@dataclass(slots=True)
+class QueueEntry:
+    """One admitted interaction on its way through the queue and the worker."""
+
+    seq: int
+    interaction: Interaction
+    reserved: float | None  # judge tokens reserved from the budget at admission
+    outcome: Outcome | None = None  # known once evaluated, counted when removed from _in_flight
+
+
+def outcome_of(result: MetricEvaluationResult) -> Outcome:
+    """The accounting outcome of a metric result (label error -> failed with its error_type)."""
+    if result.label == "error":
+        return ("failed", result.error_type or "judge_error")
+    if result.label == "not_applicable":
+        return ("not_applicable", None)
+    return ("evaluated", None)
