@@ -126,6 +126,11 @@ async def test_ten_thousand_chunks_and_a_one_megabyte_chunk_finish() -> None:
     )
     assert result.verdicts[0].is_utilized and not result.verdicts[1].is_relevant
 
+    # A very long answer (5,000 sentences) against 2,000 chunks: compared in at most 64 groups.
+    long_answer = " ".join(f"Sentence {i} says fact{i} is {i * 3}." for i in range(5_000))
+    result = await judge.judge("what are the facts", long_answer, many[:2_000], reasons=False)
+    assert len(result.verdicts) == 2_000
+
 
 async def test_default_judge_of_the_metric_and_fast_mode() -> None:
     judge = LexicalJudge()

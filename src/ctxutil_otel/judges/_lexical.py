@@ -198,7 +198,11 @@ class LexicalJudge:
 
         # Document frequency within this interaction's chunks, only for the words that matter.
         vocabulary = query_terms.union(*(terms for terms, _ in answer_parts))
-        idf = {t: math.log(1.0 + (n + 1) / (sum(1 for cs in chunk_sets if t in cs) + 1)) for t in vocabulary}
+        df = dict.fromkeys(vocabulary, 0)
+        for cs in chunk_sets:
+            for t in vocabulary & cs:  # CPython iterates the smaller set: O(min size)
+                df[t] += 1
+        idf = {t: math.log(1.0 + (n + 1) / (d + 1)) for t, d in df.items()}
 
         # support[j][i]: how much of answer part j chunk i holds (set intersections: O(min size)).
         support: list[list[float]] = []
