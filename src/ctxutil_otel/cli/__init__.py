@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 __all__ = ["main"]
 
-_COMMANDS = ("_demo", "_evaluate", "_bench")
+_COMMANDS = ("_demo", "_evaluate", "_bench", "_serve")
 
 
 def build_parser() -> argparse.ArgumentParser:
