@@ -44,6 +44,18 @@ def test_handler_bound_with_with_config(make_rig: MakeRig) -> None:
     assert_accounted(rig)
 
 
+def test_handler_attached_twice_submits_once(make_rig: MakeRig) -> None:
+    """``with_config(callbacks=[h])`` plus ``config={"callbacks": [h]}``: LangChain reports the root run
+    to the handler twice; it is still one interaction."""
+    rig = make_rig()
+    chain = rag_chain().with_config(callbacks=[rig.handler])
+    chain.invoke(QUESTION, config={"callbacks": [rig.handler]})
+    rig.only()
+    assert rig.judge.calls == [(QUESTION, ANSWER, list(CHUNKS))]
+    assert rig.handler.stats().captured == 1
+    assert_accounted(rig)
+
+
 def test_dict_input_query_key_is_preferred(make_rig: MakeRig) -> None:
     rig = make_rig()
     prompt = ChatPromptTemplate.from_template("Context: {context}\nQuestion: {question}")

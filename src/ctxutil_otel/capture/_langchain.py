@@ -372,7 +372,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
             inputs=inputs,
             is_retriever=is_retriever,
         )
-        evicted = self._runs.start_root(root)
+        root, evicted = self._runs.start_root(root)
         if evicted:
             self._account_evicted(evicted)
         return root

@@ -118,18 +118,23 @@ class RunTable:
 
     # --- mutations (each one short critical section) ---------------------------------------------
 
-    def start_root(self, root: RootRun) -> list[RootRun]:
+    def start_root(self, root: RootRun) -> tuple[RootRun, list[RootRun]]:
         """Track a new root; first evict expired roots and, while the table is full, the oldest ones.
+        A second start of the same ``run_id`` (the handler attached twice, e.g. through ``config`` and
+        ``with_config``) keeps the first.
 
         Returns:
-            The evicted roots (already removed), for the caller to account for.
+            The tracked root, and the evicted roots (already removed) for the caller to account for.
         """
+        key = root.run_id.int
         with self._lock:
+            tracked = self._roots.get(key)
+            if tracked is not None:
+                return tracked, []
             evicted = self._sweep(root.started_at, room=1)
-            key = root.run_id.int
             self._roots[key] = root
             self._owner[key] = root
-        return evicted
+        return root, evicted
 
     def add_child(self, run_id: UUID, root: RootRun) -> list[RootRun]:
         """Track ``run_id`` as a descendant of ``root`` (no-op when the root has left the table).
@@ -162,8 +167,10 @@ class RunTable:
         with self._lock:
             if not root.alive:
                 return []
-            evicted = []
+            evicted: list[RootRun] = []
             key = run_id.int
+            if key in root.slots:  # the same retriever run reported twice
+                return evicted
             if run_id != root.run_id:
                 if len(self._owner) >= self._max:
                     evicted = self._sweep(None, room=1)
