@@ -14,17 +14,26 @@ Shapes understood (LangChain 0.3 / 1.x):
   ``str``, a message, or a mapping with ``answer`` / ``output`` / ``result`` / ``text`` / ...
 * documents: retriever outputs (any sequence, kept as is); a root output mapping with
   ``source_documents`` / ``documents`` / ``context`` / ``docs`` holding LangChain ``Document`` objects.
+
+:func:`interaction_of` applies the preferences between them for one finished root run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from ._interaction import Interaction
+from ._runs import RootRun
 
 __all__ = [
+    "OnError",
     "answer_from_llm_result",
     "answer_from_output",
     "answer_from_tokens",
     "documents_from_output",
+    "interaction_of",
     "merge_documents",
     "query_from_inputs",
     "text_of_content",
@@ -33,6 +42,9 @@ __all__ = [
 QUERY_KEYS = ("question", "query", "input", "q", "user_input", "user_query", "prompt")
 ANSWER_KEYS = ("answer", "output", "result", "text", "output_text", "response", "generation")
 DOCUMENT_KEYS = ("source_documents", "documents", "context", "docs", "retrieved_documents")
+_T = TypeVar("_T")
+OnError = Callable[[str, BaseException], None]
+"""Called with the extractor's name and the exception when one extractor fails."""
 _HUMAN_TYPES = frozenset({"human", "user"})
 _AI_TYPES = frozenset({"ai", "assistant", "AIMessageChunk"})
 
@@ -176,3 +188,66 @@ def merge_documents(retrievals: Iterable[Sequence[object] | None]) -> list[objec
         if documents:
             merged.extend(documents)
     return merged
+
+
+def _safe(on_error: OnError, function: Callable[[Any], _T | None], value: object) -> _T | None:
+    if value is None:
+        return None
+    try:
+        return function(value)
+    except Exception as exc:
+        on_error(function.__name__, exc)
+        return None
+
+
+def _answer(root: RootRun, outputs: object, on_error: OnError) -> str | None:
+    """Last LLM run's text > its streamed tokens > the root's output > ``""`` if an LLM ran."""
+    if root.llm_ended:
+        text = _safe(on_error, answer_from_llm_result, root.llm_response)
+        if text:
+            return text
+        text = _safe(on_error, answer_from_tokens, root.llm_tokens or None)
+        if text:
+            return text
+    if root.is_retriever:
+        return None  # a retriever's output is its documents, never an answer
+    text = _safe(on_error, answer_from_output, outputs)
+    if text is not None:
+        return text
+    return "" if root.llm_ended else None
+
+
+def interaction_of(
+    root: RootRun,
+    retrievals: Iterable[Sequence[object] | None],
+    outputs: object,
+    end_inputs: object,
+    on_error: OnError,
+) -> Interaction | None:
+    """The :class:`Interaction` of a finished root run, or ``None`` when it has no query or no answer
+    (not evaluable).
+
+    Preferences: query from the root's inputs > the inputs reported with its end (streamed runs) >
+    the first retriever's query; answer as in :func:`_answer`. Each extractor that raises is reported
+    to ``on_error`` and counts as having found nothing.
+    """
+    end_time_ns = time.time_ns()
+    query = (
+        _safe(on_error, query_from_inputs, root.inputs)
+        or _safe(on_error, query_from_inputs, end_inputs)
+        or _safe(on_error, query_from_inputs, root.retriever_query)
+    )
+    answer = _answer(root, outputs, on_error)
+    if query is None or answer is None:
+        return None
+    return Interaction(
+        query=query,
+        answer=answer,
+        documents=merge_documents(retrievals),
+        trace_id=root.trace_id,
+        parent=root.parent,
+        start_time_ns=root.start_time_ns,
+        end_time_ns=end_time_ns,
+        source="langchain",
+        id=str(root.run_id),
+    )

@@ -50,14 +50,13 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from opentelemetry import trace
 
 from . import _extract
-from ._interaction import Interaction
 from ._runs import SAMPLED, UNDECIDED, RootRun, RunTable
 
 if TYPE_CHECKING:
@@ -69,7 +68,6 @@ __all__ = ["UtilizationCallbackHandler"]
 
 _log = logging.getLogger("ctxutil_otel.capture")
 _HANDLER_SETTINGS = frozenset({"run_ttl_s", "max_pending_runs"})
-_T = TypeVar("_T")
 
 
 def _new_trace_id() -> int:
@@ -409,70 +407,26 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
             return  # evicted meanwhile: already accounted for
         if root.decision == UNDECIDED:
             # Never retrieved. Captured only if its output carries documents (handler on the root only).
-            documents = self._extract("documents_from_output", _extract.documents_from_output, outputs)
+            try:
+                documents = _extract.documents_from_output(outputs)
+            except Exception as exc:
+                self._failed("documents_from_output", exc)
+                return
             if documents is None or not self._sample(root.trace_id):
                 return
             retrievals: list[Sequence[object] | None] = [documents]
         else:
             retrievals = root.retrievals
         try:
-            self._submit(root, retrievals, outputs, end_inputs)
+            interaction = _extract.interaction_of(root, retrievals, outputs, end_inputs, self._failed)
         except Exception as exc:
-            self._failed("finish_root", exc)
+            self._failed("interaction_of", exc)
             self.evaluator.discard("capture_error")
-
-    def _submit(
-        self, root: RootRun, retrievals: list[Sequence[object] | None], outputs: object, end_inputs: object
-    ) -> None:
-        end_time_ns = time.time_ns()
-        query = (
-            self._extract("query_from_inputs", _extract.query_from_inputs, root.inputs)
-            or self._extract("query_from_inputs", _extract.query_from_inputs, end_inputs)
-            or self._extract("query_from_inputs", _extract.query_from_inputs, root.retriever_query)
-        )
-        answer = self._answer(root, outputs)
-        if query is None or answer is None:
-            self.evaluator.discard("not_evaluable")
             return
-        self.evaluator.submit(
-            Interaction(
-                query=query,
-                answer=answer,
-                documents=_extract.merge_documents(retrievals),
-                trace_id=root.trace_id,
-                parent=root.parent,
-                start_time_ns=root.start_time_ns,
-                end_time_ns=end_time_ns,
-                source="langchain",
-                id=str(root.run_id),
-            )
-        )
-
-    def _answer(self, root: RootRun, outputs: object) -> str | None:
-        """Last LLM run's text > its streamed tokens > the root's output > "" if an LLM ran."""
-        if root.llm_ended:
-            text = self._extract("answer_from_llm_result", _extract.answer_from_llm_result, root.llm_response)
-            if text:
-                return text
-            if root.llm_tokens:
-                text = self._extract("answer_from_tokens", _extract.answer_from_tokens, root.llm_tokens)
-                if text:
-                    return text
-        if root.is_retriever:
-            return None  # a retriever's output is its documents, never an answer
-        text = self._extract("answer_from_output", _extract.answer_from_output, outputs)
-        if text is not None:
-            return text
-        return "" if root.llm_ended else None
-
-    def _extract(self, name: str, function: Callable[[Any], _T | None], value: object) -> _T | None:
-        if value is None:
-            return None
-        try:
-            return function(value)
-        except Exception as exc:
-            self._failed(name, exc)
-            return None
+        if interaction is None:
+            self.evaluator.discard("not_evaluable")
+        else:
+            self.evaluator.submit(interaction)
 
     def _account_evicted(self, evicted: list[RootRun]) -> None:
         for root in evicted:
