@@ -11,6 +11,7 @@ with the labels, and the evaluator's accounting (dropped / failed).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -199,6 +200,9 @@ def run(args: argparse.Namespace) -> int:
             overrides[name] = value
     if args.capture_content:
         overrides["capture_content"] = True
+    if "CTXUTIL_MAX_EVALUATIONS_PER_SECOND" not in os.environ:
+        # The demo sends its whole batch at once; the production rate cap (10/s) would drop most of it.
+        overrides["max_evaluations_per_second"] = 0
     telemetry = configure_telemetry(console=not args.quiet, console_format="compact")
     try:
         emitter = _Collecting(
