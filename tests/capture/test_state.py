@@ -6,6 +6,7 @@ uses to call its handlers), stopping before the end callbacks.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -185,4 +186,41 @@ def test_handler_attached_below_the_root_captures_nothing(make_rig: MakeRig) -> 
     chain.invoke(QUESTION)
     rig.flush()
     assert rig.handler.stats().captured == 0
+    assert_accounted(rig)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_forked_child_starts_with_empty_run_state_and_keeps_capturing(make_rig: MakeRig) -> None:
+    rig = make_rig()
+    parent_root, parent_retriever = _start_unfinished(rig.handler)  # captured in the parent
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: report through the pipe, never return into pytest
+        status = 1
+        try:
+            assert parent_retriever is not None
+            parent_retriever.on_retriever_end([Document(page_content=CHUNKS[0])])
+            parent_root.on_chain_end({"answer": ANSWER})  # the parent's run: not the child's to submit
+            pending_after_parent_run = rig.handler.pending_runs
+            rag_chain().invoke(QUESTION, config={"callbacks": [rig.handler]})
+            flushed = rig.handler.force_flush(10_000)
+            s = rig.handler.stats()
+            judged = s.evaluated + s.not_applicable
+            report = f"{pending_after_parent_run} {flushed} {s.captured} {s.finished} {judged}"
+            os.write(write, report.encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write)
+    _, status = os.waitpid(pid, 0)
+    report = os.read(read, 200).decode()
+    os.close(read)
+    assert os.waitstatus_to_exitcode(status) == 0, report
+    # The child's evaluator counts only the child's own interaction, evaluated exactly once.
+    assert report == "0 True 1 1 1"
+    # The parent is untouched by the child: its run is still pending there.
+    assert rig.handler.pending_runs == 2
+    parent_root.on_chain_error(RuntimeError("cancelled"))
+    rig.flush()
+    assert dict(rig.handler.stats().dropped) == {"chain_error": 1}
     assert_accounted(rig)

@@ -13,11 +13,17 @@ Bounds: a root is evicted when it has been unfinished for ``run_ttl_s`` seconds,
 while more than ``max_pending_runs`` runs are tracked. Roots are kept in start order and the clock is
 monotonic, so expired roots are always a prefix of ``roots``: the sweep on each root start inspects
 the oldest root only (amortised O(1)), there is no timer thread.
+
+After ``os.fork()`` the child starts with an empty table and a new lock (the parent's lock may have
+been held by a thread that does not exist in the child): runs the parent started belong to the
+parent's accounting, and the child's Evaluator starts its counters at zero.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
@@ -86,7 +92,7 @@ class RunTable:
     account for them outside the critical section.
     """
 
-    __slots__ = ("_clock", "_lock", "_max", "_owner", "_roots", "_ttl")
+    __slots__ = ("__weakref__", "_clock", "_lock", "_max", "_owner", "_roots", "_ttl")
 
     def __init__(self, *, run_ttl_s: float, max_pending_runs: int, clock: Callable[[], float]) -> None:
         if not run_ttl_s > 0:
@@ -96,6 +102,17 @@ class RunTable:
         self._ttl = float(run_ttl_s)
         self._max = int(max_pending_runs)
         self._clock = clock
+        self._reset()
+        if hasattr(os, "register_at_fork"):
+            weak_reset = weakref.WeakMethod(self._reset)
+
+            def _after_in_child() -> None:
+                if (reset := weak_reset()) is not None:
+                    reset()
+
+            os.register_at_fork(after_in_child=_after_in_child)
+
+    def _reset(self) -> None:
         self._lock = threading.Lock()
         self._roots: dict[int, RootRun] = {}
         self._owner: dict[int, RootRun] = {}
