@@ -32,12 +32,13 @@ from collections.abc import Callable, Mapping
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanContext, TraceFlags
+from opentelemetry.util.types import AttributeValue
 
 from ctxutil_otel.capture.spans import Retrieval, UtilizationSpanProcessor
 from ctxutil_otel.worker import Evaluator
 
 _WARMUP = 10_000
-HTTP_ATTRIBUTES = {
+HTTP_ATTRIBUTES: dict[str, AttributeValue] = {
     "http.request.method": "GET",
     "url.full": "https://api.example.com/v1/items?page=2",
     "server.address": "api.example.com",
@@ -61,7 +62,7 @@ class _NullEmitter:
         pass
 
 
-def _ended_span(attributes: Mapping[str, object]) -> ReadableSpan:
+def _ended_span(attributes: Mapping[str, AttributeValue]) -> ReadableSpan:
     provider = TracerProvider()
     with provider.get_tracer("bench").start_as_current_span("GET /v1/items", attributes=attributes) as span:
         pass
@@ -124,12 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     assert idle.pending_traces == 0 and busy.pending_traces == 1000 and evaluator.stats().captured == 0
 
     bsp = results["batch_span_processor"]
-    print(f"python {sys.version.split()[0]}, {args.rounds} rounds x {args.calls} calls, median per on_end call")
+    print(
+        f"python {sys.version.split()[0]}, {args.rounds} rounds x {args.calls} calls, median per on_end call"
+    )
     for name, value in results.items():
         ratio = "" if name == "batch_span_processor" else f"  ({value / bsp:.2f}x BatchSpanProcessor.on_end)"
         print(f"{name:28s} {value:8.0f} ns{ratio}")
     evaluator.shutdown(1000)
-    batch.shutdown()
+    batch.shutdown()  # type: ignore[no-untyped-call]
     return 0
 
 

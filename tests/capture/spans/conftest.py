@@ -39,7 +39,10 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def _no_ctxutil_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Settings come from the environment too: keep the developer's CTXUTIL_* out of these tests."""
     for name in list(os.environ):
-        if name.upper().startswith("CTXUTIL_") or name == "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT":
+        if (
+            name.upper().startswith("CTXUTIL_")
+            or name == "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+        ):
             monkeypatch.delenv(name, raising=False)
 
 

@@ -76,11 +76,17 @@ def test_openinference_json_input_query_and_empty_retrieval() -> None:
     ("attributes", "problem"),
     [
         # OPENINFERENCE_HIDE_OUTPUTS: the instrumentation writes __REDACTED__
-        ({"retrieval.documents.0.document.content": REDACTED, "output.value": REDACTED}, CONTENT_NOT_CAPTURED),
+        (
+            {"retrieval.documents.0.document.content": REDACTED, "output.value": REDACTED},
+            CONTENT_NOT_CAPTURED,
+        ),
         # documents not recorded at all: cannot tell "nothing retrieved" from "not captured"
         ({}, CONTENT_NOT_CAPTURED),
         # document 0 lost to the attribute count limit
-        ({"retrieval.documents.1.document.content": "b", "retrieval.documents.2.document.content": "c"}, TRUNCATED),
+        (
+            {"retrieval.documents.1.document.content": "b", "retrieval.documents.2.document.content": "c"},
+            TRUNCATED,
+        ),
         ({"retrieval.documents.0.document.content": 42}, MALFORMED),
     ],
 )
@@ -132,7 +138,11 @@ def test_openinference_llm_output_value_fallbacks() -> None:
     hidden = read_part({"openinference.span.kind": "LLM", "output.value": REDACTED})
     assert isinstance(hidden, Generation) and (hidden.answer, hidden.problem) == (None, CONTENT_NOT_CAPTURED)
     broken = read_part(
-        {"openinference.span.kind": "LLM", "output.value": '{"generations": [[', "output.mime_type": "application/json"}
+        {
+            "openinference.span.kind": "LLM",
+            "output.value": '{"generations": [[',
+            "output.mime_type": "application/json",
+        }
     )
     assert isinstance(broken, Generation) and (broken.answer, broken.problem) == (None, MALFORMED)
 
@@ -215,11 +225,17 @@ def test_genai_documents_as_string_array_and_text_keys() -> None:
 
 def test_genai_generation_problems_and_other_operations() -> None:
     missing = read_part({"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"})
-    assert isinstance(missing, Generation) and (missing.answer, missing.problem) == (None, CONTENT_NOT_CAPTURED)
+    assert isinstance(missing, Generation) and (missing.answer, missing.problem) == (
+        None,
+        CONTENT_NOT_CAPTURED,
+    )
     malformed = read_part({"gen_ai.operation.name": "text_completion", "gen_ai.output.messages": "[{"})
     assert isinstance(malformed, Generation) and (malformed.answer, malformed.problem) == (None, MALFORMED)
     older_shape = read_part(
-        {"gen_ai.operation.name": "generate_content", "gen_ai.output.messages": '[{"role": "assistant", "content": "x"}]'}
+        {
+            "gen_ai.operation.name": "generate_content",
+            "gen_ai.output.messages": '[{"role": "assistant", "content": "x"}]',
+        }
     )
     assert isinstance(older_shape, Generation) and older_shape.answer == "x"
     assert read_part({"gen_ai.operation.name": "invoke_workflow"}) is CHAIN
@@ -245,7 +261,7 @@ def test_openllmetry_fixture() -> None:
 
 
 def test_openllmetry_langchain_shapes_and_content_off() -> None:
-    # The LangChain handler's chain output {"outputs": [...], "kwargs": {...}} holding lc-serialised Documents.
+    # The LangChain handler's chain output {"outputs": [...], "kwargs": {...}} with lc-serialised Documents.
     serialised = {
         "lc": 1,
         "type": "constructor",
@@ -256,7 +272,9 @@ def test_openllmetry_langchain_shapes_and_content_off() -> None:
         {
             "traceloop.span.kind": "task",
             "traceloop.entity.name": "VectorStoreRetriever",
-            "traceloop.entity.input": json.dumps({"inputs": {"question": "green tea?"}, "tags": [], "kwargs": {}}),
+            "traceloop.entity.input": json.dumps(
+                {"inputs": {"question": "green tea?"}, "tags": [], "kwargs": {}}
+            ),
             "traceloop.entity.output": json.dumps({"outputs": [serialised], "kwargs": {}}),
         }
     )
@@ -286,7 +304,20 @@ def _every_fixture_span() -> Iterator[dict[str, Any]]:
 def test_readers_never_raise_on_truncated_or_retyped_values() -> None:
     """Every string attribute of every fixture cut at several lengths (as an attribute length limit
     does), and every value replaced by odd types: readers return a record or None, never raise."""
-    odd_values: list[object] = [None, 0, -1, 1.5, True, (), ("a", 1), b"bytes", "{", "[", "null", "__REDACTED__"]
+    odd_values: list[object] = [
+        None,
+        0,
+        -1,
+        1.5,
+        True,
+        (),
+        ("a", 1),
+        b"bytes",
+        "{",
+        "[",
+        "null",
+        "__REDACTED__",
+    ]
     readings = 0
     for attributes in _every_fixture_span():
         for key, value in attributes.items():
