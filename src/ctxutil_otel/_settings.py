@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
@@ -342,6 +342,4 @@ def build_judge(settings: Settings) -> Judge:
         kwargs["base_url"] = settings.judge_base_url
     if settings.judge_api_key is not None:
         kwargs["api_key"] = settings.judge_api_key.get_secret_value()
-    # cast: OpenAIJudge declares ``model: str``, the Judge protocol ``model: str | None`` (a mutable
-    # protocol attribute is invariant for mypy); the instance satisfies the protocol at run time.
-    return cast("Judge", OpenAIJudge(**kwargs))
+    return OpenAIJudge(**kwargs)

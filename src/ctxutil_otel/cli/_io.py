@@ -12,6 +12,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from .._item import DatasetItem
+from .._settings import Settings
+from .._settings import build_judge as _build_judge
 from ..judges._base import Judge
 
 __all__ = ["BadLine", "Line", "build_judge", "read_items", "report_bad_line"]
@@ -83,20 +85,17 @@ def report_bad_line(path: Path, bad: BadLine) -> None:
 
 
 def build_judge(name: str, model: str | None = None, base_url: str | None = None) -> Judge:
-    """Return the judge a command named: ``lexical`` (offline) or ``openai`` (``OPENAI_API_KEY``).
+    """Return the judge a command named (``lexical`` or ``openai``), through the same
+    :func:`ctxutil_otel._settings.build_judge` the live evaluator uses (so ``CTXUTIL_JUDGE_*`` and
+    ``OPENAI_API_KEY`` apply to the options left unset).
 
     Raises:
-        ValueError: for an unknown judge name.
+        ValueError: for an unknown judge name or an invalid value (a ``SettingsError`` naming it), or
+            ``--judge openai`` without an API key.
     """
-    if name == "lexical":
-        from ..judges._lexical import LexicalJudge
-
-        return LexicalJudge()
-    if name == "openai":
-        from ..judges._openai import OpenAIJudge
-
-        kwargs: dict[str, Any] = {"base_url": base_url}
-        if model:
-            kwargs["model"] = model
-        return OpenAIJudge(**kwargs)
-    raise ValueError(f"--judge must be 'lexical' or 'openai', got {name!r}")
+    overrides: dict[str, Any] = {"judge": name}
+    if model:
+        overrides["judge_model"] = model
+    if base_url:
+        overrides["judge_base_url"] = base_url
+    return _build_judge(Settings(**overrides))

@@ -104,8 +104,15 @@ class Judge(Protocol):
     reasons (fewer output tokens). Judges that do not accept the keyword work in GRANULAR mode only.
     """
 
-    name: str
-    model: str | None
+    @property
+    def name(self) -> str:
+        """Low-cardinality judge name (``ctxutil.judge.name``), e.g. ``"lexical"``."""
+        ...
+
+    @property
+    def model(self) -> str | None:
+        """The judge's model (``gen_ai.request.model``), or ``None`` for model-free judges."""
+        ...
 
     async def judge(
         self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
