@@ -1,12 +1,25 @@
 """ctxutil-otel: live Contextual Utilization monitoring for RAG applications on OpenTelemetry.
 
 The data flow (DESIGN.md): capture -> sample -> queue -> worker -> judge -> metric -> emit.
+
+* Capture: :class:`UtilizationCallbackHandler` (LangChain) or :class:`UtilizationSpanProcessor`
+  (spans from OpenInference / OpenTelemetry GenAI / OpenLLMetry instrumentation).
+* Worker: :class:`Evaluator` (sampling, bounded queue, background evaluation, accounting).
+* Judges and metric: :class:`LexicalJudge` (offline default), :class:`OpenAIJudge`,
+  :class:`ContextualUtilization`.
+* Emission: :class:`Emitter`, :func:`configure_telemetry`.
+
+Capture classes and :class:`OpenAIJudge` are imported on first use (they pull in LangChain or the
+OpenAI SDK).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._item import DatasetItem
-from .judges import ChunkVerdict, Judge, JudgeResult, LexicalJudge, TokenUsage
+from ._settings import Settings, SettingsError
+from .judges import ChunkVerdict, Judge, JudgeError, JudgeResult, LexicalJudge, TokenUsage
 from .metric import (
     ChunkBreakdown,
     ContextualUtilization,
@@ -16,6 +29,13 @@ from .metric import (
     MetricRunner,
 )
 
+if TYPE_CHECKING:
+    from .capture._langchain import UtilizationCallbackHandler
+    from .capture.spans import UtilizationSpanProcessor
+    from .emit import Emitter, configure_telemetry
+    from .judges._openai import OpenAIJudge
+    from .worker import Evaluator, EvaluatorStats
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -24,12 +44,43 @@ __all__ = [
     "ContextualUtilization",
     "ContextualUtilizationResult",
     "DatasetItem",
+    "Emitter",
     "EvaluationMode",
+    "Evaluator",
+    "EvaluatorStats",
     "Judge",
+    "JudgeError",
     "JudgeResult",
     "LexicalJudge",
     "MetricEvaluationResult",
     "MetricRunner",
+    "OpenAIJudge",
+    "Settings",
+    "SettingsError",
     "TokenUsage",
+    "UtilizationCallbackHandler",
+    "UtilizationSpanProcessor",
     "__version__",
+    "configure_telemetry",
 ]
+
+_LAZY = {
+    "UtilizationCallbackHandler": ".capture._langchain",
+    "UtilizationSpanProcessor": ".capture.spans",
+    "Emitter": ".emit",
+    "configure_telemetry": ".emit",
+    "OpenAIJudge": ".judges._openai",
+    "Evaluator": ".worker",
+    "EvaluatorStats": ".worker",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
