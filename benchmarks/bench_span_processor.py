@@ -5,14 +5,17 @@ per span).
     .venv/bin/python benchmarks/bench_span_processor.py [--rounds 300] [--calls 1000]
 
 Each case calls ``on_end`` ``--calls`` times on one real ended SDK span (an HTTP client span with seven
-attributes), timed with ``time.perf_counter_ns`` per round; the figure is the median over ``--rounds``
-rounds of the per-call time. Cases:
+attributes, child of a request span), timed with ``time.perf_counter_ns`` per round; the figure is the
+median over ``--rounds`` rounds of the per-call time. Cases:
 
 * ``batch_span_processor``: the SDK's ``BatchSpanProcessor.on_end`` (queue large enough never to fill,
   worker never woken, so only the enqueue is timed);
 * ``ctxutil_idle``: the processor with nothing buffered (the common case);
 * ``ctxutil_busy``: the processor while 1,000 other RAG traces are buffered (a trace-id lookup and the
   lazy TTL clock read are added);
+* ``ctxutil_in_buffered_trace``: the span belongs to a trace with a buffered retrieval (a non-RAG span
+  inside a sampled RAG trace: the trace's entry is found, then one more lookup shows the span encloses
+  nothing buffered);
 * ``ctxutil_marked_sampled_out``: a span carrying a RAG marker attribute in a trace the sampler rejects
   (``sample_rate`` 0.01: the decision is taken from the trace id before anything is read).
 
@@ -63,9 +66,10 @@ class _NullEmitter:
 
 
 def _ended_span(attributes: Mapping[str, AttributeValue]) -> ReadableSpan:
-    provider = TracerProvider()
-    with provider.get_tracer("bench").start_as_current_span("GET /v1/items", attributes=attributes) as span:
-        pass
+    """An ended HTTP client span, child of a (still open) request span: not a local root."""
+    tracer = TracerProvider().get_tracer("bench")
+    with tracer.start_as_current_span("POST /ask"), tracer.start_as_current_span("GET /v1/items") as span:
+        span.set_attributes(attributes)
     assert isinstance(span, ReadableSpan)
     return span
 
@@ -108,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     busy = UtilizationSpanProcessor(evaluator)
     _busy(busy, 1000)
     span = _ended_span(HTTP_ATTRIBUTES)
+    inside = UtilizationSpanProcessor(evaluator)
+    retriever = SpanContext(span.context.trace_id, span.context.span_id + 1, is_remote=False)
+    inside._buffer.add(Retrieval("q", None, "genai"), retriever, span.context.span_id + 2, 0, 0)
     marked = _ended_span({**HTTP_ATTRIBUTES, "gen_ai.operation.name": "chat"})
     while marked.context.trace_id & ((1 << 64) - 1) < round(0.01 * 2**64):  # make it a sampled-out trace
         marked = _ended_span({**HTTP_ATTRIBUTES, "gen_ai.operation.name": "chat"})
@@ -116,13 +123,15 @@ def main(argv: list[str] | None = None) -> int:
         "batch_span_processor": lambda: batch.on_end(span),
         "ctxutil_idle": lambda: idle.on_end(span),
         "ctxutil_busy": lambda: busy.on_end(span),
+        "ctxutil_in_buffered_trace": lambda: inside.on_end(span),
         "ctxutil_marked_sampled_out": lambda: idle.on_end(marked),
     }
     for call in cases.values():  # warm up
         for _ in range(_WARMUP):
             call()
     results = {name: _median_ns(call, args.rounds, args.calls) for name, call in cases.items()}
-    assert idle.pending_traces == 0 and busy.pending_traces == 1000 and evaluator.stats().captured == 0
+    assert idle.pending_traces == 0 and busy.pending_traces == 1000 and inside.pending_traces == 1
+    assert evaluator.stats().captured == 0
 
     bsp = results["batch_span_processor"]
     print(

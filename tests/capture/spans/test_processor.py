@@ -4,6 +4,7 @@ tracer, turns and accounting, out-of-order ends, TTL/capacity eviction, self-ski
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -382,3 +383,34 @@ def test_settings_validation() -> None:
         assert (processor.settings.run_ttl_s, processor.settings.max_pending_runs) == (5, 3)
     finally:
         evaluator.shutdown(1000)
+
+
+def test_concurrent_traces_from_many_threads_are_each_assembled_once(make_harness: Make) -> None:
+    h = make_harness()
+    barrier = threading.Barrier(8)
+
+    def work(worker: int) -> None:
+        barrier.wait()
+        for n in range(10):
+            key = f"{worker}-{n}"
+            with h.tracer.start_as_current_span("root"):
+                with h.tracer.start_as_current_span(
+                    "retrieval kb", attributes=retrieval_attrs(f"q{key}", f"c{key}")
+                ):
+                    pass
+                with h.tracer.start_as_current_span("GET /", attributes={"http.request.method": "GET"}):
+                    pass
+                with h.tracer.start_as_current_span("chat m", attributes=chat_attrs(f"a{key}")):
+                    pass
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    stats = h.flush()
+    assert stats.captured == 80 and stats.pending == 0 and stats.dropped_total == 0
+    assert sorted(h.judge.calls) == sorted(
+        (f"q{w}-{n}", f"a{w}-{n}", [f"c{w}-{n}"]) for w in range(8) for n in range(10)
+    )
+    assert h.processor.pending_traces == 0 and h.processor.errors == 0

@@ -161,6 +161,12 @@ class TraceBuffer:
         """Records buffered across traces."""
         return sum(t.parts for t in self.traces.values())
 
+    def encloses(self, trace_id: int, span_id: int) -> bool:
+        """Whether records are waiting on span ``span_id`` (its end would close something). Safe
+        without the lock: two ``dict`` lookups, each atomic in CPython."""
+        trace = self.traces.get(trace_id)
+        return trace is not None and span_id in trace.waiting
+
     # --- events -------------------------------------------------------------------------------
     def add(
         self,

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, Context, get_value
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.trace import SpanContext
 
 from ...emit._names import ATTR_EVALUATION_NAME, SPAN_EVALUATION, SPAN_INTERACTION
 from ...sampling import TraceIdRatioSampler
@@ -169,7 +170,7 @@ class UtilizationSpanProcessor(SpanProcessor):
             if traces:
                 context = span.context
                 if context is not None and context.trace_id in traces:
-                    self._on_buffered_trace(span)
+                    self._on_buffered_trace(span, context)
                     return
                 if self._clock() >= self._buffer.next_deadline:
                     self._sweep()
@@ -246,17 +247,22 @@ class UtilizationSpanProcessor(SpanProcessor):
         self._submit(turns)
         self._discard(evicted, "ttl_expired")
 
-    def _on_buffered_trace(self, span: ReadableSpan) -> None:
+    def _on_buffered_trace(self, span: ReadableSpan, context: SpanContext) -> None:
         attributes = span.attributes
-        if self._skip(span, attributes):
-            return
-        context = span.context
-        assert context is not None
         record = None
-        if attributes and not MARKER_ATTRIBUTES.isdisjoint(attributes):
+        if attributes is not None and not MARKER_ATTRIBUTES.isdisjoint(attributes):
+            if self._skip(span, attributes):
+                return
             record = read_part(attributes)
         parent = span.parent
         parent_id = None if parent is None or parent.is_remote else parent.span_id
+        is_record = isinstance(record, (Retrieval, Generation))
+        if (
+            not is_record
+            and parent_id is not None
+            and not self._buffer.encloses(context.trace_id, context.span_id)
+        ):
+            return  # a span that encloses nothing buffered (most spans of a RAG trace): no lock
         start, end = span.start_time or 0, span.end_time or 0
         with self._lock:
             if self._shutdown:
@@ -264,10 +270,8 @@ class UtilizationSpanProcessor(SpanProcessor):
             if isinstance(record, (Retrieval, Generation)):
                 turns, evicted = self._buffer.add(record, context, parent_id, start, end)
             else:
-                turns, evicted = (
-                    self._buffer.span_ended(context.trace_id, context.span_id, parent_id, start, end),
-                    [],
-                )
+                turns = self._buffer.span_ended(context.trace_id, context.span_id, parent_id, start, end)
+                evicted = []
             evicted += self._buffer.expire(self._clock(), _SWEEP_LIMIT)
         self._submit(turns)
         self._discard(evicted, "ttl_expired")
