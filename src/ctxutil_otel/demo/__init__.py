@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._chain import build_rag_chain, replay_parts
+from ._embeddings import HashingEmbeddings
 from ._replay import RecordedRetriever, ReplayChatModel
 
-__all__ = ["RecordedRetriever", "ReplayChatModel", "build_rag_chain", "replay_parts"]
+__all__ = ["HashingEmbeddings", "RecordedRetriever", "ReplayChatModel", "build_rag_chain", "replay_parts"]
