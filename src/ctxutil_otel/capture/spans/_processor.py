@@ -5,7 +5,8 @@ Hot path (``on_end`` of a span that is not part of a RAG interaction): when trac
 ``dict`` membership test of the trace id (plus a monotonic clock read for lazy TTL eviction); then one
 ``frozenset.isdisjoint`` over the span's attribute keys against the four marker attributes
 (``openinference.span.kind``, ``gen_ai.operation.name``, ``traceloop.span.kind``,
-``llm.request.type``). Nothing is parsed, copied or locked. Measured in benchmarks/bench_span_processor.py.
+``llm.request.type``). Nothing is parsed, copied or locked. A non-RAG span inside a buffered trace adds
+one lock-free lookup (does it enclose buffered records?). Measured in benchmarks/bench_span_processor.py.
 
 Sampling and accounting (exact, per turn):
     The trace-id ratio decision (OpenTelemetry's ``TraceIdRatioBased`` rule, ``sample_rate``) is taken
@@ -92,9 +93,14 @@ class UtilizationSpanProcessor(SpanProcessor):
     :attr:`errors` and logged once); ``force_flush``/``shutdown`` delegate to the evaluator with
     deadlines. Thread-safe: ``on_end`` may be called from any thread.
 
-    An OTLP receiver feeds it with :meth:`on_end`, passing ``ReadableSpan`` objects (or objects with
-    the same read-only properties, see :class:`~ctxutil_otel.capture.spans.SpanLike`) built from the
-    protobuf spans, the parent ``SpanContext`` with ``is_remote`` from the OTLP flags.
+    An OTLP receiver feeds it with :meth:`on_end`, from any thread, one ``ReadableSpan`` per protobuf
+    span (``ReadableSpan(name=, context=SpanContext(trace_id, span_id, is_remote=False), parent=...,
+    attributes=, start_time=, end_time=)``, or any object with those read-only properties, see
+    :class:`~ctxutil_otel.capture.spans.SpanLike`), in the order of the request (exporters send spans in
+    end order). The parent is ``None`` for an empty ``parent_span_id``, else a ``SpanContext`` whose
+    ``is_remote`` comes from the OTLP span flags (``SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK``), so that each
+    service's local root closes its turns. ``stats().queue_size`` against ``max_queue_size`` tells it
+    when to answer with the retryable status.
 
     Args:
         evaluator: The :class:`~ctxutil_otel.worker.Evaluator`; ``None`` builds one from the settings
