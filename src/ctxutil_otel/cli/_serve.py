@@ -1,0 +1,200 @@
+"""``ctxutil-otel serve``: an OTLP trace receiver (gRPC 4317, HTTP/protobuf 4318) that evaluates the RAG
+turns in the traces it receives and exports the results over OTLP.
+
+Configuration:
+
+* Flags: ``--host`` (default ``127.0.0.1``: loopback only), ``--grpc-port`` / ``--http-port`` (``0``
+  disables that listener), ``--max-request-bytes`` (default 4 MiB, both transports), ``--tls-cert`` /
+  ``--tls-key`` (PEM files; or ``CTXUTIL_SERVE_TLS_CERT`` / ``CTXUTIL_SERVE_TLS_KEY``), ``--token-file``
+  (a file holding the bearer token senders must present; or the token itself in ``CTXUTIL_SERVE_TOKEN``).
+* Evaluator: the ``CTXUTIL_*`` settings (sample rate, judge, queue size, rate cap, ...;
+  :class:`~ctxutil_otel.Settings`).
+* Results: :func:`~ctxutil_otel.emit.configure_telemetry`, i.e. the standard ``OTEL_EXPORTER_OTLP_*``
+  variables (``OTEL_EXPORTER_OTLP_ENDPOINT``, ``..._PROTOCOL``, ``..._HEADERS``, ...); without any, results
+  are printed to the console (one compact line each).
+
+SIGTERM or SIGINT: stop accepting, finish the exports in progress, evaluate what was submitted (within
+``CTXUTIL_SHUTDOWN_TIMEOUT_S``), export the results, exit 0 (1 when the deadline passed first). Exit 2 for
+bad options or an address that cannot be bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["TLS_CERT_ENV", "TLS_KEY_ENV", "TOKEN_ENV", "register"]
+
+TOKEN_ENV = "CTXUTIL_SERVE_TOKEN"
+TLS_CERT_ENV = "CTXUTIL_SERVE_TLS_CERT"
+TLS_KEY_ENV = "CTXUTIL_SERVE_TLS_KEY"
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0..65535 (0 disables the listener), got {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def register(subparsers: Any) -> None:
+    from ..serve import DEFAULT_MAX_REQUEST_BYTES
+
+    parser = subparsers.add_parser(
+        "serve",
+        help="OTLP trace receiver that evaluates the RAG traces it receives (an evaluator replica)",
+        description="Receive traces over OTLP (gRPC and HTTP/protobuf), evaluate the sampled RAG turns "
+        "(OpenInference, OpenTelemetry GenAI, OpenLLMetry spans) and export evaluation spans, events and "
+        "metrics over OTLP (OTEL_EXPORTER_OTLP_* variables; the console when none is set). Evaluator "
+        "settings come from CTXUTIL_* variables. Health: GET /healthz on the HTTP port.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument(
+        "--grpc-port", type=_port, default=4317, help="OTLP/gRPC port (default 4317; 0 = off)"
+    )
+    parser.add_argument(
+        "--http-port", type=_port, default=4318, help="OTLP/HTTP port (default 4318; 0 = off)"
+    )
+    parser.add_argument(
+        "--max-request-bytes",
+        type=_positive,
+        default=DEFAULT_MAX_REQUEST_BYTES,
+        help=f"largest request body accepted, bytes (default {DEFAULT_MAX_REQUEST_BYTES})",
+    )
+    parser.add_argument("--tls-cert", type=Path, default=None, help=f"PEM certificate (or {TLS_CERT_ENV})")
+    parser.add_argument("--tls-key", type=Path, default=None, help=f"PEM private key (or {TLS_KEY_ENV})")
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        default=None,
+        help=f"file holding the bearer token senders must present (or the token in {TOKEN_ENV})",
+    )
+    parser.set_defaults(func=run)
+
+
+def _env_path(name: str) -> Path | None:
+    value = os.environ.get(name, "").strip()
+    return Path(value) if value else None
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    """The token from ``--token-file`` or ``CTXUTIL_SERVE_TOKEN``. Raises ``ValueError`` (never showing
+    the token) for an unreadable or empty file."""
+    path: Path | None = args.token_file
+    if path is not None:
+        try:
+            token = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(
+                f"--token-file {args.token_file}: cannot read it ({type(exc).__name__})"
+            ) from None
+        if not token:
+            raise ValueError(f"--token-file {args.token_file}: the file is empty")
+        return token
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    return token or None
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..capture.spans import UtilizationSpanProcessor
+    from ..emit._emitter import Emitter
+    from ..emit._setup import configure_telemetry
+    from ..serve import TLSFiles, TraceReceiver, serve_until_signal
+    from ..worker._evaluator import Evaluator
+
+    if args.grpc_port == 0 and args.http_port == 0:
+        print("error: both listeners are disabled (--grpc-port 0 --http-port 0)", file=sys.stderr)
+        return 2
+    cert = args.tls_cert or _env_path(TLS_CERT_ENV)
+    key = args.tls_key or _env_path(TLS_KEY_ENV)
+    if (cert is None) != (key is None):
+        print("error: TLS needs both --tls-cert and --tls-key", file=sys.stderr)
+        return 2
+    try:
+        token = _token(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    tls = TLSFiles(cert, key) if cert is not None and key is not None else None
+
+    try:
+        telemetry = configure_telemetry(console=True, console_format="compact")
+    except ValueError as exc:  # unsupported OTEL_* exporter/protocol values, named
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        from .._settings import Settings
+
+        settings = Settings()
+        emitter = Emitter(
+            tracer_provider=telemetry.tracer_provider,
+            meter_provider=telemetry.meter_provider,
+            logger_provider=telemetry.logger_provider,
+            capture_content=settings.capture_content,
+            application_name=settings.application_name,
+            max_content_chars=settings.max_content_chars,
+        )
+        evaluator = Evaluator(emitter=emitter, settings=settings)
+        processor = UtilizationSpanProcessor(evaluator)
+        receiver = TraceReceiver(
+            processor,
+            host=args.host,
+            grpc_port=args.grpc_port or None,
+            http_port=args.http_port or None,
+            max_request_bytes=args.max_request_bytes,
+            tls=tls,
+            token=token,
+            telemetry=telemetry,
+        )
+    except Exception as exc:  # settings errors name the setting and its variable (never a secret)
+        print(f"error: {exc}", file=sys.stderr)
+        telemetry.shutdown()
+        return 2
+    try:
+        receiver.start()
+    except (OSError, ValueError) as exc:
+        print(f"error: cannot start the receiver: {exc}", file=sys.stderr)
+        processor.shutdown(0)
+        telemetry.shutdown()
+        return 2
+
+    listening = []
+    if receiver.grpc_port is not None:
+        listening.append(f"grpc={receiver.address(receiver.grpc_port)}")
+    if receiver.http_port is not None:
+        listening.append(f"http={receiver.address(receiver.http_port)}")
+    results = ", ".join(f"{k}: {'+'.join(v) or 'nowhere'}" for k, v in telemetry.destinations.items())
+    print(
+        f"ctxutil-otel serve: listening {' '.join(listening)} tls={'on' if tls else 'off'} "
+        f"token={'on' if token else 'off'}; sample_rate={settings.sample_rate} judge={settings.judge}; "
+        f"results -> {results}",
+        file=sys.stderr,
+        flush=True,
+    )
+    status = serve_until_signal(receiver)
+    stats, evaluated = receiver.stats(), evaluator.stats()
+    print(
+        f"ctxutil-otel serve: stopped; spans accepted {stats.spans_accepted}, rejected "
+        f"{stats.spans_rejected}; requests {dict(sorted(stats.requests.items()))}; evaluator: captured "
+        f"{evaluated.captured}, evaluated {evaluated.evaluated}, not applicable {evaluated.not_applicable}, "
+        f"dropped {dict(evaluated.dropped)}, failed {dict(evaluated.failed)}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return status

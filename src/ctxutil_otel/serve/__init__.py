@@ -1,0 +1,43 @@
+"""``ctxutil-otel serve``: an OTLP trace receiver (gRPC and HTTP/protobuf) in front of the span processor.
+
+The scale-out path (DESIGN.md, "Where users outgrow one process"): applications export traces to an
+OpenTelemetry Collector; its ``loadbalancing`` exporter (routing key ``traceID``) spreads them over N
+replicas of this receiver; each replica feeds the spans to a
+:class:`~ctxutil_otel.capture.spans.UtilizationSpanProcessor` and exports its evaluation spans, events and
+metrics over OTLP (``OTEL_EXPORTER_OTLP_ENDPOINT``). See examples/serve_behind_collector.md.
+
+* :class:`TraceReceiver`: the listeners, request handling, back-pressure and graceful
+  :meth:`~TraceReceiver.stop` (behaviour and the OTLP specification sections it follows:
+  ``ctxutil_otel.serve._server``).
+* :func:`serve_until_signal`: run until SIGTERM/SIGINT, then stop gracefully (the CLI uses it).
+* :func:`convert_request`: ``ExportTraceServiceRequest`` -> SDK ``ReadableSpan`` objects.
+"""
+
+from __future__ import annotations
+
+from ._convert import Conversion, InvalidSpanError, attributes_from, convert_request, convert_span
+from ._http import HEALTH_PATH, TRACES_PATH
+from ._server import (
+    DEFAULT_MAX_REQUEST_BYTES,
+    ExportResult,
+    ReceiverStats,
+    TLSFiles,
+    TraceReceiver,
+    serve_until_signal,
+)
+
+__all__ = [
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "HEALTH_PATH",
+    "TRACES_PATH",
+    "Conversion",
+    "ExportResult",
+    "InvalidSpanError",
+    "ReceiverStats",
+    "TLSFiles",
+    "TraceReceiver",
+    "attributes_from",
+    "convert_request",
+    "convert_span",
+    "serve_until_signal",
+]

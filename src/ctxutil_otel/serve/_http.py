@@ -1,0 +1,348 @@
+"""OTLP/HTTP listener: ``POST /v1/traces`` with binary protobuf bodies, and ``GET /healthz``.
+
+Routes and answers (OpenTelemetry protocol specification, ``specification/protocol/otlp.md``, "OTLP/HTTP"):
+
+* ``POST /v1/traces``, ``Content-Type: application/x-protobuf`` (parameters allowed), optionally
+  ``Content-Encoding: gzip`` (the spec: servers MUST support ``none`` and ``gzip``): 200 with an
+  ``ExportTraceServiceResponse`` (``partial_success`` set when spans were rejected).
+* Errors carry a protobuf ``google.rpc.Status`` body (``Content-Type: application/x-protobuf``), as the
+  spec requires for every 4xx/5xx: 400 undecodable body or bad gzip (``BadRequest`` detail); 401 missing or
+  wrong bearer token (``WWW-Authenticate: Bearer``); 404 any other path (``/v1/metrics`` and ``/v1/logs``
+  too: this receiver takes traces only); 411 no ``Content-Length`` (chunked bodies are not accepted);
+  413 body larger than ``max_request_bytes`` (checked on ``Content-Length`` before reading, and on the
+  decompressed size); 415 any other content type or encoding (OTLP/HTTP JSON, ``application/json``, is
+  optional in the spec and not implemented); 503 with ``Retry-After`` and ``RetryInfo`` when the
+  evaluator's queue is full or the receiver is shutting down (retryable); 500 on a bug.
+* ``GET /healthz``: ``200 ok`` while accepting, ``503 shutting down`` after; no token needed (for probes).
+  This is the endpoint to probe: the gRPC health service is registered only when ``grpcio-health-checking``
+  is installed.
+
+Robustness: each connection runs in its own (daemon) thread with a socket timeout of
+``request_timeout_s``; a body must arrive within that time in total. A sender that disconnects or stalls
+mid-body gets its connection closed (counted ``incomplete``), without an answer. At most
+``max_connections`` connections are served at once; further ones are closed at accept. With TLS the
+handshake runs in the connection's thread, under the same timeout, so a silent client cannot block accept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import ssl
+import threading
+import time
+import zlib
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any, Final
+
+from google.protobuf.any_pb2 import Any as AnyProto  # type: ignore[import-untyped]
+from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[import-untyped]
+
+if TYPE_CHECKING:
+    from ._server import ExportResult, TraceReceiver
+
+__all__ = ["HEALTH_PATH", "TRACES_PATH", "start_http_server"]
+
+_log = logging.getLogger("ctxutil_otel.serve")
+
+TRACES_PATH: Final = "/v1/traces"
+HEALTH_PATH: Final = "/healthz"
+_PROTOBUF: Final = "application/x-protobuf"
+_CHUNK: Final = 64 * 1024
+
+
+def status_body(code: int, message: str, *details: Any) -> bytes:
+    """A serialized ``google.rpc.Status`` (``code`` a ``google.rpc.Code`` value) with packed details."""
+    status = status_pb2.Status(code=code, message=message)
+    for detail in details:
+        packed = AnyProto()
+        packed.Pack(detail)
+        status.details.append(packed)
+    return bytes(status.SerializeToString())
+
+
+def _retry_info(seconds: int) -> error_details_pb2.RetryInfo:
+    info = error_details_pb2.RetryInfo()
+    info.retry_delay.seconds = seconds
+    return info
+
+
+def _bad_request(message: str) -> error_details_pb2.BadRequest:
+    bad = error_details_pb2.BadRequest()
+    violation = bad.field_violations.add()
+    violation.field = "body"
+    violation.description = message
+    return bad
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    receiver: TraceReceiver
+    ssl_context: ssl.SSLContext | None = None
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], ipv6: bool) -> None:
+        self.address_family = socket.AF_INET6 if ipv6 else socket.AF_INET
+        self._active = 0
+        self._active_lock = threading.Lock()
+        super().__init__(address, handler)
+
+    def get_request(self) -> tuple[Any, Any]:
+        sock, address = self.socket.accept()
+        if self.ssl_context is not None:
+            # The handshake happens in the connection's thread (_Handler.setup), under its timeout.
+            sock = self.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, address
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._active_lock:
+            full = self._active >= self.receiver.max_connections
+            if not full:
+                self._active += 1
+        if full:
+            self.receiver.count("refused_connection")
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._active_lock:
+                self._active -= 1
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Disconnects, timeouts and failed TLS handshakes land here: never a traceback on stderr.
+        _log.debug("ctxutil serve: HTTP connection error", exc_info=True)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "ctxutil-otel-serve"
+    sys_version = ""
+    server: _Server
+
+    def version_string(self) -> str:
+        return self.server_version
+
+    def setup(self) -> None:
+        super().setup()  # applies the socket timeout
+        if isinstance(self.connection, ssl.SSLSocket):
+            self.connection.do_handshake()
+
+    # --- routes -----------------------------------------------------------------------------------
+    def do_GET(self) -> None:
+        if self.path.split("?", 1)[0] != HEALTH_PATH:
+            self._fail(HTTPStatus.NOT_FOUND, code_pb2.NOT_FOUND, f"no route {self.path!r}", "not_found")
+            return
+        receiver = self.server.receiver
+        ok = receiver.accepting
+        body = b"ok\n" if ok else b"shutting down\n"
+        self.send_response(HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        receiver = self.server.receiver
+        if self.path.split("?", 1)[0] != TRACES_PATH:
+            message = f"no route {self.path!r}: this receiver accepts traces only, at {TRACES_PATH}"
+            self._fail(HTTPStatus.NOT_FOUND, code_pb2.NOT_FOUND, message, "not_found")
+            return
+        if not receiver.authorized(self.headers.get("Authorization")):
+            self._fail(
+                HTTPStatus.UNAUTHORIZED,
+                code_pb2.UNAUTHENTICATED,
+                "missing or invalid bearer token",
+                "unauthenticated",
+                extra=(("WWW-Authenticate", "Bearer"),),
+            )
+            return
+        media = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+        encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
+        if media != _PROTOBUF or encoding not in ("identity", "gzip"):
+            message = (
+                f"unsupported content type {media or '(none)'!r} / encoding {encoding!r}: send {_PROTOBUF}, "
+                "optionally gzip-encoded (OTLP/HTTP JSON is not supported)"
+            )
+            self._fail(
+                HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+                code_pb2.INVALID_ARGUMENT,
+                message,
+                "unsupported_media_type",
+            )
+            return
+        length = self._content_length()
+        if length is None:
+            return
+        body = self._read_body(length)
+        if body is None:
+            return
+        if encoding == "gzip":
+            body = self._gunzip(body)
+            if body is None:
+                return
+        self._answer(receiver.export(body))
+
+    # --- helpers ----------------------------------------------------------------------------------
+    def _content_length(self) -> int | None:
+        limit = self.server.receiver.max_request_bytes
+        raw = self.headers.get("Content-Length")
+        if raw is None or self.headers.get("Transfer-Encoding"):
+            self._fail(
+                HTTPStatus.LENGTH_REQUIRED,
+                code_pb2.INVALID_ARGUMENT,
+                "Content-Length is required",
+                "length_required",
+            )
+            return None
+        try:
+            length = int(raw)
+            if length < 0:
+                raise ValueError
+        except ValueError:
+            self._fail(
+                HTTPStatus.BAD_REQUEST, code_pb2.INVALID_ARGUMENT, "invalid Content-Length", "bad_request"
+            )
+            return None
+        if length > limit:
+            message = f"request body of {length} bytes exceeds the limit of {limit} bytes"
+            self._fail(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, code_pb2.RESOURCE_EXHAUSTED, message, "too_large")
+            return None
+        return length
+
+    def _read_body(self, length: int) -> bytes | None:
+        """Read exactly ``length`` bytes within ``request_timeout_s``; ``None`` (connection closed, counted
+        ``incomplete``) when the sender disconnects or stalls."""
+        deadline = time.monotonic() + self.server.receiver.request_timeout_s
+        parts: list[bytes] = []
+        left = length
+        try:
+            while left > 0:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError("request body not received in time")
+                self.connection.settimeout(remaining)
+                chunk = self.rfile.read(min(_CHUNK, left))
+                if not chunk:
+                    raise EOFError("sender closed the connection mid-body")
+                parts.append(chunk)
+                left -= len(chunk)
+        except (OSError, EOFError) as exc:  # TimeoutError is an OSError
+            _log.debug("ctxutil serve: incomplete request body (%s)", type(exc).__name__)
+            self.server.receiver.count("incomplete")
+            self.close_connection = True
+            return None
+        finally:
+            with contextlib.suppress(OSError):
+                self.connection.settimeout(self.server.receiver.request_timeout_s)
+        return b"".join(parts)
+
+    def _gunzip(self, body: bytes) -> bytes | None:
+        limit = self.server.receiver.max_request_bytes
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out = inflater.decompress(body, limit + 1)
+        except zlib.error:
+            out, complete = b"", False
+        else:
+            complete = inflater.eof
+        if len(out) > limit:
+            message = f"decompressed request body exceeds the limit of {limit} bytes"
+            self._fail(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, code_pb2.RESOURCE_EXHAUSTED, message, "too_large")
+            return None
+        if not complete:
+            message = "the body is not valid gzip"
+            self._fail(
+                HTTPStatus.BAD_REQUEST,
+                code_pb2.INVALID_ARGUMENT,
+                message,
+                "bad_request",
+                _bad_request(message),
+            )
+            return None
+        return out
+
+    def _answer(self, result: ExportResult) -> None:
+        receiver = self.server.receiver
+        if result.outcome in ("ok", "partial"):
+            self._send(HTTPStatus.OK, result.response)
+        elif result.outcome == "bad_request":
+            body = status_body(code_pb2.INVALID_ARGUMENT, result.message, _bad_request(result.message))
+            self._send(HTTPStatus.BAD_REQUEST, body)
+        elif result.outcome in ("overloaded", "unavailable"):
+            seconds = receiver.retry_after_s
+            body = status_body(code_pb2.UNAVAILABLE, result.message, _retry_info(seconds))
+            self._send(HTTPStatus.SERVICE_UNAVAILABLE, body, (("Retry-After", str(seconds)),))
+        else:
+            self._send(HTTPStatus.INTERNAL_SERVER_ERROR, status_body(code_pb2.INTERNAL, result.message))
+
+    def _fail(
+        self,
+        status: HTTPStatus,
+        code: int,
+        message: str,
+        outcome: str,
+        *details: Any,
+        extra: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        """Answer an error before (or instead of) reading the body; the connection is closed after, as
+        an unread body would otherwise be taken for the next request."""
+        self.server.receiver.count(outcome)
+        self.close_connection = True
+        self._send(status, status_body(code, message, *details), (*extra, ("Connection", "close")))
+
+    def _send(self, status: HTTPStatus, body: bytes, headers: tuple[tuple[str, str], ...] = ()) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", _PROTOBUF)
+            self.send_header("Content-Length", str(len(body)))
+            for name, value in headers:
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+        except OSError:
+            self.close_connection = True  # the sender went away before reading the answer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # Request lines only (never headers: they carry the token); at debug level.
+        _log.debug("ctxutil serve http %s: " + format, self.address_string(), *args)
+
+
+def _ssl_context(receiver: TraceReceiver) -> ssl.SSLContext | None:
+    if receiver.tls is None:
+        return None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(str(receiver.tls.cert_file), str(receiver.tls.key_file))
+    except ssl.SSLError as exc:
+        tls = receiver.tls
+        raise ValueError(
+            f"TLS: cannot use certificate {tls.cert_file} with key {tls.key_file}: {exc.reason}"
+        ) from None
+    return context
+
+
+def start_http_server(receiver: TraceReceiver, port: int) -> tuple[_Server, int]:
+    """Bind ``receiver.host:port``, serve in a daemon thread; returns the server and the bound port.
+
+    Raises:
+        OSError: when the address cannot be bound or a TLS file cannot be read.
+        ValueError: when the TLS files are not a usable certificate/key pair.
+    """
+    context = _ssl_context(receiver)
+    # StreamRequestHandler applies the class attribute ``timeout`` to each connection's socket.
+    handler = type("_Handler", (_Handler,), {"timeout": receiver.request_timeout_s})
+    server = _Server((receiver.host.strip("[]"), port), handler, ipv6=":" in receiver.host)
+    server.receiver = receiver
+    server.ssl_context = context
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="ctxutil-serve-http", daemon=True
+    )
+    thread.start()
+    return server, int(server.server_address[1])

@@ -1,0 +1,410 @@
+"""``TraceReceiver``: the OTLP trace receiver behind ``ctxutil-otel serve`` (gRPC and HTTP/protobuf listeners
+feeding one :class:`~ctxutil_otel.capture.spans.UtilizationSpanProcessor`), and its graceful shutdown.
+
+Request handling, the same on both transports (OpenTelemetry protocol specification,
+``specification/protocol/otlp.md``, sections "OTLP/gRPC Response" / "Failures" / "OTLP/gRPC Throttling"
+and "OTLP/HTTP Response" / "Failures" / "Bad Data" / "OTLP/HTTP Throttling"):
+
+1. Bearer token (when configured): ``Authorization: Bearer <token>`` (HTTP header, gRPC metadata
+   ``authorization``), compared with ``hmac.compare_digest``; missing or wrong -> HTTP 401 / gRPC
+   ``UNAUTHENTICATED`` (not retryable). Checked before the body is parsed. The token is never logged or
+   echoed.
+2. Size: at most ``max_request_bytes`` (default 4 MiB, after gzip decompression on HTTP) -> HTTP 413 /
+   gRPC ``RESOURCE_EXHAUSTED`` without ``RetryInfo`` (not retryable: the same request would fail again).
+3. Decoding: a body that is not an ``ExportTraceServiceRequest`` protobuf -> HTTP 400 with a
+   ``google.rpc.Status`` body carrying ``BadRequest`` / gRPC ``INVALID_ARGUMENT`` (the spec's "Bad Data":
+   the client MUST NOT retry). Spans that decode but cannot be represented (bad id lengths) are rejected
+   one by one: a *partial success* (``rejected_spans``, ``error_message``; HTTP 200 / gRPC OK) when others
+   were accepted, "Bad Data" when none were.
+4. Back-pressure (decided): when the evaluator's queue is full (``queue_size >= max_queue_size``) as the
+   request arrives, the whole request is refused with the spec's retryable throttling answer: HTTP 503
+   ``Service Unavailable`` with ``Retry-After: <retry_after_s>`` and a ``Status`` body carrying
+   ``google.rpc.RetryInfo``; gRPC ``UNAVAILABLE`` with ``RetryInfo`` (the spec: "To signal backpressure
+   when using gRPC transport, the server MUST return an error with code Unavailable"), in the standard
+   ``grpc-status-details-bin`` trailer and in ``google.rpc.retryinfo-bin``, the trailer the OpenTelemetry
+   Python exporter reads. Why refuse rather than answer a partial success: the queue only holds sampled
+   RAG turns, and a partial success MUST NOT be retried, so the turns would be lost; refused, they stay in
+   the sender's (Collector's) retry queue until the evaluator has room, and nothing is processed twice
+   (the refusal happens before any span is fed). 503 rather than 429 because the server, not the client,
+   is the limit. A request admitted while the queue is almost full may still have turns dropped with
+   reason ``queue_full`` (counted by the evaluator). While shutting down: the same 503 / ``UNAVAILABLE``.
+5. Otherwise every span is converted (:mod:`._convert`) and fed to ``processor.on_end``, and the answer
+   (``ExportTraceServiceResponse``) goes back at once: evaluation is asynchronous.
+
+Traces only: the metrics and logs services are not offered (gRPC answers ``UNIMPLEMENTED``, HTTP 404 for
+``/v1/metrics`` and ``/v1/logs``). Send only traces to this receiver (a Collector pipeline with only the
+traces signal).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+from ._convert import convert_request
+
+if TYPE_CHECKING:
+    from ..capture.spans import UtilizationSpanProcessor
+    from ..emit._setup import TelemetryHandle
+
+__all__ = [
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "ExportResult",
+    "ReceiverStats",
+    "TLSFiles",
+    "TraceReceiver",
+    "serve_until_signal",
+]
+
+_log = logging.getLogger("ctxutil_otel.serve")
+
+#: Default bound of one request body, bytes (gRPC's own default receive limit).
+DEFAULT_MAX_REQUEST_BYTES: Final = 4 * 1024 * 1024
+
+Outcome = Literal["ok", "partial", "bad_request", "overloaded", "unavailable", "internal"]
+
+
+@dataclass(frozen=True)
+class TLSFiles:
+    """PEM files of the server certificate (chain) and its private key, for both listeners."""
+
+    cert_file: Path
+    key_file: Path
+
+    def read(self) -> tuple[bytes, bytes]:
+        """``(key, cert)`` bytes. Raises ``OSError`` naming the file that cannot be read."""
+        return self.key_file.read_bytes(), self.cert_file.read_bytes()
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """The receiver's answer to one export, before a transport renders it.
+
+    Attributes:
+        outcome: ``ok`` / ``partial`` (answered with an ``ExportTraceServiceResponse``), ``bad_request``
+            (not retryable), ``overloaded`` / ``unavailable`` (retryable after ``retry_after_s``),
+            ``internal`` (a bug; logged).
+        response: The serialized ``ExportTraceServiceResponse`` for ``ok`` and ``partial``.
+        message: A developer-facing English message for failures and partial successes.
+        accepted / rejected: Spans fed to the processor / rejected as malformed.
+    """
+
+    outcome: Outcome
+    response: bytes = b""
+    message: str = ""
+    accepted: int = 0
+    rejected: int = 0
+
+
+@dataclass(frozen=True)
+class ReceiverStats:
+    """Counters since start: ``requests`` by outcome (the :class:`ExportResult` outcomes plus the
+    transports' ``unauthenticated``, ``too_large``, ``unsupported_media_type``, ``length_required``,
+    ``not_found``, ``incomplete`` (sender disconnected or timed out mid-body), ``refused_connection``),
+    ``spans_accepted`` and ``spans_rejected``."""
+
+    requests: dict[str, int] = field(default_factory=dict)
+    spans_accepted: int = 0
+    spans_rejected: int = 0
+
+
+class TraceReceiver:
+    """OTLP/gRPC and OTLP/HTTP trace listeners feeding a span processor (behaviour: module docstring).
+
+    Args:
+        processor: The span processor; its evaluator's ``stats().queue_size`` and ``settings.max_queue_size``
+            drive back-pressure.
+        host: Address to bind (default ``127.0.0.1``: loopback only; ``0.0.0.0`` / ``::`` for all).
+        grpc_port / http_port: Ports; ``0`` picks a free one; ``None`` disables that listener.
+        max_request_bytes: Largest accepted request body in bytes (> 0).
+        tls: Serve both listeners over TLS with these PEM files (``None``: plaintext).
+        token: Require ``Authorization: Bearer <token>`` (printable ASCII, no spaces; ``None``: no check).
+        retry_after_s: Seconds a refused sender is told to wait (HTTP ``Retry-After``, gRPC ``RetryInfo``).
+        request_timeout_s: Seconds an HTTP connection may stay silent, and the bound on receiving one
+            request body; past it the connection is closed.
+        max_connections: HTTP connections served at once (more are closed at accept: OTLP clients retry)
+            and concurrent gRPC calls (more get ``RESOURCE_EXHAUSTED`` from gRPC itself).
+        telemetry: Providers to shut down after the processor in :meth:`stop` (the CLI's).
+
+    Raises:
+        ValueError: for an invalid bound, token or port, naming it.
+    """
+
+    def __init__(
+        self,
+        processor: UtilizationSpanProcessor,
+        *,
+        host: str = "127.0.0.1",
+        grpc_port: int | None = 4317,
+        http_port: int | None = 4318,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        tls: TLSFiles | None = None,
+        token: str | None = None,
+        retry_after_s: int = 1,
+        request_timeout_s: float = 30.0,
+        max_connections: int = 64,
+        telemetry: TelemetryHandle | None = None,
+    ) -> None:
+        for name, port in (("grpc_port", grpc_port), ("http_port", http_port)):
+            if port is not None and not 0 <= port <= 65535:
+                raise ValueError(f"{name} must be 0..65535 or None, got {port!r}")
+        if grpc_port is None and http_port is None:
+            raise ValueError("at least one of grpc_port and http_port must be enabled")
+        if max_request_bytes <= 0:
+            raise ValueError(f"max_request_bytes must be > 0, got {max_request_bytes!r}")
+        if retry_after_s < 0 or request_timeout_s <= 0 or max_connections < 1:
+            raise ValueError("retry_after_s must be >= 0, request_timeout_s > 0 and max_connections >= 1")
+        if token is not None and (
+            not token or not token.isascii() or not token.isprintable() or " " in token
+        ):
+            raise ValueError("the bearer token must be non-empty printable ASCII without spaces")
+        self.processor = processor
+        self.host = host
+        self.max_request_bytes = max_request_bytes
+        self.tls = tls
+        self.retry_after_s = retry_after_s
+        self.request_timeout_s = request_timeout_s
+        self.max_connections = max_connections
+        self.telemetry = telemetry
+        self._token = None if token is None else token.encode("ascii")
+        self._ports: dict[str, int | None] = {"grpc": grpc_port, "http": http_port}
+        self._max_queue = int(processor.evaluator.settings.max_queue_size)
+        self._cond = threading.Condition()
+        self._accepting = False
+        self._in_flight = 0
+        self._requests: dict[str, int] = {}
+        self._spans = [0, 0]  # accepted, rejected
+        self._grpc: Any = None
+        self._http: Any = None
+        self._stopped = False
+        self._logged_internal = False
+
+    # --- shared request handling (called by both transports) -------------------------------------
+    @property
+    def token_required(self) -> bool:
+        return self._token is not None
+
+    def authorized(self, authorization: str | None) -> bool:
+        """Whether an ``Authorization`` value (``"Bearer <token>"``, scheme case-insensitive) carries the
+        configured token; always ``True`` when no token is configured. Constant-time comparison."""
+        if self._token is None:
+            return True
+        if not authorization:
+            return False
+        scheme, _, presented = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        return hmac.compare_digest(presented.strip().encode("ascii", "replace"), self._token)
+
+    def count(self, outcome: str) -> None:
+        """Count one request by outcome (see :class:`ReceiverStats`)."""
+        with self._cond:
+            self._requests[outcome] = self._requests.get(outcome, 0) + 1
+
+    @property
+    def accepting(self) -> bool:
+        return self._accepting
+
+    def export(self, payload: bytes) -> ExportResult:
+        """Decode one ``ExportTraceServiceRequest`` body, apply back-pressure, feed the processor.
+        Never raises (a bug becomes outcome ``internal``)."""
+        with self._cond:
+            if not self._accepting:
+                self._requests["unavailable"] = self._requests.get("unavailable", 0) + 1
+                return ExportResult("unavailable", message="the receiver is shutting down")
+            self._in_flight += 1
+        try:
+            result = self._export(payload)
+        except Exception:
+            if not self._logged_internal:
+                self._logged_internal = True
+                _log.exception("ctxutil serve: unexpected error handling an export (answered as internal)")
+            result = ExportResult("internal", message="internal error while handling the export")
+        with self._cond:
+            self._in_flight -= 1
+            self._requests[result.outcome] = self._requests.get(result.outcome, 0) + 1
+            self._spans[0] += result.accepted
+            self._spans[1] += result.rejected
+            self._cond.notify_all()
+        return result
+
+    def _export(self, payload: bytes) -> ExportResult:
+        request = ExportTraceServiceRequest()
+        try:
+            request.ParseFromString(payload)
+        except (DecodeError, ValueError, RuntimeError) as exc:
+            _log.debug("ctxutil serve: undecodable export (%s)", type(exc).__name__)
+            return ExportResult(
+                "bad_request", message="the body is not an ExportTraceServiceRequest protobuf"
+            )
+        if self.overloaded():
+            return ExportResult(
+                "overloaded",
+                message=f"the evaluator queue is full ({self._max_queue} interactions); retry later",
+            )
+        conversion = convert_request(request)
+        if conversion.rejected and not conversion.spans:
+            return ExportResult(
+                "bad_request", message=conversion.error_message(), rejected=conversion.rejected
+            )
+        on_end = self.processor.on_end
+        for span in conversion.spans:
+            on_end(span)
+        response = ExportTraceServiceResponse()
+        if conversion.rejected:
+            response.partial_success.rejected_spans = conversion.rejected
+            response.partial_success.error_message = conversion.error_message()
+            _log.debug("ctxutil serve: %s", conversion.error_message())
+        return ExportResult(
+            "partial" if conversion.rejected else "ok",
+            response=response.SerializeToString(),
+            message=conversion.error_message(),
+            accepted=len(conversion.spans),
+            rejected=conversion.rejected,
+        )
+
+    def overloaded(self) -> bool:
+        """The evaluator's queue is full (public ``Evaluator.stats()``; one lock, once per request)."""
+        return self.processor.evaluator.stats().queue_size >= self._max_queue
+
+    # --- lifecycle ------------------------------------------------------------------------------
+    @property
+    def grpc_port(self) -> int | None:
+        """The bound gRPC port after :meth:`start` (``None`` when disabled)."""
+        return self._ports["grpc"]
+
+    @property
+    def http_port(self) -> int | None:
+        """The bound HTTP port after :meth:`start` (``None`` when disabled)."""
+        return self._ports["http"]
+
+    def address(self, port: int) -> str:
+        """``host:port`` with IPv6 hosts in brackets."""
+        host = f"[{self.host}]" if ":" in self.host and not self.host.startswith("[") else self.host
+        return f"{host}:{port}"
+
+    def start(self) -> TraceReceiver:
+        """Bind and start the enabled listeners.
+
+        Raises:
+            OSError: when a port cannot be bound or a TLS file cannot be read (nothing is left running).
+            ValueError: when the TLS files do not hold a usable certificate and key.
+        """
+        from . import _grpc, _http
+
+        try:
+            if self._ports["grpc"] is not None:
+                self._grpc, self._ports["grpc"] = _grpc.start_grpc_server(self, self._ports["grpc"])
+            if self._ports["http"] is not None:
+                self._http, self._ports["http"] = _http.start_http_server(self, self._ports["http"])
+        except BaseException:
+            self._close_listeners(0.0)
+            raise
+        with self._cond:
+            self._accepting = True
+        return self
+
+    def stop(self, timeout_s: float | None = None, *, telemetry_timeout_s: float = 10.0) -> bool:
+        """Graceful shutdown: stop accepting (new exports get the retryable 503 / ``UNAVAILABLE``), let
+        exports in progress finish, flush the processor (evaluate what was submitted), shut it down
+        (turns still buffered are counted dropped ``shutdown``), then shut down ``telemetry``.
+
+        ``timeout_s`` (seconds; default: the ``shutdown_timeout_s`` setting) bounds everything but the
+        telemetry shutdown, which gets ``telemetry_timeout_s`` of its own (exports over the network).
+        Returns ``True`` when everything submitted was evaluated and exported in time. Idempotent.
+        """
+        if self._stopped:
+            return True
+        self._stopped = True
+        if timeout_s is None:
+            timeout_s = float(self.processor.evaluator.settings.shutdown_timeout_s)
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            self._accepting = False
+        self._close_listeners(min(2.0, timeout_s))
+        with self._cond:
+            drained = self._cond.wait_for(lambda: self._in_flight == 0, max(0.0, deadline - time.monotonic()))
+        remaining_ms = int(max(0.0, deadline - time.monotonic()) * 1000)
+        flushed = self.processor.force_flush(remaining_ms)
+        self.processor.shutdown(int(max(0.0, deadline - time.monotonic()) * 1000))
+        exported = True
+        if self.telemetry is not None:
+            exported = self.telemetry.shutdown(int(telemetry_timeout_s * 1000))
+        return bool(drained and flushed and exported)
+
+    def _close_listeners(self, grace_s: float) -> None:
+        grpc_server, http_server = self._grpc, self._http
+        self._grpc = self._http = None
+        stopped = None
+        if grpc_server is not None:
+            stopped = grpc_server.stop(grace_s)  # refuses new calls at once; in-flight ones get grace_s
+        if http_server is not None:
+            http_server.shutdown()
+            http_server.server_close()
+        if stopped is not None:
+            stopped.wait(grace_s + 1.0)
+
+    def stats(self) -> ReceiverStats:
+        """A snapshot of the request and span counters."""
+        with self._cond:
+            return ReceiverStats(dict(self._requests), self._spans[0], self._spans[1])
+
+    def __enter__(self) -> TraceReceiver:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+class _Stop(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def serve_until_signal(receiver: TraceReceiver, timeout_s: float | None = None) -> int:
+    """Block the main thread until SIGTERM or SIGINT, then :meth:`TraceReceiver.stop` it gracefully.
+
+    A second signal during the shutdown exits the process at once (status ``128 + signal``). Returns
+    ``0`` when the shutdown flushed everything in time, else ``1``. Must run in the main thread.
+    """
+    watched = (signal.SIGTERM, signal.SIGINT)
+
+    def hurry(signum: int, frame: FrameType | None) -> None:
+        print(f"ctxutil-otel serve: second signal {signum}: exiting now", file=sys.stderr, flush=True)
+        os._exit(128 + signum)
+
+    def first(signum: int, frame: FrameType | None) -> None:
+        for sig in watched:
+            signal.signal(sig, hurry)
+        raise _Stop(signum)
+
+    previous: dict[int, Any] = {}
+    try:
+        try:
+            for sig in watched:
+                previous[sig] = signal.signal(sig, first)
+            threading.Event().wait()
+        except _Stop as stop:
+            name = signal.Signals(stop.signum).name
+            print(f"ctxutil-otel serve: {name}: stopping (flushing evaluations)", file=sys.stderr, flush=True)
+        ok = receiver.stop(timeout_s)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return 0 if ok else 1
