@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 __all__ = [
+    "DASHBOARD_FILE",
     "DEPLOY",
     "ROOT",
     "Token",
@@ -33,6 +34,7 @@ __all__ = [
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
+DASHBOARD_FILE = DEPLOY / "grafana" / "dashboards" / "ctxutil-otel.json"
 
 _KEYWORDS = frozenset(
     {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset", "and", "or", "unless"}

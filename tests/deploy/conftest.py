@@ -106,13 +106,14 @@ class PrometheusServer:
         return result
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def start_prometheus(
-    prometheus_binary: str, tmp_path: Path
+    prometheus_binary: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Callable[[str, list[Path]], PrometheusServer]]:
-    """Factory: ``start(scrape_config_yaml, rule_files)`` writes a config (1 s scrape and rule evaluation
-    intervals), starts Prometheus on a free 127.0.0.1 port with a temporary storage directory, and waits
-    until ``/-/ready`` answers. Stopped (SIGTERM, then SIGKILL) at teardown."""
+    """Factory (one per test module): ``start(scrape_config_yaml, rule_files)`` writes a config (1 s scrape
+    and rule evaluation intervals), starts Prometheus on a free 127.0.0.1 port with a temporary storage
+    directory, and waits until ``/-/ready`` answers. Stopped (SIGTERM, then SIGKILL) at teardown."""
+    tmp_path = tmp_path_factory.mktemp("prometheus")
     started: list[subprocess.Popen[bytes]] = []
     handles = []
 

@@ -13,14 +13,14 @@ import pytest
 from ctxutil_otel.emit import _names
 
 from ._promql import (
-    DEPLOY,
+    DASHBOARD_FILE,
     dashboard_expressions,
     metric_names,
     rule_expressions,
     substitute_grafana_variables,
 )
 
-DASHBOARD = DEPLOY / "grafana" / "dashboards" / "ctxutil-otel.json"
+DASHBOARD = DASHBOARD_FILE
 PROMETHEUS_BUILTINS = frozenset({"ALERTS", "ALERTS_FOR_STATE", "up"})
 # What may follow the translated instrument name: a unit (only seconds among ours), then a type suffix.
 _SUFFIXES = re.compile(r"(_seconds)?(_total|_bucket|_sum|_count)?")
