@@ -180,14 +180,12 @@ def run(args: argparse.Namespace) -> int:
     if receiver.http_port is not None:
         listening.append(f"http={receiver.address(receiver.http_port)}")
     results = ", ".join(f"{k}: {'+'.join(v) or 'nowhere'}" for k, v in telemetry.destinations.items())
-    print(
+    announcement = (
         f"ctxutil-otel serve: listening {' '.join(listening)} tls={'on' if tls else 'off'} "
         f"token={'on' if token else 'off'}; sample_rate={settings.sample_rate} judge={settings.judge}; "
-        f"results -> {results}",
-        file=sys.stderr,
-        flush=True,
+        f"results -> {results}"
     )
-    status = serve_until_signal(receiver)
+    status = serve_until_signal(receiver, ready=lambda: print(announcement, file=sys.stderr, flush=True))
     stats, evaluated = receiver.stats(), evaluator.stats()
     print(
         f"ctxutil-otel serve: stopped; spans accepted {stats.spans_accepted}, rejected "

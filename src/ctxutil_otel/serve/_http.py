@@ -41,9 +41,9 @@ from google.protobuf.any_pb2 import Any as AnyProto  # type: ignore[import-untyp
 from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[import-untyped]
 
 if TYPE_CHECKING:
-    from ._server import ExportResult, TraceReceiver
+    from ._server import ExportResult, TLSFiles, TraceReceiver
 
-__all__ = ["HEALTH_PATH", "TRACES_PATH", "start_http_server"]
+__all__ = ["HEALTH_PATH", "TRACES_PATH", "ssl_context", "start_http_server", "status_body"]
 
 _log = logging.getLogger("ctxutil_otel.serve")
 
@@ -107,10 +107,10 @@ class _Server(ThreadingHTTPServer):
             return
         super().process_request(request, client_address)
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
+    def finish_request(self, request: Any, client_address: Any) -> None:
         try:
-            super().process_request_thread(request, client_address)
-        finally:
+            super().finish_request(request, client_address)
+        finally:  # before the socket is closed (process_request_thread closes it after this)
             with self._active_lock:
                 self._active -= 1
 
@@ -313,18 +313,20 @@ class _Handler(BaseHTTPRequestHandler):
         _log.debug("ctxutil serve http %s: " + format, self.address_string(), *args)
 
 
-def _ssl_context(receiver: TraceReceiver) -> ssl.SSLContext | None:
-    if receiver.tls is None:
-        return None
+def ssl_context(tls: TLSFiles) -> ssl.SSLContext:
+    """A server ``SSLContext`` (TLS 1.2+) holding the certificate chain and key.
+
+    Raises:
+        OSError: when a file cannot be read.
+        ValueError: naming both files, when they are not a usable certificate/key pair.
+    """
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
-        context.load_cert_chain(str(receiver.tls.cert_file), str(receiver.tls.key_file))
+        context.load_cert_chain(str(tls.cert_file), str(tls.key_file))
     except ssl.SSLError as exc:
-        tls = receiver.tls
-        raise ValueError(
-            f"TLS: cannot use certificate {tls.cert_file} with key {tls.key_file}: {exc.reason}"
-        ) from None
+        message = f"TLS: cannot use certificate {tls.cert_file} with key {tls.key_file}: {exc.reason}"
+        raise ValueError(message) from None
     return context
 
 
@@ -335,7 +337,7 @@ def start_http_server(receiver: TraceReceiver, port: int) -> tuple[_Server, int]
         OSError: when the address cannot be bound or a TLS file cannot be read.
         ValueError: when the TLS files are not a usable certificate/key pair.
     """
-    context = _ssl_context(receiver)
+    context = ssl_context(receiver.tls) if receiver.tls is not None else None
     # StreamRequestHandler applies the class attribute ``timeout`` to each connection's socket.
     handler = type("_Handler", (_Handler,), {"timeout": receiver.request_timeout_s})
     server = _Server((receiver.host.strip("[]"), port), handler, ipv6=":" in receiver.host)

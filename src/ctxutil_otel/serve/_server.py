@@ -45,6 +45,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -307,6 +308,8 @@ class TraceReceiver:
         """
         from . import _grpc, _http
 
+        if self.tls is not None:
+            _http.ssl_context(self.tls)  # a bad certificate/key fails here, for both listeners
         try:
             if self._ports["grpc"] is not None:
                 self._grpc, self._ports["grpc"] = _grpc.start_grpc_server(self, self._ports["grpc"])
@@ -377,11 +380,15 @@ class _Stop(Exception):
         self.signum = signum
 
 
-def serve_until_signal(receiver: TraceReceiver, timeout_s: float | None = None) -> int:
+def serve_until_signal(
+    receiver: TraceReceiver, timeout_s: float | None = None, *, ready: Callable[[], None] | None = None
+) -> int:
     """Block the main thread until SIGTERM or SIGINT, then :meth:`TraceReceiver.stop` it gracefully.
 
-    A second signal during the shutdown exits the process at once (status ``128 + signal``). Returns
-    ``0`` when the shutdown flushed everything in time, else ``1``. Must run in the main thread.
+    ``ready`` is called once the signal handlers are installed (e.g. to announce the listening ports, so
+    that a supervisor that reads the announcement can signal safely). A second signal during the
+    shutdown exits the process at once (status ``128 + signal``). Returns ``0`` when the shutdown
+    flushed everything in time, else ``1``. Must run in the main thread.
     """
     watched = (signal.SIGTERM, signal.SIGINT)
 
@@ -399,6 +406,8 @@ def serve_until_signal(receiver: TraceReceiver, timeout_s: float | None = None) 
         try:
             for sig in watched:
                 previous[sig] = signal.signal(sig, first)
+            if ready is not None:
+                ready()
             threading.Event().wait()
         except _Stop as stop:
             name = signal.Signals(stop.signum).name

@@ -1,0 +1,175 @@
+"""``ctxutil-otel serve`` as a real process: receives an export, and on SIGTERM stops accepting, evaluates
+what it received, exports the results to the second OTLP receiver, and exits 0. Option errors exit 2."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+from ctxutil_otel.cli import main
+from tests.support.otlp_receiver import OTLPReceiver
+
+from .conftest import free_port, record_rag_trace
+
+TOKEN = "cli-t0ken-0123456789"
+
+
+class Process:
+    """The CLI in a subprocess; stderr lines collected by a reader thread."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "ctxutil_otel", "serve", *args],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.stderr: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.popen.stderr is not None
+        for line in self.popen.stderr:
+            self.stderr.append(line)
+            self.lines.put(line)
+
+    def wait_for_line(self, needle: str, timeout_s: float = 60.0) -> str:
+        while True:
+            line = self.lines.get(timeout=timeout_s)
+            if needle in line:
+                return line
+
+
+@pytest.fixture
+def process_env(sink: OTLPReceiver) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith(("CTXUTIL_", "OTEL_"))}
+    env.update(
+        {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": sink.http_endpoint,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "CTXUTIL_MAX_EVALUATIONS_PER_SECOND": "0",
+            "CTXUTIL_SHUTDOWN_TIMEOUT_S": "30",
+        }
+    )
+    return env
+
+
+@pytest.fixture
+def run_serve(process_env: dict[str, str]) -> Iterator[Any]:
+    started: list[Process] = []
+
+    def start(*args: str) -> Process:
+        process = Process(list(args), process_env)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.popen.poll() is None:
+            process.popen.kill()
+            process.popen.wait(10)
+
+
+def test_sigterm_flushes_evaluations_and_exits_zero(
+    run_serve: Any, sink: OTLPReceiver, tmp_path: Path
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    grpc_port, http_port = free_port(), free_port()
+    process = run_serve(
+        "--grpc-port", str(grpc_port), "--http-port", str(http_port), "--token-file", str(token_file)
+    )
+    line = process.wait_for_line("listening")
+    assert f"grpc=127.0.0.1:{grpc_port}" in line and f"http=127.0.0.1:{http_port}" in line
+    assert "token=on" in line
+
+    trace = record_rag_trace()
+    exporter = HttpSpanExporter(
+        endpoint=f"http://127.0.0.1:{http_port}/v1/traces", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    try:
+        assert exporter.export(trace.spans) is SpanExportResult.SUCCESS
+    finally:
+        exporter.shutdown()
+    # At once: the evaluation is asynchronous, it may well not have run yet.
+    process.popen.send_signal(signal.SIGTERM)
+    assert process.popen.wait(60) == 0
+
+    def delivered(receiver: OTLPReceiver) -> bool:
+        return any(
+            int.from_bytes(s.trace_id, "big") == trace.trace_id
+            for s in receiver.spans("contextual_utilization")
+        )
+
+    assert sink.wait_for(delivered, timeout_s=10)  # exported before the process exited; a bound only
+    (evaluation,) = sink.spans("contextual_utilization")
+    assert int.from_bytes(evaluation.parent_span_id, "big") == trace.llm_span_id
+    assert [r.event_name for r in sink.log_records()] == ["gen_ai.evaluation.result"]
+    assert sink.metrics("gen_ai.evaluation.score")
+    assert {r.get("service.name") for r in sink.resources()} == {"ctxutil-otel"}
+    assert set(sink.transports) == {"http"}
+    output = "".join(process.stderr)
+    assert "SIGTERM: stopping" in output
+    assert "spans accepted 3" in output
+    assert TOKEN not in output
+
+
+def test_listener_can_be_disabled(run_serve: Any) -> None:
+    http_port = free_port()
+    process = run_serve("--grpc-port", "0", "--http-port", str(http_port))
+    line = process.wait_for_line("listening")
+    assert "grpc=" not in line and f"http=127.0.0.1:{http_port}" in line
+    process.popen.send_signal(signal.SIGINT)
+    assert process.popen.wait(60) == 0
+
+
+@pytest.fixture
+def quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    for signal_name in ("TRACES", "METRICS", "LOGS"):
+        monkeypatch.setenv(f"OTEL_{signal_name}_EXPORTER", "none")
+
+
+@pytest.mark.usefixtures("quiet")
+def test_option_errors_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    cert = tmp_path / "cert.pem"
+    cert.write_text("x")
+    cases = [
+        (["--grpc-port", "0", "--http-port", "0"], "both listeners are disabled"),
+        (["--tls-cert", str(cert)], "needs both --tls-cert and --tls-key"),
+        (["--token-file", str(empty)], "the file is empty"),
+        (["--token-file", str(tmp_path / "missing")], "cannot read it"),
+    ]
+    for args, message in cases:
+        assert main(["serve", *args]) == 2
+        assert message in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--grpc-port", "70000"])
+    assert exited.value.code == 2
+
+    monkeypatch.setenv("CTXUTIL_SAMPLE_RATE", "2")
+    assert main(["serve", "--grpc-port", "0", "--http-port", str(free_port())]) == 2
+    assert "CTXUTIL_SAMPLE_RATE" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("quiet")
+def test_busy_port_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with OTLPReceiver() as other:  # holds a port
+        assert main(["serve", "--grpc-port", "0", "--http-port", str(other.http_port)]) == 2
+    assert "cannot start the receiver" in capsys.readouterr().err

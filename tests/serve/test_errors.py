@@ -1,0 +1,185 @@
+"""Bad requests get the OTLP-specified answers and the server stays up: garbage bytes (HTTP 400 with a
+``google.rpc.Status`` body / gRPC INVALID_ARGUMENT), oversized requests (413 / RESOURCE_EXHAUSTED), wrong
+content type (415), other signals (404 / UNIMPLEMENTED), partly malformed requests (partial success),
+health endpoint."""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+from collections.abc import Callable
+
+import grpc
+import pytest
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+from .conftest import RagTrace, Served, grpc_export
+
+GARBAGE = b"\x00\x01 this is not a protobuf \xff\xfe"
+
+
+def post(
+    served: Served,
+    body: bytes,
+    *,
+    path: str = "/v1/traces",
+    content_type: str = "application/x-protobuf",
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, str], bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", served.http_port, timeout=10)
+    try:
+        connection.request("POST", path, body=body, headers={"Content-Type": content_type, **(headers or {})})
+        response = connection.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        connection.close()
+
+
+def get(served: Served, path: str) -> tuple[int, bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", served.http_port, timeout=10)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def status_of(body: bytes) -> status_pb2.Status:
+    status = status_pb2.Status()
+    status.ParseFromString(body)
+    return status
+
+
+def assert_alive(served: Served, trace: RagTrace) -> None:
+    """Both transports still answer a valid export, and the health endpoint says ok."""
+    status, _, body = post(served, trace.request_bytes())
+    assert status == 200
+    ExportTraceServiceResponse().ParseFromString(body)
+    assert (
+        grpc_export(served.grpc_target, trace.request_bytes()) == b""
+    )  # an empty ExportTraceServiceResponse
+    assert get(served, "/healthz") == (200, b"ok\n")
+
+
+def test_garbage_bytes(make_served: Callable[..., Served], rag_trace: RagTrace) -> None:
+    served = make_served()
+    status, headers, body = post(served, GARBAGE)
+    assert status == 400
+    assert headers["content-type"] == "application/x-protobuf"
+    decoded = status_of(body)
+    assert "not an ExportTraceServiceRequest" in decoded.message
+    assert decoded.details[0].Is(error_details_pb2.BadRequest.DESCRIPTOR)
+
+    with pytest.raises(grpc.RpcError) as caught:
+        grpc_export(served.grpc_target, GARBAGE)
+    assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "not an ExportTraceServiceRequest" in (caught.value.details() or "")
+
+    assert_alive(served, rag_trace)
+    assert served.receiver.stats().requests["bad_request"] == 2
+
+
+def test_oversized_requests(make_served: Callable[..., Served], rag_trace: RagTrace) -> None:
+    payload = rag_trace.request_bytes()
+    served = make_served(max_request_bytes=len(payload) - 1)
+    # HTTP: refused on the Content-Length alone, before the body is read.
+    connection = http.client.HTTPConnection("127.0.0.1", served.http_port, timeout=10)
+    try:
+        connection.putrequest("POST", "/v1/traces")
+        connection.putheader("Content-Type", "application/x-protobuf")
+        connection.putheader("Content-Length", str(len(payload)))
+        connection.endheaders()
+        response = connection.getresponse()
+        assert response.status == 413
+        assert "exceeds the limit" in status_of(response.read()).message
+    finally:
+        connection.close()
+    # A small gzip body that inflates past the limit.
+    status, _, body = post(served, gzip.compress(payload), headers={"Content-Encoding": "gzip"})
+    assert status == 413
+    assert "decompressed" in status_of(body).message
+    # gRPC: the transport's own limit.
+    with pytest.raises(grpc.RpcError) as caught:
+        grpc_export(served.grpc_target, payload)
+    assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert served.receiver.stats().requests["too_large"] == 2
+
+
+def test_wrong_content_type_and_encoding(make_served: Callable[..., Served], rag_trace: RagTrace) -> None:
+    served = make_served()
+    for content_type, headers in (
+        ("application/json", {}),
+        ("text/plain", {}),
+        ("application/x-protobuf", {"Content-Encoding": "br"}),
+    ):
+        status, _, body = post(served, b"{}", content_type=content_type, headers=headers)
+        assert status == 415
+        assert "unsupported content type" in status_of(body).message
+    status, _, body = post(served, b"not gzip", headers={"Content-Encoding": "gzip"})
+    assert status == 400
+    assert "not valid gzip" in status_of(body).message
+    assert_alive(served, rag_trace)
+
+
+def test_traces_only(make_served: Callable[..., Served]) -> None:
+    served = make_served()
+    status, _, body = post(served, b"", path="/v1/metrics")
+    assert status == 404
+    assert "traces only" in status_of(body).message
+    assert get(served, "/v1/traces")[0] == 404
+    with grpc.insecure_channel(served.grpc_target) as channel:
+        stub = metrics_service_pb2_grpc.MetricsServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as caught:
+            stub.Export(metrics_service_pb2.ExportMetricsServiceRequest(), timeout=10)
+    assert caught.value.code() is grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_partly_malformed_request_is_a_partial_success(
+    make_served: Callable[..., Served], rag_trace: RagTrace
+) -> None:
+    served = make_served()
+    request = ExportTraceServiceRequest()
+    request.ParseFromString(rag_trace.request_bytes())
+    request.resource_spans[0].scope_spans[0].spans[0].trace_id = b"\x01\x02"
+    status, _, body = post(served, request.SerializeToString())
+    assert status == 200
+    response = ExportTraceServiceResponse()
+    response.ParseFromString(body)
+    assert response.partial_success.rejected_spans == 1
+    assert "trace_id must be 16 bytes, got 2" in response.partial_success.error_message
+
+    response = ExportTraceServiceResponse()
+    response.ParseFromString(grpc_export(served.grpc_target, request.SerializeToString()))
+    assert response.partial_success.rejected_spans == 1
+
+    # Every span malformed: nothing was accepted, so it is "Bad Data" (400 / INVALID_ARGUMENT).
+    for span in request.resource_spans[0].scope_spans[0].spans:
+        span.span_id = b""
+    status, _, body = post(served, request.SerializeToString())
+    assert status == 400
+    assert status_of(body).code == code_pb2.INVALID_ARGUMENT
+    stats = served.receiver.stats()
+    assert stats.spans_rejected == 1 + 1 + len(rag_trace.spans)
+    assert stats.spans_accepted == 2 * (len(rag_trace.spans) - 1)
+
+
+def test_empty_request_is_a_success(make_served: Callable[..., Served]) -> None:
+    served = make_served()
+    status, _, body = post(served, b"")
+    assert (status, body) == (200, b"")
+    assert grpc_export(served.grpc_target, b"") == b""
+
+
+def test_health_endpoint(make_served: Callable[..., Served]) -> None:
+    served = make_served(token="secret-token")
+    assert get(served, "/healthz") == (200, b"ok\n")  # probes need no token
+    assert get(served, "/nope")[0] == 404
+    served.receiver.stop(5.0)
+    assert not served.receiver.accepting
+    assert served.receiver.export(b"").outcome == "unavailable"

@@ -1,0 +1,95 @@
+"""Senders that go away or stall mid-request neither kill nor hang the server; connections are bounded.
+
+Synchronisation without sleeps: the server closes a connection only after its handler has counted the
+outcome, so a client that half-closes (or stalls) and then reads until EOF knows the server is done with
+it."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Callable
+
+from .conftest import RagTrace, Served
+from .test_errors import assert_alive
+
+HEADERS = (
+    "POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n"
+    "Content-Length: {length}\r\n\r\n"
+)
+
+
+def _connect(served: Served) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", served.http_port), timeout=10)
+
+
+def _read_until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection (client timeout: 10 s, a bound only)."""
+    received = b""
+    while chunk := sock.recv(65536):
+        received += chunk
+    return received
+
+
+def test_sender_disconnects_mid_body(make_served: Callable[..., Served], rag_trace: RagTrace) -> None:
+    served = make_served()
+    payload = rag_trace.request_bytes()
+    # Half-close: announces more bytes than it sends, then stops sending (EOF mid-body).
+    with _connect(served) as sock:
+        sock.sendall(HEADERS.format(length=len(payload)).encode() + payload[:10])
+        sock.shutdown(socket.SHUT_WR)
+        assert _read_until_closed(sock) == b""  # no answer: the server just closes
+    # Full close, abruptly (RST): the handler must not care either.
+    sock = _connect(served)
+    sock.sendall(HEADERS.format(length=len(payload)).encode() + payload[:10])
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+    assert_alive(served, rag_trace)
+    assert served.receiver.stats().requests["incomplete"] >= 1
+    assert served.evaluator.stats().captured == 2  # only the two complete exports reached the processor
+
+
+def test_stalled_sender_times_out_without_blocking_others(
+    make_served: Callable[..., Served], rag_trace: RagTrace
+) -> None:
+    served = make_served(request_timeout_s=0.5)
+    payload = rag_trace.request_bytes()
+    with _connect(served) as stalled_body, _connect(served) as stalled_headers:
+        stalled_body.sendall(HEADERS.format(length=len(payload)).encode() + payload[:10])
+        stalled_headers.sendall(b"POST /v1/tr")
+        # Other senders are served while those two hang.
+        assert_alive(served, rag_trace)
+        # The server gives up on both after request_timeout_s and closes them without an answer for the
+        # body (the request line gets none either: it never completed).
+        assert _read_until_closed(stalled_body) == b""
+        assert _read_until_closed(stalled_headers) == b""
+    assert served.receiver.stats().requests["incomplete"] == 1
+    assert_alive(served, rag_trace)
+
+
+def test_grpc_sender_disconnects_mid_frame(make_served: Callable[..., Served], rag_trace: RagTrace) -> None:
+    served = make_served()
+    with socket.create_connection(("127.0.0.1", served.grpc_port), timeout=10) as sock:
+        # The HTTP/2 connection preface, then the start of a frame header, then gone.
+        sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x12\x04")
+    with socket.create_connection(("127.0.0.1", served.grpc_port), timeout=10) as sock:
+        sock.sendall(b"definitely not HTTP/2\r\n\r\n")
+        _read_until_closed(sock)
+    assert_alive(served, rag_trace)
+
+
+def test_connections_are_bounded(make_served: Callable[..., Served], rag_trace: RagTrace) -> None:
+    served = make_served(max_connections=2, request_timeout_s=10.0)
+    first, second = _connect(served), _connect(served)
+    try:
+        first.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # served: the first two are taken
+        assert first.recv(65536).startswith(b"HTTP/1.1 200")
+        with _connect(served) as third:
+            assert _read_until_closed(third) == b""  # closed at accept, no thread spent on it
+        assert served.receiver.stats().requests["refused_connection"] == 1
+    finally:
+        for sock in (first, second):
+            sock.shutdown(socket.SHUT_WR)
+            _read_until_closed(sock)
+            sock.close()
+    assert_alive(served, rag_trace)
