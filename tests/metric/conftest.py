@@ -19,7 +19,9 @@ class ScriptedJudge:
     name = "scripted"
     model: str | None = None
 
-    def __init__(self, script: dict[str, str] | None = None, verdicts: list[ChunkVerdict] | None = None) -> None:
+    def __init__(
+        self, script: dict[str, str] | None = None, verdicts: list[ChunkVerdict] | None = None
+    ) -> None:
         self.script = script or {}
         self.fixed = verdicts
         self.calls: list[tuple[str, str, list[str], bool]] = []

@@ -94,7 +94,9 @@ class _Raising:
     def __init__(self, exc: BaseException) -> None:
         self.exc = exc
 
-    async def judge(self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True) -> JudgeResult:
+    async def judge(
+        self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
+    ) -> JudgeResult:
         raise self.exc
 
 
@@ -116,7 +118,9 @@ async def test_cancellation_propagates() -> None:
         await ContextualUtilization(judge=_Raising(asyncio.CancelledError())).execute(item(["a"]))
 
 
-@pytest.mark.parametrize(("threshold", "label"), [(0.0, "pass"), (0.5, "fail"), (0.25, "pass"), (1.0, "fail")])
+@pytest.mark.parametrize(
+    ("threshold", "label"), [(0.0, "pass"), (0.5, "fail"), (0.25, "pass"), (1.0, "fail")]
+)
 async def test_threshold_including_zero_is_honoured(threshold: float, label: str) -> None:
     judge = ScriptedJudge({"a": "RU", "b": "R", "c": "R", "d": "R"})
     result = await ContextualUtilization(judge=judge, threshold=threshold).execute(item(["a", "b", "c", "d"]))
@@ -150,13 +154,20 @@ async def test_fast_mode_asks_for_no_reasons_and_keeps_the_score() -> None:
 
 
 def test_chunk_types_accepted() -> None:
-    it = item(["plain", Document(page_content="doc"), {"page_content": "pc"}, {"content": "c"}, {"text": "t"}])
+    it = item(
+        ["plain", Document(page_content="doc"), {"page_content": "pc"}, {"content": "c"}, {"text": "t"}]
+    )
     assert it.retrieved_content == ["plain", "doc", "pc", "c", "t"]
 
 
 @pytest.mark.parametrize(
     ("chunk", "needle"),
-    [(None, "retrieved_content[1]"), (42, "got int"), ({"body": "x"}, "retrieved_content[1]"), (b"x", "bytes")],
+    [
+        (None, "retrieved_content[1]"),
+        (42, "got int"),
+        ({"body": "x"}, "retrieved_content[1]"),
+        (b"x", "bytes"),
+    ],
 )
 def test_bad_chunk_names_the_field_and_index(chunk: object, needle: str) -> None:
     with pytest.raises(ValidationError) as info:
@@ -201,7 +212,8 @@ async def test_one_megabyte_chunk_with_the_lexical_judge() -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["绿茶含有抗氧化剂。", "الشاي الأخضر يحتوي على مضادات الأكسدة", "green tea 🍵 has antioxidants 💪"]
+    "text",
+    ["绿茶含有抗氧化剂。", "الشاي الأخضر يحتوي على مضادات الأكسدة", "green tea 🍵 has antioxidants 💪"],
 )
 async def test_emoji_cjk_rtl_text_is_evaluated(text: str) -> None:
     result = await ContextualUtilization().execute(item([text, "other"], query=text, answer=text))
