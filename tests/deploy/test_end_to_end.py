@@ -170,8 +170,8 @@ class Scraped:
 
 @pytest.fixture(scope="module")
 def scraped(
-    app: EmittingApp,
     start_prometheus: Callable[[str, list[Path]], PrometheusServer],
+    app: EmittingApp,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Scraped:
     """A Prometheus that has scraped two batches of evaluations and evaluates the shipped rules."""
@@ -247,12 +247,17 @@ def _cases() -> list[tuple[str, str, str | None, bool]]:
         for i, operand in enumerate(top_level_operands(expr)):
             operand = strip_absent(operand)
             cases.append((f"alert {rule['alert']} operand {i}", operand, None, _is_ratio(operand)))
+    seen: dict[str, int] = {}
     for entry in dashboard_expressions(DASHBOARD_FILE):
-        expr = substitute_grafana_variables(entry["expr"])
         if entry["kind"] == "annotation":
             continue  # ALERTS: may be empty; its syntax is checked in test_annotation_query_is_valid
+        expr = substitute_grafana_variables(entry["expr"])
+        name = f"{entry['kind']} {entry['title']}"
+        seen[name] = seen.get(name, 0) + 1
+        # A variable's label_values(selector, label): the selector must return series carrying the label.
+        legend = entry.get("legend") if entry["kind"] == "panel" else "{{" + entry["label"] + "}}"
         ratio = entry.get("unit") == "percentunit"
-        cases.append((f"{entry['kind']} {entry['title']}: {expr}", expr, entry.get("legend"), ratio))
+        cases.append((f"{name} #{seen[name]}", expr, legend, ratio))
     return cases
 
 
