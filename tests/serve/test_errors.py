@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import http.client
+import logging
 from collections.abc import Callable
 
 import grpc
@@ -67,7 +68,10 @@ def assert_alive(served: Served, trace: RagTrace) -> None:
     assert get(served, "/healthz") == (200, b"ok\n")
 
 
-def test_garbage_bytes(make_served: Callable[..., Served], rag_trace: RagTrace) -> None:
+def test_garbage_bytes(
+    make_served: Callable[..., Served], rag_trace: RagTrace, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="ctxutil_otel.serve")
     served = make_served()
     status, headers, body = post(served, GARBAGE)
     assert status == 400
@@ -83,6 +87,11 @@ def test_garbage_bytes(make_served: Callable[..., Served], rag_trace: RagTrace) 
 
     assert_alive(served, rag_trace)
     assert served.receiver.stats().requests["bad_request"] == 2
+    # Logged, but throttled: one warning for the two refusals within LOG_INTERVAL_S.
+    warnings = [r for r in caplog.records if r.name == "ctxutil_otel.serve" and r.levelno == logging.WARNING]
+    assert [r.getMessage() for r in warnings] == [
+        "ctxutil serve: 1 request(s) refused, outcome bad_request (ReceiverStats)"
+    ]
 
 
 def test_oversized_requests(make_served: Callable[..., Served], rag_trace: RagTrace) -> None:

@@ -65,6 +65,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_REQUEST_BYTES",
+    "LOG_INTERVAL_S",
     "ExportResult",
     "ReceiverStats",
     "TLSFiles",
@@ -76,6 +77,10 @@ _log = logging.getLogger("ctxutil_otel.serve")
 
 #: Default bound of one request body, bytes (gRPC's own default receive limit).
 DEFAULT_MAX_REQUEST_BYTES: Final = 4 * 1024 * 1024
+
+#: Seconds between two log messages about refused requests of one outcome.
+LOG_INTERVAL_S: Final = 10.0
+_QUIET_OUTCOMES: Final = frozenset({"ok", "partial"})
 
 Outcome = Literal["ok", "partial", "bad_request", "overloaded", "unavailable", "internal"]
 
@@ -189,6 +194,8 @@ class TraceReceiver:
         self._accepting = False
         self._in_flight = 0
         self._requests: dict[str, int] = {}
+        self._unlogged: dict[str, int] = {}
+        self._next_log: dict[str, float] = {}
         self._spans = [0, 0]  # accepted, rejected
         self._grpc: Any = None
         self._http: Any = None
@@ -213,9 +220,29 @@ class TraceReceiver:
         return hmac.compare_digest(presented.strip().encode("ascii", "replace"), self._token)
 
     def count(self, outcome: str) -> None:
-        """Count one request by outcome (see :class:`ReceiverStats`)."""
+        """Count one request by outcome (see :class:`ReceiverStats`); refusals are also logged, at most
+        one warning per outcome every :data:`LOG_INTERVAL_S` seconds (with the count since the last)."""
         with self._cond:
-            self._requests[outcome] = self._requests.get(outcome, 0) + 1
+            due = self._tally(outcome)
+        if due:
+            self._log_refusals(outcome, due)
+
+    def _tally(self, outcome: str) -> int:
+        """Count (lock held); returns the refusals to log now (0 when not due or not a refusal)."""
+        self._requests[outcome] = self._requests.get(outcome, 0) + 1
+        if outcome in _QUIET_OUTCOMES:
+            return 0
+        self._unlogged[outcome] = self._unlogged.get(outcome, 0) + 1
+        now = time.monotonic()
+        if now < self._next_log.get(outcome, 0.0):
+            return 0
+        self._next_log[outcome] = now + LOG_INTERVAL_S
+        return self._unlogged.pop(outcome)
+
+    @staticmethod
+    def _log_refusals(outcome: str, count: int) -> None:
+        level = logging.INFO if outcome == "unavailable" else logging.WARNING
+        _log.log(level, "ctxutil serve: %d request(s) refused, outcome %s (ReceiverStats)", count, outcome)
 
     @property
     def accepting(self) -> bool:
@@ -225,10 +252,15 @@ class TraceReceiver:
         """Decode one ``ExportTraceServiceRequest`` body, apply back-pressure, feed the processor.
         Never raises (a bug becomes outcome ``internal``)."""
         with self._cond:
-            if not self._accepting:
-                self._requests["unavailable"] = self._requests.get("unavailable", 0) + 1
-                return ExportResult("unavailable", message="the receiver is shutting down")
-            self._in_flight += 1
+            accepting = self._accepting
+            if accepting:
+                self._in_flight += 1
+            else:
+                due = self._tally("unavailable")
+        if not accepting:
+            if due:
+                self._log_refusals("unavailable", due)
+            return ExportResult("unavailable", message="the receiver is shutting down")
         try:
             result = self._export(payload)
         except Exception:
@@ -238,10 +270,12 @@ class TraceReceiver:
             result = ExportResult("internal", message="internal error while handling the export")
         with self._cond:
             self._in_flight -= 1
-            self._requests[result.outcome] = self._requests.get(result.outcome, 0) + 1
+            due = self._tally(result.outcome)
             self._spans[0] += result.accepted
             self._spans[1] += result.rejected
             self._cond.notify_all()
+        if due:
+            self._log_refusals(result.outcome, due)
         return result
 
     def _export(self, payload: bytes) -> ExportResult:
