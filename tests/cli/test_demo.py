@@ -92,3 +92,33 @@ def test_demo_delivers_spans_events_and_metrics_over_otlp(protocol: str) -> None
         assert receiver.metrics("ctxutil.evaluations")
         assert set(receiver.transports) == {"grpc" if protocol == "grpc" else "http"}
     assert "[span]" not in proc.stdout  # OTLP configured: nothing printed but the summary
+
+
+def test_demo_loop_keeps_sending_until_sigterm_then_summarises() -> None:
+    import signal
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CTXUTIL_"))}
+    with OTLPReceiver() as receiver:
+        env = {
+            **base,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.grpc_endpoint,
+            "OTEL_BSP_SCHEDULE_DELAY": "50",  # export spans promptly so the test sees each pass
+        }
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ctxutil_otel", "demo", "--limit", "2", "--loop", "--interval", "0.05"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        try:
+            # Three passes of two questions prove the loop repeats (the first pass alone gives two).
+            assert receiver.wait_for(lambda r: len(r.spans("contextual_utilization")) >= 6, timeout_s=60)
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 0, err
+    captured = int(out.split("evaluator: captured ")[1].split(",")[0])
+    assert captured >= 6 and captured % 2 == 0

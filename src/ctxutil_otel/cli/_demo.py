@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from langchain_core.runnables import RunnableConfig
 
 from ..capture._interaction import Interaction
 from ..metric._agreement import AgreementReport, LabelledRow, agreement
@@ -45,6 +49,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --judge openai")
     parser.add_argument("--sample-rate", type=float, default=None, help="share of interactions evaluated")
     parser.add_argument("--capture-content", action="store_true", help="emit chunk/query/answer text too")
+    parser.add_argument(
+        "--loop",
+        action="store_true",
+        help="keep running the questions every --interval seconds until SIGTERM/Ctrl-C (a live sender for "
+        "dashboards: rate() needs a long-running process)",
+    )
+    parser.add_argument("--interval", type=float, default=10.0, help="seconds between passes with --loop")
     parser.add_argument(
         "--quiet", action="store_true", help="print no telemetry to the console (OTLP export is unaffected)"
     )
@@ -97,6 +108,18 @@ def _detail(counts: Mapping[str, int]) -> str:
 
 def _cell(value: float | None, fmt: str = ".2f") -> str:
     return "n/a" if value is None else format(value, fmt)
+
+
+def _loop(run_pass: Callable[[], object], interval_s: float) -> None:
+    """Call ``run_pass`` every ``interval_s`` seconds until SIGTERM or SIGINT, then return."""
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while not stop.wait(max(0.0, interval_s)):
+            run_pass()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def render_summary(
@@ -181,8 +204,8 @@ def run(args: argparse.Namespace) -> int:
     from ..emit._setup import configure_telemetry
     from ..worker._evaluator import Evaluator
 
-    if args.limit < 0:
-        print("error: --limit must be >= 0", file=sys.stderr)
+    if args.limit < 0 or args.interval < 0:
+        print("error: --limit and --interval must be >= 0", file=sys.stderr)
         return 2
     try:
         rows = _load_rows(args.data, args.limit)
@@ -229,7 +252,11 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     started = time.perf_counter()
-    chain.batch([r["query"] for r in rows], config={"callbacks": [handler], "max_concurrency": 4})
+    questions = [r["query"] for r in rows]
+    config: RunnableConfig = {"callbacks": [handler], "max_concurrency": 4}
+    chain.batch(questions, config=config)
+    if args.loop:
+        _loop(lambda: chain.batch(questions, config=config), args.interval)
     flushed = evaluator.force_flush(60_000)
     elapsed = time.perf_counter() - started
     evaluator.shutdown(10_000)
