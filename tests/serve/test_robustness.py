@@ -52,7 +52,7 @@ def test_sender_disconnects_mid_body(make_served: Callable[..., Served], rag_tra
 def test_stalled_sender_times_out_without_blocking_others(
     make_served: Callable[..., Served], rag_trace: RagTrace
 ) -> None:
-    served = make_served(request_timeout_s=0.5)
+    served = make_served(request_timeout_s=1.0)
     payload = rag_trace.request_bytes()
     with _connect(served) as stalled_body, _connect(served) as stalled_headers:
         stalled_body.sendall(HEADERS.format(length=len(payload)).encode() + payload[:10])

@@ -33,8 +33,8 @@ import logging
 from concurrent import futures
 from typing import TYPE_CHECKING, Any, Final
 
-import grpc  # type: ignore[import-untyped]
-from google.rpc import code_pb2, error_details_pb2  # type: ignore[import-untyped]
+import grpc  # type: ignore[import-untyped,unused-ignore]
+from google.rpc import code_pb2, error_details_pb2  # type: ignore[import-untyped,unused-ignore]
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from ._http import status_body

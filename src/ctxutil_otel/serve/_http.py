@@ -37,8 +37,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Final
 
-from google.protobuf.any_pb2 import Any as AnyProto  # type: ignore[import-untyped]
-from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[import-untyped]
+from google.protobuf.any_pb2 import Any as AnyProto  # type: ignore[import-untyped,unused-ignore]
+from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[import-untyped,unused-ignore]
 
 if TYPE_CHECKING:
     from ._server import ExportResult, TLSFiles, TraceReceiver

@@ -51,7 +51,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped,unused-ignore]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
