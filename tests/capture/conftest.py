@@ -102,6 +102,10 @@ class RecordingEmitter:
     ) -> None:
         pass
 
+    @property
+    def interactions(self) -> list[Interaction]:
+        return [interaction for interaction, _ in self.emitted]
+
 
 @dataclass
 class Rig:
@@ -116,7 +120,7 @@ class Rig:
         assert self.handler.force_flush(10_000), "evaluations did not finish within 10 s"
 
     def interactions(self) -> list[Interaction]:
-        return [interaction for interaction, _ in self.emitter.emitted]
+        return self.emitter.interactions
 
     def only(self) -> tuple[Interaction, MetricEvaluationResult]:
         self.flush()

@@ -3,18 +3,15 @@
 Real parts: ``TracerProvider`` with an ``InMemorySpanExporter``, the real
 :class:`~ctxutil_otel.worker.Evaluator` running :class:`~ctxutil_otel.ContextualUtilization` with the
 offline :class:`~ctxutil_otel.LexicalJudge`, and real instrumentations or a real SDK tracer producing the
-spans. Two recorders stand where we look inside: ``RecordingJudge`` delegates to the real LexicalJudge and
-keeps the (query, answer, chunks) that reached the metric; ``RecordingEmitter`` implements the emitter
-contract and keeps each (interaction, result) (the real Emitter is used in test_openinference.py).
-The clock of the buffer TTL is a ``FakeClock`` so eviction is tested without sleeping.
+spans. The recorders ``RecordingJudge`` and ``RecordingEmitter`` (and the autouse fixture that keeps
+CTXUTIL_* out of the environment) come from tests/capture/conftest.py (the real Emitter is used in
+test_openinference.py). The clock of the buffer TTL is a ``FakeClock`` so eviction is tested without sleeping.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,24 +23,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.trace import SpanKind, Tracer
 
-from ctxutil_otel import ContextualUtilization, LexicalJudge, MetricEvaluationResult
+from ctxutil_otel import ContextualUtilization
 from ctxutil_otel.capture import Interaction
 from ctxutil_otel.capture.spans import UtilizationSpanProcessor
-from ctxutil_otel.judges import JudgeResult
 from ctxutil_otel.worker import Evaluator, EvaluatorStats
 
+from ..conftest import RecordingEmitter, RecordingJudge
+
 FIXTURES = Path(__file__).parent / "fixtures"
-
-
-@pytest.fixture(autouse=True)
-def _no_ctxutil_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Settings come from the environment too: keep the developer's CTXUTIL_* out of these tests."""
-    for name in list(os.environ):
-        if (
-            name.upper().startswith("CTXUTIL_")
-            or name == "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-        ):
-            monkeypatch.delenv(name, raising=False)
 
 
 def load_fixture(name: str) -> dict[str, Any]:
@@ -63,44 +50,6 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
-
-
-class RecordingJudge:
-    """The real LexicalJudge, plus a record of what reached it: ``calls`` of (query, answer, chunks)."""
-
-    name = "lexical"
-    model: str | None = None
-
-    def __init__(self) -> None:
-        self.inner = LexicalJudge()
-        self.calls: list[tuple[str, str, list[str]]] = []
-        self._lock = threading.Lock()
-
-    async def judge(
-        self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
-    ) -> JudgeResult:
-        with self._lock:
-            self.calls.append((query, answer, list(chunks)))
-        return await self.inner.judge(query, answer, chunks, reasons=reasons)
-
-
-class RecordingEmitter:
-    """Implements the emitter contract; keeps every (interaction, result) it is given."""
-
-    def __init__(self) -> None:
-        self.emitted: list[tuple[Interaction, MetricEvaluationResult]] = []
-        self._lock = threading.Lock()
-
-    def emit(self, interaction: Interaction, result: MetricEvaluationResult, duration_s: float) -> None:
-        with self._lock:
-            self.emitted.append((interaction, result))
-
-    def observe(self, outcomes: Callable[[], Mapping[tuple[str, str | None], int]], queue_size: Any) -> None:
-        pass
-
-    @property
-    def interactions(self) -> list[Interaction]:
-        return [interaction for interaction, _ in self.emitted]
 
 
 class FixedTraceIds(IdGenerator):

@@ -17,7 +17,8 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from ctxutil_otel.capture.spans import UtilizationSpanProcessor
 from ctxutil_otel.worker import Evaluator
 
-from .conftest import Harness, RecordingEmitter, load_fixture, play
+from ..conftest import RecordingEmitter
+from .conftest import Harness, load_fixture, play
 
 Make = Callable[..., Harness]
 LOW_IN = 1  # low 64 bits far below any positive rate's bound: sampled
