@@ -57,6 +57,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from opentelemetry import trace
 
 from . import _extract
+from ._evaluator_args import resolve_evaluator
 from ._runs import SAMPLED, UNDECIDED, RootRun, RunTable
 
 if TYPE_CHECKING:
@@ -67,7 +68,6 @@ if TYPE_CHECKING:
 __all__ = ["UtilizationCallbackHandler"]
 
 _log = logging.getLogger("ctxutil_otel.capture")
-_HANDLER_SETTINGS = frozenset({"run_ttl_s", "max_pending_runs"})
 
 
 def _new_trace_id() -> int:
@@ -106,22 +106,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         **settings_overrides: Any,
     ) -> None:
         super().__init__()
-        from .._settings import Settings
-
-        if evaluator is None:
-            from ..worker._evaluator import Evaluator
-
-            settings = Settings(**settings_overrides)
-            evaluator = Evaluator(settings=settings)
-        else:
-            misplaced = sorted(set(settings_overrides) - _HANDLER_SETTINGS)
-            if misplaced:
-                raise TypeError(
-                    f"settings {misplaced} configure the Evaluator: pass them to Evaluator(...), or omit "
-                    "`evaluator` to let the handler build one"
-                )
-            base: Settings | None = getattr(evaluator, "settings", None)
-            settings = (base if isinstance(base, Settings) else Settings()).merged(**settings_overrides)
+        evaluator, settings = resolve_evaluator(evaluator, settings_overrides, owner="the handler")
         self.evaluator: Evaluator = evaluator
         self.settings: Settings = settings
         self._runs = RunTable(

@@ -40,6 +40,7 @@ from opentelemetry.trace import SpanContext
 
 from ...emit._names import ATTR_EVALUATION_NAME, SPAN_EVALUATION, SPAN_INTERACTION
 from ...sampling import TraceIdRatioSampler
+from .._evaluator_args import resolve_evaluator
 from . import _genai, _openinference, _openllmetry
 from ._assembly import TraceBuffer, Turn, to_interaction
 from ._model import Generation, Part, Retrieval
@@ -62,7 +63,6 @@ DEFAULT_MAX_BUFFERED_BYTES: Final = 64 * 1024 * 1024
 
 _OWN_SPAN_NAMES = frozenset({SPAN_EVALUATION, SPAN_INTERACTION})
 _OWN_ATTRIBUTES = frozenset({ATTR_EVALUATION_NAME})
-_CAPTURE_SETTINGS = frozenset({"run_ttl_s", "max_pending_runs"})
 _LOW_64 = (1 << 64) - 1
 _SWEEP_LIMIT = 4  # traces evicted per on_end call at most (lazy TTL eviction)
 
@@ -125,28 +125,13 @@ class UtilizationSpanProcessor(SpanProcessor):
         max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
         **settings_overrides: Any,
     ) -> None:
-        from ..._settings import Settings
-
         if (
             isinstance(max_buffered_bytes, bool)
             or not isinstance(max_buffered_bytes, int)
             or max_buffered_bytes < 0
         ):
             raise ValueError(f"max_buffered_bytes must be an int >= 0, got {max_buffered_bytes!r}")
-        if evaluator is None:
-            from ...worker._evaluator import Evaluator
-
-            settings = Settings(**settings_overrides)
-            evaluator = Evaluator(settings=settings)
-        else:
-            misplaced = sorted(set(settings_overrides) - _CAPTURE_SETTINGS)
-            if misplaced:
-                raise TypeError(
-                    f"settings {misplaced} configure the Evaluator: pass them to Evaluator(...), or omit "
-                    "`evaluator` to let the span processor build one"
-                )
-            base: Settings | None = getattr(evaluator, "settings", None)
-            settings = (base if isinstance(base, Settings) else Settings()).merged(**settings_overrides)
+        evaluator, settings = resolve_evaluator(evaluator, settings_overrides, owner="the span processor")
         self.evaluator: Evaluator = evaluator
         self.settings: Settings = settings
         self._clock = clock or time.monotonic
