@@ -2,7 +2,9 @@
 
 ``telemetry`` (worth sharing with other test folders): a :class:`Telemetry` holding a ``TracerProvider``
 (``SimpleSpanProcessor`` -> ``InMemorySpanExporter``), a ``MeterProvider`` (``InMemoryMetricReader``) and a
-``LoggerProvider`` (``SimpleLogRecordProcessor`` -> ``InMemoryLogRecordExporter``), none of them global.
+``LoggerProvider`` (``SimpleLogRecordProcessor`` -> ``InMemoryLogRecordExporter``), none of them global;
+``telemetry.emitter(...)`` is an :class:`~ctxutil_otel.emit.Emitter` on those three. ``make_interaction(...)``
+builds the :class:`~ctxutil_otel.capture.Interaction` of a dataset item.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanContext
 
 from ctxutil_otel import ContextualUtilization, DatasetItem, MetricEvaluationResult
+from ctxutil_otel.capture._interaction import Interaction
+from ctxutil_otel.emit import Emitter
 from ctxutil_otel.judges import ChunkVerdict, JudgeResult, TokenUsage
 
 
@@ -60,6 +64,15 @@ class Telemetry:
         """Data points of metric ``name`` in one fresh collection (empty list when absent)."""
         metric = self.metrics().get(name)
         return [] if metric is None else list(metric.data.data_points)
+
+    def emitter(self, **kwargs: Any) -> Emitter:
+        """An Emitter on these three providers; ``kwargs`` are the other Emitter arguments."""
+        return Emitter(
+            tracer_provider=self.tracer_provider,
+            meter_provider=self.meter_provider,
+            logger_provider=self.logger_provider,
+            **kwargs,
+        )
 
     def evaluated_span(self, name: str = "rag.chain") -> SpanContext:
         """Start and end a real span (the "evaluated" span of a RAG chain) and return its context."""
@@ -139,6 +152,21 @@ GREEN_TEA = DatasetItem(
     id="item-green-tea",
 )
 GREEN_TEA_MARKS = ["RU", "RU", "R", ""]
+
+
+def make_interaction(
+    item: DatasetItem = GREEN_TEA, parent: SpanContext | None = None, **kwargs: Any
+) -> Interaction:
+    """The Interaction of ``item`` under ``parent`` (a ``SpanContext`` or ``None``); ``trace_id`` 0x1234 and
+    ``id`` "run-1" unless ``kwargs`` say otherwise (they are the other Interaction fields)."""
+    fields: dict[str, Any] = {"trace_id": 0x1234, "id": "run-1", **kwargs}
+    return Interaction(
+        query=item.query,
+        answer=item.actual_output,
+        documents=list(item.retrieved_content),
+        parent=parent,
+        **fields,
+    )
 
 
 def evaluate(

@@ -6,38 +6,16 @@ import time
 
 from opentelemetry._logs import SeverityNumber
 
-from ctxutil_otel.capture._interaction import Interaction
-from ctxutil_otel.emit import Emitter
 from ctxutil_otel.emit import names as n
 
-from .conftest import GREEN_TEA, GREEN_TEA_MARKS, Telemetry, evaluate, evaluate_failing
-
-
-def _emitter(t: Telemetry, **kwargs: object) -> Emitter:
-    return Emitter(
-        tracer_provider=t.tracer_provider,
-        meter_provider=t.meter_provider,
-        logger_provider=t.logger_provider,
-        **kwargs,  # type: ignore[arg-type]
-    )
-
-
-def _interaction(parent: object) -> Interaction:
-    return Interaction(
-        query=GREEN_TEA.query,
-        answer=GREEN_TEA.actual_output,
-        documents=list(GREEN_TEA.retrieved_content),
-        trace_id=7,
-        parent=parent,  # type: ignore[arg-type]
-        id="run-9",
-    )
+from .conftest import GREEN_TEA, GREEN_TEA_MARKS, Telemetry, evaluate, evaluate_failing, make_interaction
 
 
 def test_log_record_carries_the_evaluated_span_ids_and_the_attributes(telemetry: Telemetry) -> None:
     evaluated = telemetry.evaluated_span()
     result = evaluate(GREEN_TEA, GREEN_TEA_MARKS)
     before = time.time_ns()
-    _emitter(telemetry).emit(_interaction(evaluated), result, 0.3)
+    telemetry.emitter().emit(make_interaction(parent=evaluated), result, 0.3)
 
     (readable,) = telemetry.logs()
     record = readable.log_record
@@ -51,7 +29,7 @@ def test_log_record_carries_the_evaluated_span_ids_and_the_attributes(telemetry:
     assert attrs[n.ATTR_EVALUATION_SCORE_VALUE] == result.score
     assert attrs[n.ATTR_EVALUATION_SCORE_LABEL] == "pass"
     assert attrs[n.ATTR_EVALUATION_EXPLANATION] == result.explanation
-    assert attrs[n.ATTR_INTERACTION_ID] == "run-9"
+    assert attrs[n.ATTR_INTERACTION_ID] == "run-1"
     assert n.ATTR_ERROR_TYPE not in attrs
     # The log record is not the span: no per-chunk attributes on it.
     assert not [k for k in attrs if k.startswith(n.ATTR_CHUNK_PREFIX + ".")]
@@ -60,7 +38,7 @@ def test_log_record_carries_the_evaluated_span_ids_and_the_attributes(telemetry:
 
 
 def test_log_record_without_parent_points_at_the_new_root_span(telemetry: Telemetry) -> None:
-    _emitter(telemetry).emit(_interaction(None), evaluate(GREEN_TEA, GREEN_TEA_MARKS), 0.1)
+    telemetry.emitter().emit(make_interaction(parent=None), evaluate(GREEN_TEA, GREEN_TEA_MARKS), 0.1)
     (root,) = telemetry.spans(n.SPAN_INTERACTION)
     (readable,) = telemetry.logs()
     assert readable.log_record.trace_id == root.context.trace_id
@@ -68,7 +46,9 @@ def test_log_record_without_parent_points_at_the_new_root_span(telemetry: Teleme
 
 
 def test_error_log_record_has_error_type_and_no_score(telemetry: Telemetry) -> None:
-    _emitter(telemetry).emit(_interaction(telemetry.evaluated_span()), evaluate_failing(GREEN_TEA), 5.0)
+    telemetry.emitter().emit(
+        make_interaction(parent=telemetry.evaluated_span()), evaluate_failing(GREEN_TEA), 5.0
+    )
     (readable,) = telemetry.logs()
     attrs = dict(readable.log_record.attributes or {})
     assert attrs[n.ATTR_ERROR_TYPE] == "timeout"
@@ -79,8 +59,10 @@ def test_error_log_record_has_error_type_and_no_score(telemetry: Telemetry) -> N
 
 def test_log_record_has_no_text_unless_content_capture(telemetry: Telemetry) -> None:
     result = evaluate(GREEN_TEA, GREEN_TEA_MARKS)
-    _emitter(telemetry).emit(_interaction(telemetry.evaluated_span()), result, 0.1)
-    _emitter(telemetry, capture_content=True).emit(_interaction(telemetry.evaluated_span()), result, 0.1)
+    telemetry.emitter().emit(make_interaction(parent=telemetry.evaluated_span()), result, 0.1)
+    telemetry.emitter(capture_content=True).emit(
+        make_interaction(parent=telemetry.evaluated_span()), result, 0.1
+    )
     private, captured = (dict(r.log_record.attributes or {}) for r in telemetry.logs())
     assert n.ATTR_QUERY not in private and n.ATTR_ANSWER not in private
     assert GREEN_TEA.query not in repr(private)

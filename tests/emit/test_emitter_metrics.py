@@ -6,33 +6,16 @@ import pytest
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, NumberDataPoint
 
 from ctxutil_otel.capture._interaction import Interaction
-from ctxutil_otel.emit import Emitter
 from ctxutil_otel.emit import names as n
 from ctxutil_otel.judges import TokenUsage
 
-from .conftest import GREEN_TEA, GREEN_TEA_MARKS, Telemetry, evaluate, evaluate_failing
+from .conftest import GREEN_TEA, GREEN_TEA_MARKS, Telemetry, evaluate, evaluate_failing, make_interaction
 
 BOUNDED = {n.ATTR_EVALUATION_NAME, n.ATTR_EVALUATION_SCORE_LABEL, n.ATTR_APPLICATION_NAME}
 
 
-def _emitter(t: Telemetry, **kwargs: object) -> Emitter:
-    return Emitter(
-        tracer_provider=t.tracer_provider,
-        meter_provider=t.meter_provider,
-        logger_provider=t.logger_provider,
-        **kwargs,  # type: ignore[arg-type]
-    )
-
-
 def _interaction(t: Telemetry) -> Interaction:
-    return Interaction(
-        query=GREEN_TEA.query,
-        answer=GREEN_TEA.actual_output,
-        documents=list(GREEN_TEA.retrieved_content),
-        trace_id=99,
-        parent=t.evaluated_span(),
-        id="run-secret-id-42",
-    )
+    return make_interaction(parent=t.evaluated_span(), trace_id=99, id="run-secret-id-42")
 
 
 def _by_label(points: list[NumberDataPoint]) -> dict[str, float]:
@@ -40,7 +23,7 @@ def _by_label(points: list[NumberDataPoint]) -> dict[str, float]:
 
 
 def test_score_histogram_uses_exactly_the_explicit_buckets(telemetry: Telemetry) -> None:
-    emitter = _emitter(telemetry)
+    emitter = telemetry.emitter()
     emitter.emit(_interaction(telemetry), evaluate(GREEN_TEA, GREEN_TEA_MARKS), 0.2)  # 0.667 pass
     emitter.emit(_interaction(telemetry), evaluate(GREEN_TEA, ["RU", "R", "R", ""]), 0.2)  # 0.333 fail
     emitter.emit(_interaction(telemetry), evaluate(GREEN_TEA, ["RU", "RU", "RU", ""]), 0.2)  # 1.0 pass
@@ -61,7 +44,7 @@ def test_score_histogram_uses_exactly_the_explicit_buckets(telemetry: Telemetry)
 
 
 def test_duration_histogram_is_in_seconds_with_explicit_buckets(telemetry: Telemetry) -> None:
-    _emitter(telemetry).emit(_interaction(telemetry), evaluate(GREEN_TEA, GREEN_TEA_MARKS), 0.25)
+    telemetry.emitter().emit(_interaction(telemetry), evaluate(GREEN_TEA, GREEN_TEA_MARKS), 0.25)
     metric = telemetry.metrics()[n.METRIC_EVALUATION_DURATION]
     assert metric.unit == "s"
     (point,) = metric.data.data_points
@@ -72,7 +55,7 @@ def test_duration_histogram_is_in_seconds_with_explicit_buckets(telemetry: Telem
 
 
 def test_chunk_counters_add_the_relevant_and_utilized_counts(telemetry: Telemetry) -> None:
-    emitter = _emitter(telemetry)
+    emitter = telemetry.emitter()
     emitter.emit(_interaction(telemetry), evaluate(GREEN_TEA, GREEN_TEA_MARKS), 0.1)  # 3 relevant, 2 used
     emitter.emit(_interaction(telemetry), evaluate(GREEN_TEA, ["RU", "RU", "RU", "RU"]), 0.1)  # 4, 4
     emitter.emit(_interaction(telemetry), evaluate(GREEN_TEA, ["R", "R", "", ""]), 0.1)  # 2, 0 (fail)
@@ -86,7 +69,7 @@ def test_chunk_counters_add_the_relevant_and_utilized_counts(telemetry: Telemetr
 
 
 def test_not_applicable_and_error_results_record_no_score(telemetry: Telemetry) -> None:
-    emitter = _emitter(telemetry)
+    emitter = telemetry.emitter()
     emitter.emit(_interaction(telemetry), evaluate(GREEN_TEA, ["", "", "", ""]), 0.1)
     emitter.emit(_interaction(telemetry), evaluate_failing(GREEN_TEA), 0.1)
     assert telemetry.points(n.METRIC_EVALUATION_SCORE) == []
@@ -97,7 +80,7 @@ def test_not_applicable_and_error_results_record_no_score(telemetry: Telemetry) 
 
 
 def test_judge_tokens_are_counted_by_token_type(telemetry: Telemetry) -> None:
-    emitter = _emitter(telemetry)
+    emitter = telemetry.emitter()
     for _ in range(2):
         result = evaluate(GREEN_TEA, GREEN_TEA_MARKS, usage=TokenUsage(input_tokens=100, output_tokens=7))
         emitter.emit(_interaction(telemetry), result, 0.1)
@@ -110,7 +93,7 @@ def test_judge_tokens_are_counted_by_token_type(telemetry: Telemetry) -> None:
 
 
 def test_metric_attributes_are_only_the_bounded_set(telemetry: Telemetry) -> None:
-    emitter = _emitter(telemetry, application_name="faq-bot")
+    emitter = telemetry.emitter(application_name="faq-bot")
     emitter.emit(
         _interaction(telemetry), evaluate(GREEN_TEA, GREEN_TEA_MARKS, usage=TokenUsage(input_tokens=3)), 0.1
     )
@@ -150,7 +133,7 @@ def test_observable_counter_reports_what_the_callback_returns(telemetry: Telemet
         ("dropped", "rate_limited"): 4,
     }
     queue = [5]
-    emitter = _emitter(telemetry)
+    emitter = telemetry.emitter()
     emitter.observe(lambda: counts, lambda: queue[0])
 
     def read() -> dict[frozenset[tuple[str, object]], float]:
@@ -179,7 +162,7 @@ def test_observable_counter_reports_what_the_callback_returns(telemetry: Telemet
 
 
 def test_observe_twice_replaces_the_sources_without_double_counting(telemetry: Telemetry) -> None:
-    emitter = _emitter(telemetry)
+    emitter = telemetry.emitter()
     emitter.observe(lambda: {("evaluated", None): 1}, lambda: 1)
     emitter.observe(lambda: {("evaluated", None): 7}, lambda: 2)
     (point,) = telemetry.points(n.METRIC_EVALUATIONS)
@@ -192,7 +175,7 @@ def test_a_failing_observe_callback_reports_nothing_and_is_counted(telemetry: Te
     def broken() -> dict[tuple[str, str | None], int]:
         raise RuntimeError("evaluator gone")
 
-    emitter = _emitter(telemetry)
+    emitter = telemetry.emitter()
     emitter.observe(broken, lambda: 3)
     assert telemetry.points(n.METRIC_EVALUATIONS) == []
     (gauge,) = telemetry.points(n.METRIC_QUEUE_SIZE)

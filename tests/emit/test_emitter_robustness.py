@@ -15,26 +15,7 @@ from ctxutil_otel.emit import names as n
 from ctxutil_otel.judges import TokenUsage
 from ctxutil_otel.metric import ChunkResult
 
-from .conftest import GREEN_TEA, GREEN_TEA_MARKS, Telemetry, evaluate
-
-
-def _emitter(t: Telemetry, **kwargs: object) -> Emitter:
-    return Emitter(
-        tracer_provider=t.tracer_provider,
-        meter_provider=t.meter_provider,
-        logger_provider=t.logger_provider,
-        **kwargs,  # type: ignore[arg-type]
-    )
-
-
-def _interaction(t: Telemetry) -> Interaction:
-    return Interaction(
-        query=GREEN_TEA.query,
-        answer=GREEN_TEA.actual_output,
-        documents=list(GREEN_TEA.retrieved_content),
-        trace_id=5,
-        parent=t.evaluated_span(),
-    )
+from .conftest import GREEN_TEA, GREEN_TEA_MARKS, Telemetry, evaluate, make_interaction
 
 
 def test_a_failing_extractor_loses_only_its_attribute(
@@ -48,10 +29,10 @@ def test_a_failing_extractor_loses_only_its_attribute(
             "usage": TokenUsage.model_construct(input_tokens="many", output_tokens=2),
         }
     )
-    emitter = _emitter(telemetry)
+    emitter = telemetry.emitter()
     with caplog.at_level(logging.DEBUG, logger="ctxutil_otel.emit"):
-        emitter.emit(_interaction(telemetry), broken, 0.1)
-        emitter.emit(_interaction(telemetry), broken, 0.1)
+        emitter.emit(make_interaction(parent=telemetry.evaluated_span()), broken, 0.1)
+        emitter.emit(make_interaction(parent=telemetry.evaluated_span()), broken, 0.1)
 
     first, _second = telemetry.spans(n.SPAN_EVALUATION)
     attrs = dict(first.attributes or {})
@@ -74,7 +55,7 @@ def test_a_bad_chunk_verdict_loses_only_that_field(telemetry: Telemetry) -> None
     verdicts = list(good.signals.verdicts)
     verdicts[1] = ChunkResult.model_construct(index=1, is_relevant="yes", is_utilized=True, reason="")
     broken = good.model_copy(update={"signals": good.signals.model_copy(update={"verdicts": verdicts})})
-    _emitter(telemetry).emit(_interaction(telemetry), broken, 0.1)
+    telemetry.emitter().emit(make_interaction(parent=telemetry.evaluated_span()), broken, 0.1)
     attrs = dict(telemetry.spans(n.SPAN_EVALUATION)[0].attributes or {})
     assert n.chunk_attribute(1, n.CHUNK_IS_RELEVANT) not in attrs
     assert attrs[n.chunk_attribute(1, n.CHUNK_IS_UTILIZED)] is True
@@ -93,13 +74,15 @@ def test_a_bad_chunk_verdict_loses_only_that_field(telemetry: Telemetry) -> None
 def test_emit_never_raises(
     telemetry: Telemetry, interaction: object, result: object, duration: object
 ) -> None:
-    emitter = _emitter(telemetry)
+    emitter = telemetry.emitter()
     emitter.emit(interaction, result, duration)  # type: ignore[arg-type]
     assert sum(emitter.failures.values()) >= 1
 
 
 def test_invalid_duration_skips_only_the_duration_histogram(telemetry: Telemetry) -> None:
-    _emitter(telemetry).emit(_interaction(telemetry), evaluate(GREEN_TEA, GREEN_TEA_MARKS), -1.0)
+    telemetry.emitter().emit(
+        make_interaction(parent=telemetry.evaluated_span()), evaluate(GREEN_TEA, GREEN_TEA_MARKS), -1.0
+    )
     assert telemetry.points(n.METRIC_EVALUATION_DURATION) == []
     assert telemetry.points(n.METRIC_EVALUATION_SCORE)[0].count == 1
     (span,) = telemetry.spans(n.SPAN_EVALUATION)

@@ -10,40 +10,18 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from ctxutil_otel import DatasetItem
 from ctxutil_otel.capture._interaction import Interaction
 from ctxutil_otel.emit import Emitter
 from ctxutil_otel.emit import names as n
 from ctxutil_otel.judges import TokenUsage
 
-from .conftest import GREEN_TEA, GREEN_TEA_MARKS, Telemetry, evaluate, evaluate_failing
-
-
-def _emitter(t: Telemetry, **kwargs: object) -> Emitter:
-    return Emitter(
-        tracer_provider=t.tracer_provider,
-        meter_provider=t.meter_provider,
-        logger_provider=t.logger_provider,
-        **kwargs,  # type: ignore[arg-type]
-    )
-
-
-def _interaction(item: DatasetItem, parent: object = None, **kwargs: object) -> Interaction:
-    return Interaction(
-        query=item.query,
-        answer=item.actual_output,
-        documents=list(item.retrieved_content),
-        trace_id=0x1234,
-        parent=parent,  # type: ignore[arg-type]
-        id="run-1",
-        **kwargs,  # type: ignore[arg-type]
-    )
+from .conftest import GREEN_TEA, GREEN_TEA_MARKS, Telemetry, evaluate, evaluate_failing, make_interaction
 
 
 def test_span_is_child_of_and_linked_to_the_evaluated_span(telemetry: Telemetry) -> None:
     evaluated = telemetry.evaluated_span()
     result = evaluate(GREEN_TEA, GREEN_TEA_MARKS)
-    _emitter(telemetry).emit(_interaction(GREEN_TEA, evaluated), result, 0.25)
+    telemetry.emitter().emit(make_interaction(GREEN_TEA, evaluated), result, 0.25)
 
     (span,) = telemetry.spans(n.SPAN_EVALUATION)
     assert span.kind is SpanKind.INTERNAL
@@ -62,8 +40,8 @@ def test_root_span_is_created_when_there_is_no_parent(telemetry: Telemetry) -> N
     start = time.time_ns() - 3_000_000_000
     end = start + 1_500_000_000
     result = evaluate(GREEN_TEA, GREEN_TEA_MARKS)
-    interaction = _interaction(GREEN_TEA, None, start_time_ns=start, end_time_ns=end)
-    _emitter(telemetry).emit(interaction, result, 0.1)
+    interaction = make_interaction(GREEN_TEA, None, start_time_ns=start, end_time_ns=end)
+    telemetry.emitter().emit(interaction, result, 0.1)
 
     (root,) = telemetry.spans(n.SPAN_INTERACTION)
     (span,) = telemetry.spans(n.SPAN_EVALUATION)
@@ -79,7 +57,7 @@ def test_root_span_ignores_the_ambient_current_span(telemetry: Telemetry) -> Non
     """The worker may run inside some other span; the interaction's root must still be a root."""
     tracer = telemetry.tracer_provider.get_tracer("tests.worker")
     with tracer.start_as_current_span("worker-loop"):
-        _emitter(telemetry).emit(_interaction(GREEN_TEA), evaluate(GREEN_TEA, GREEN_TEA_MARKS), 0.1)
+        telemetry.emitter().emit(make_interaction(GREEN_TEA), evaluate(GREEN_TEA, GREEN_TEA_MARKS), 0.1)
     (root,) = telemetry.spans(n.SPAN_INTERACTION)
     assert root.parent is None
 
@@ -87,8 +65,8 @@ def test_root_span_ignores_the_ambient_current_span(telemetry: Telemetry) -> Non
 def test_every_attribute_present_with_the_right_type(telemetry: Telemetry) -> None:
     usage = TokenUsage(input_tokens=120, output_tokens=30)
     result = evaluate(GREEN_TEA, GREEN_TEA_MARKS, usage=usage, model="gpt-judge-mini")
-    _emitter(telemetry, application_name="faq-bot").emit(
-        _interaction(GREEN_TEA, telemetry.evaluated_span()), result, 0.2
+    telemetry.emitter(application_name="faq-bot").emit(
+        make_interaction(GREEN_TEA, telemetry.evaluated_span()), result, 0.2
     )
     (span,) = telemetry.spans(n.SPAN_EVALUATION)
     attrs = dict(span.attributes or {})
@@ -128,8 +106,8 @@ def test_every_attribute_present_with_the_right_type(telemetry: Telemetry) -> No
 
 
 def test_content_is_absent_by_default(telemetry: Telemetry) -> None:
-    _emitter(telemetry).emit(
-        _interaction(GREEN_TEA, telemetry.evaluated_span()), evaluate(GREEN_TEA, GREEN_TEA_MARKS), 0.1
+    telemetry.emitter().emit(
+        make_interaction(GREEN_TEA, telemetry.evaluated_span()), evaluate(GREEN_TEA, GREEN_TEA_MARKS), 0.1
     )
     (span,) = telemetry.spans(n.SPAN_EVALUATION)
     attrs = dict(span.attributes or {})
@@ -143,8 +121,8 @@ def test_content_is_absent_by_default(telemetry: Telemetry) -> None:
 def test_content_capture_adds_truncated_text_query_answer_and_reasons(telemetry: Telemetry) -> None:
     limit = 18
     result = evaluate(GREEN_TEA, GREEN_TEA_MARKS)
-    _emitter(telemetry, capture_content=True, max_content_chars=limit).emit(
-        _interaction(GREEN_TEA, telemetry.evaluated_span()), result, 0.1
+    telemetry.emitter(capture_content=True, max_content_chars=limit).emit(
+        make_interaction(GREEN_TEA, telemetry.evaluated_span()), result, 0.1
     )
     (span,) = telemetry.spans(n.SPAN_EVALUATION)
     attrs = dict(span.attributes or {})
@@ -164,7 +142,7 @@ def test_content_comes_from_the_item_when_given(telemetry: Telemetry) -> None:
     interaction = Interaction(
         query=None, answer=None, documents=[], trace_id=1, parent=telemetry.evaluated_span()
     )
-    _emitter(telemetry, capture_content=True).emit(
+    telemetry.emitter(capture_content=True).emit(
         interaction, evaluate(GREEN_TEA, GREEN_TEA_MARKS), 0.1, item=GREEN_TEA
     )
     attrs = dict(telemetry.spans(n.SPAN_EVALUATION)[0].attributes or {})
@@ -182,7 +160,7 @@ def test_documents_are_read_through_chunk_text(telemetry: Telemetry) -> None:
         trace_id=1,
         parent=telemetry.evaluated_span(),
     )
-    _emitter(telemetry, capture_content=True).emit(interaction, evaluate(GREEN_TEA, GREEN_TEA_MARKS), 0.1)
+    telemetry.emitter(capture_content=True).emit(interaction, evaluate(GREEN_TEA, GREEN_TEA_MARKS), 0.1)
     attrs = dict(telemetry.spans(n.SPAN_EVALUATION)[0].attributes or {})
     assert attrs[n.chunk_attribute(1, n.CHUNK_TEXT)] == GREEN_TEA.retrieved_content[1]
 
@@ -190,7 +168,7 @@ def test_documents_are_read_through_chunk_text(telemetry: Telemetry) -> None:
 def test_error_result_has_error_type_error_status_and_no_score(telemetry: Telemetry) -> None:
     result = evaluate_failing(GREEN_TEA)
     assert result.label == "error"
-    _emitter(telemetry).emit(_interaction(GREEN_TEA, telemetry.evaluated_span()), result, 5.0)
+    telemetry.emitter().emit(make_interaction(GREEN_TEA, telemetry.evaluated_span()), result, 5.0)
     (span,) = telemetry.spans(n.SPAN_EVALUATION)
     attrs = dict(span.attributes or {})
     assert attrs[n.ATTR_ERROR_TYPE] == "timeout"
@@ -206,7 +184,7 @@ def test_not_applicable_has_a_label_but_no_score_value(telemetry: Telemetry) -> 
     item = GREEN_TEA.model_copy(update={"retrieved_content": ["Tea originated in China."]})
     result = evaluate(item, [""])
     assert result.label == "not_applicable"
-    _emitter(telemetry).emit(_interaction(item, telemetry.evaluated_span()), result, 0.01)
+    telemetry.emitter().emit(make_interaction(item, telemetry.evaluated_span()), result, 0.01)
     attrs = dict(telemetry.spans(n.SPAN_EVALUATION)[0].attributes or {})
     assert attrs[n.ATTR_EVALUATION_SCORE_LABEL] == "not_applicable"
     assert n.ATTR_EVALUATION_SCORE_VALUE not in attrs
@@ -225,7 +203,7 @@ def test_chunk_attributes_stay_within_the_span_attribute_limit() -> None:
     chunks = [f"chunk number {i} about green tea" for i in range(30)]
     item = GREEN_TEA.model_copy(update={"retrieved_content": chunks})
     result = evaluate(item, ["RU"] * 30)
-    Emitter(tracer_provider=provider).emit(_interaction(item, None), result, 0.1)
+    Emitter(tracer_provider=provider).emit(make_interaction(item, None), result, 0.1)
     (span,) = [s for s in exporter.get_finished_spans() if s.name == n.SPAN_EVALUATION]
     attrs = dict(span.attributes or {})
     assert len(attrs) <= 40
@@ -240,8 +218,8 @@ def test_chunk_attributes_stay_within_the_span_attribute_limit() -> None:
 
 def test_max_chunk_attributes_bounds_the_chunks(telemetry: Telemetry) -> None:
     result = evaluate(GREEN_TEA, GREEN_TEA_MARKS)
-    _emitter(telemetry, max_chunk_attributes=2).emit(
-        _interaction(GREEN_TEA, telemetry.evaluated_span()), result, 0
+    telemetry.emitter(max_chunk_attributes=2).emit(
+        make_interaction(GREEN_TEA, telemetry.evaluated_span()), result, 0
     )
     attrs = dict(telemetry.spans(n.SPAN_EVALUATION)[0].attributes or {})
     assert sorted(k for k in attrs if k.endswith(".index")) == [
@@ -255,7 +233,7 @@ def test_secret_lookalikes_are_redacted_from_the_explanation(telemetry: Telemetr
     result = evaluate_failing(GREEN_TEA).model_copy(
         update={"explanation": "Judge failed: Incorrect API key provided: sk-proj-abcdefghijklmnop1234"}
     )
-    _emitter(telemetry).emit(_interaction(GREEN_TEA, telemetry.evaluated_span()), result, 0.1)
+    telemetry.emitter().emit(make_interaction(GREEN_TEA, telemetry.evaluated_span()), result, 0.1)
     attrs = dict(telemetry.spans(n.SPAN_EVALUATION)[0].attributes or {})
     explanation = attrs[n.ATTR_EVALUATION_EXPLANATION]
     assert isinstance(explanation, str)
