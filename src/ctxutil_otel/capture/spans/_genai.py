@@ -36,6 +36,7 @@ from ._model import (
     as_id,
     as_mapping,
     as_text,
+    first_text,
     indexed,
     load_json,
 )
@@ -80,7 +81,7 @@ def _retrieval(attributes: Mapping[str, object]) -> Retrieval:
             continue
         if not isinstance(document, Mapping):
             return Retrieval(query, None, CONVENTION, MALFORMED)
-        text = next((t for key in _TEXT_KEYS if (t := as_text(document.get(key))) is not None), None)
+        text = first_text(document, _TEXT_KEYS)
         if text is None:
             return Retrieval(query, None, CONVENTION, CONTENT_NOT_CAPTURED)
         chunks.append(

@@ -33,6 +33,7 @@ __all__ = [
     "as_mapping",
     "as_text",
     "contiguous",
+    "first_text",
     "indexed",
     "load_json",
 ]
@@ -166,6 +167,15 @@ def as_text(value: object) -> str | None:
     """``value`` when it is a ``str`` other than OpenInference's :data:`REDACTED`, else ``None``."""
     if isinstance(value, str) and value != REDACTED:
         return value
+    return None
+
+
+def first_text(fields: Mapping[str, object], keys: Sequence[str]) -> str | None:
+    """:func:`as_text` of the first of ``keys`` in ``fields`` that has a text value, else ``None``."""
+    for key in keys:
+        text = as_text(fields.get(key))
+        if text is not None:
+            return text
     return None
 
 

@@ -38,6 +38,7 @@ from ._model import (
     as_mapping,
     as_text,
     contiguous,
+    first_text,
     indexed,
     load_json,
 )
@@ -77,10 +78,7 @@ def _query(attributes: Mapping[str, object]) -> str | None:
     if isinstance(loaded, str):
         return as_text(loaded)
     if isinstance(loaded, Mapping):
-        for key in _QUERY_KEYS:
-            text = as_text(loaded.get(key))
-            if text is not None:
-                return text
+        return first_text(loaded, _QUERY_KEYS)
     return None
 
 

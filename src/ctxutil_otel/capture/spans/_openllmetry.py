@@ -34,6 +34,7 @@ from ._model import (
     as_id,
     as_mapping,
     as_text,
+    first_text,
     load_json,
 )
 
@@ -91,7 +92,7 @@ def _retrieval(attributes: Mapping[str, object]) -> Retrieval | None:
             return Retrieval(_query(attributes), None, CONVENTION, MALFORMED)
         fields = item.get("kwargs") if isinstance(item.get("kwargs"), Mapping) else item  # lc-serialised
         assert isinstance(fields, Mapping)
-        text = next((t for key in _TEXT_KEYS if (t := as_text(fields.get(key))) is not None), None)
+        text = first_text(fields, _TEXT_KEYS)
         if text is None:
             return Retrieval(_query(attributes), None, CONVENTION, CONTENT_NOT_CAPTURED)
         metadata = as_mapping(fields.get("metadata"))
@@ -142,10 +143,9 @@ def _query_in(value: object, depth: int) -> str | None:
         return as_text(value)
     if not isinstance(value, Mapping):
         return None
-    for key in _QUERY_KEYS:
-        text = as_text(value.get(key))
-        if text is not None:
-            return text
+    text = first_text(value, _QUERY_KEYS)
+    if text is not None:
+        return text
     for key in _NESTED_KEYS:
         if key in value:
             text = _query_in(value[key], depth + 1)
