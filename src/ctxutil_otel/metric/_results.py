@@ -90,6 +90,36 @@ class MetricEvaluationResult(BaseModel):
     usage: TokenUsage | None = None
     item_id: str | None = None
 
+    @classmethod
+    def failure(
+        cls,
+        *,
+        metric_name: str,
+        threshold: float,
+        error_type: str,
+        explanation: str,
+        total_chunks: int = 0,
+        judge_name: str | None = None,
+        judge_model: str | None = None,
+        item_id: str | None = None,
+    ) -> MetricEvaluationResult:
+        """A ``label="error"`` result for an evaluation that failed outside the judge call (invalid input,
+        timeout, an unexpected exception): no score, ``passed`` ``None``, ``error_type`` as the
+        low-cardinality ``error.type``, ``signals`` empty but for ``total_chunks``."""
+        return cls(
+            metric_name=metric_name,
+            score=None,
+            passed=None,
+            threshold=threshold,
+            label="error",
+            explanation=explanation,
+            signals=ContextualUtilizationResult(total_chunks=total_chunks),
+            error_type=error_type,
+            judge_name=judge_name,
+            judge_model=judge_model,
+            item_id=item_id,
+        )
+
     def pretty(self, max_chunk_chars: int = 80) -> str:
         """Return a multi-line, human-readable report: score, label and one line per relevant chunk."""
         s = self.signals

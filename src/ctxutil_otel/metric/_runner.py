@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from .._item import DatasetItem
 from ._contextual_utilization import ContextualUtilization
-from ._results import ContextualUtilizationResult, MetricEvaluationResult
+from ._results import MetricEvaluationResult
 
 __all__ = ["MetricRunner"]
 
@@ -81,14 +81,10 @@ class MetricRunner:
 def _failed(
     metric: ContextualUtilization, error_type: str, message: str, item_id: str | None = None
 ) -> MetricEvaluationResult:
-    return MetricEvaluationResult(
+    return MetricEvaluationResult.failure(
         metric_name=metric.name,
-        score=None,
-        passed=None,
         threshold=metric.threshold,
-        label="error",
-        explanation=f"{error_type}: {message[:300]}",
-        signals=ContextualUtilizationResult(),
         error_type=error_type,
+        explanation=f"{error_type}: {message[:300]}",
         item_id=item_id,
     )

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from .._item import DatasetItem
 from ..capture._interaction import Interaction
 from ..metric._contextual_utilization import ContextualUtilization
-from ..metric._results import ContextualUtilizationResult, MetricEvaluationResult
+from ..metric._results import MetricEvaluationResult
 
 __all__ = ["Rejection", "error_result", "to_dataset_item"]
 
@@ -76,15 +76,12 @@ def error_result(
     """A ``label="error"`` result for a failure outside the metric (``timeout``, ``invalid_input``)."""
     judge = metric.judge
     model = getattr(judge, "model", None)
-    return MetricEvaluationResult(
+    return MetricEvaluationResult.failure(
         metric_name=metric.name,
-        score=None,
-        passed=None,
         threshold=metric.threshold,
-        label="error",
-        explanation=explanation,
-        signals=ContextualUtilizationResult(total_chunks=_total_chunks(interaction)),
         error_type=error_type,
+        explanation=explanation,
+        total_chunks=_total_chunks(interaction),
         judge_name=str(getattr(judge, "name", type(judge).__name__)),
         judge_model=None if model is None else str(model),
         item_id=interaction.id,
