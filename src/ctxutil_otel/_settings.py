@@ -20,9 +20,20 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from .metric._contextual_utilization import EvaluationMode
 
 if TYPE_CHECKING:
+    from opentelemetry import _logs, metrics, trace
+
+    from .emit._emitter import Emitter
     from .judges._base import Judge
 
-__all__ = ["ENV_PREFIX", "OTEL_CAPTURE_CONTENT_ENV", "Settings", "SettingsError", "build_judge", "env_var"]
+__all__ = [
+    "ENV_PREFIX",
+    "OTEL_CAPTURE_CONTENT_ENV",
+    "Settings",
+    "SettingsError",
+    "build_emitter",
+    "build_judge",
+    "env_var",
+]
 
 ENV_PREFIX = "CTXUTIL_"
 OTEL_CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
@@ -343,3 +354,24 @@ def build_judge(settings: Settings) -> Judge:
     if settings.judge_api_key is not None:
         kwargs["api_key"] = settings.judge_api_key.get_secret_value()
     return OpenAIJudge(**kwargs)
+
+
+def build_emitter(
+    settings: Settings,
+    *,
+    tracer_provider: trace.TracerProvider | None = None,
+    meter_provider: metrics.MeterProvider | None = None,
+    logger_provider: _logs.LoggerProvider | None = None,
+) -> Emitter:
+    """Build the :class:`~ctxutil_otel.emit.Emitter` the settings configure (``capture_content``,
+    ``application_name``, ``max_content_chars``) on the given providers (``None``: the global ones)."""
+    from .emit._emitter import Emitter
+
+    return Emitter(
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        logger_provider=logger_provider,
+        capture_content=settings.capture_content,
+        application_name=settings.application_name,
+        max_content_chars=settings.max_content_chars,
+    )

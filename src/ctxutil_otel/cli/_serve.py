@@ -113,7 +113,6 @@ def _token(args: argparse.Namespace) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     from ..capture.spans import UtilizationSpanProcessor
-    from ..emit._emitter import Emitter
     from ..emit._setup import configure_telemetry
     from ..serve import TLSFiles, TraceReceiver, serve_until_signal
     from ..worker._evaluator import Evaluator
@@ -139,16 +138,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        from .._settings import Settings
+        from .._settings import Settings, build_emitter
 
         settings = Settings()
-        emitter = Emitter(
+        emitter = build_emitter(
+            settings,
             tracer_provider=telemetry.tracer_provider,
             meter_provider=telemetry.meter_provider,
             logger_provider=telemetry.logger_provider,
-            capture_content=settings.capture_content,
-            application_name=settings.application_name,
-            max_content_chars=settings.max_content_chars,
         )
         evaluator = Evaluator(emitter=emitter, settings=settings)
         processor = UtilizationSpanProcessor(evaluator)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
-from .._settings import Settings, build_judge
+from .._settings import Settings, build_emitter, build_judge
 from ..capture._interaction import Interaction
 from ..metric._contextual_utilization import ContextualUtilization
 from ._engine import Engine
@@ -75,13 +75,7 @@ class Evaluator:
                 judge=build_judge(resolved), threshold=resolved.threshold, mode=resolved.mode
             )
         if emitter is None:
-            from ..emit._emitter import Emitter
-
-            emitter = Emitter(
-                capture_content=resolved.capture_content,
-                application_name=resolved.application_name,
-                max_content_chars=resolved.max_content_chars,
-            )
+            emitter = build_emitter(resolved)
         self._metric = metric
         self._emitter = emitter
         engine = Engine(
