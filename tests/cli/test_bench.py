@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,8 @@ import pytest
 from ctxutil_otel.cli import main
 from ctxutil_otel.data import load_sample, sample_path
 from tests.support.openai_server import OpenAICompatServer, verdict_handler
+
+from .conftest import run_cli
 
 KEYS = {
     "n",
@@ -77,12 +77,7 @@ def test_bench_table_and_limit(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_bench_console_script_in_a_subprocess() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "ctxutil_otel.cli", "bench", sample_path(), "--json", "--limit", "30"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = run_cli("bench", sample_path(), "--json", "--limit", "30")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert set(report) >= KEYS
@@ -103,12 +98,7 @@ def test_broken_lines_are_reported_with_their_number_and_the_rest_counted(tmp_pa
     ]
     data = tmp_path / "bench.jsonl"
     data.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, "-m", "ctxutil_otel.cli", "bench", str(data), "--json"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = run_cli("bench", str(data), "--json")
     assert proc.returncode == 1
     assert f"{data}:2: invalid JSON" in proc.stderr
     assert f"{data}:3: chunk_labels has" in proc.stderr

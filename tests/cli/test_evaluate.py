@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ctxutil_otel.cli import main
 from ctxutil_otel.data import load_sample, sample_path
+
+from .conftest import run_cli
 
 
 def test_evaluate_bundled_sample_writes_one_result_per_line(
@@ -51,12 +51,7 @@ def test_broken_lines_are_reported_and_the_rest_continue(tmp_path: Path) -> None
     data = tmp_path / "data.jsonl"
     data.write_text("\n".join(lines) + "\n")
     out = tmp_path / "out.jsonl"
-    proc = subprocess.run(
-        [sys.executable, "-m", "ctxutil_otel.cli", "evaluate", str(data), "--out", str(out), "--no-progress"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = run_cli("evaluate", str(data), "--out", str(out), "--no-progress")
     assert proc.returncode == 1
     assert f"{data}:2: invalid JSON" in proc.stderr
     assert f"{data}:3: query" in proc.stderr
