@@ -19,6 +19,8 @@ Configurations, each run for ``--iterations`` invocations in the same process:
 * ``ctxutil_1.0_io``: our handler, ``sample_rate`` 1.0, ``OpenAIJudge`` against the OpenAI-compatible
   test server answering after ``--judge-delay-ms`` (in a child process, as a remote judge would be),
   ``max_evaluations_per_second`` 0 (unlimited), default ``max_concurrency`` (8);
+* ``ctxutil_1.0_io_cap10``: the same under the default rate cap, 10 evaluations/s (no target; it shows
+  that the cost at 1.0 is the worker's CPU per evaluation times the evaluation rate);
 * ``langfuse``: Langfuse's LangChain ``CallbackHandler`` (tracing on, keys set, a dead 127.0.0.1 base
   URL, its own ``TracerProvider`` whose span processor exports to a null exporter);
 * ``openinference``: OpenInference's ``LangChainInstrumentor`` on a ``TracerProvider`` whose batch
@@ -137,7 +139,13 @@ class Ours(Case):
     during another configuration's block; ``queue_size`` bounds that backlog."""
 
     def __init__(
-        self, name: str, label: str, sample_rate: float, judge_url: str | None, queue_size: int
+        self,
+        name: str,
+        label: str,
+        sample_rate: float,
+        judge_url: str | None,
+        queue_size: int,
+        rate_cap: float = 0.0,
     ) -> None:
         super().__init__(name)
         self.label, self.sample_rate, self.judge_url = label, sample_rate, judge_url
@@ -157,7 +165,7 @@ class Ours(Case):
             ContextualUtilization(judge=judge),
             emitter=emitter,
             sample_rate=sample_rate,
-            max_evaluations_per_second=0,
+            max_evaluations_per_second=rate_cap,
             max_queue_size=queue_size,
         )
         self.handler = UtilizationCallbackHandler(evaluator)
@@ -213,6 +221,7 @@ class Langfuse(Case):
             span_exporter=self.exporter,
         )
         self.handler = CallbackHandler(public_key="pk-lf-bench")
+        logging.getLogger("langfuse").setLevel(logging.CRITICAL)  # it cannot name our fake model: says so
 
     def open(self) -> RunnableConfig | None:
         return {"callbacks": [self.handler]}
@@ -262,17 +271,18 @@ class OpenInference(Case):
         }
 
 
-def ours(args: argparse.Namespace, judge_url: str, queue_size: int) -> list[Ours]:
-    return [
+def ours(args: argparse.Namespace, judge_url: str, queue_size: int, capped: bool = False) -> list[Ours]:
+    """Our two targeted configurations (no rate cap), and with ``capped`` the I/O judge under the default
+    rate cap (informational: how the cap bounds the worker's share of the process)."""
+    judge = f"OpenAIJudge answering after {args.judge_delay_ms:g} ms"
+    cases = [
         Ours("ctxutil_0.01", "ours, sample_rate 0.01, lexical judge", 0.01, None, queue_size),
-        Ours(
-            "ctxutil_1.0_io",
-            f"ours, sample_rate 1.0, OpenAIJudge answering after {args.judge_delay_ms:g} ms",
-            1.0,
-            judge_url,
-            queue_size,
-        ),
+        Ours("ctxutil_1.0_io", f"ours, sample_rate 1.0, {judge}", 1.0, judge_url, queue_size),
     ]
+    if capped:
+        label = f"ours, sample_rate 1.0, {judge}, default rate cap 10 evaluations/s"
+        cases.append(Ours("ctxutil_1.0_io_cap10", label, 1.0, judge_url, queue_size, rate_cap=10.0))
+    return cases
 
 
 def build_cases(args: argparse.Namespace, judge_url: str) -> tuple[list[Case], dict[str, str]]:
@@ -281,7 +291,7 @@ def build_cases(args: argparse.Namespace, judge_url: str) -> tuple[list[Case], d
     cases: list[Case] = [
         baseline,
         Floor(FLOOR),
-        *ours(args, judge_url, args.queue_size),
+        *ours(args, judge_url, args.queue_size, capped=True),
     ]
     skipped: dict[str, str] = {}
     for name, factory, package in (
@@ -331,6 +341,7 @@ def timed_rounds(
             "p50_ms": percentile(latencies[case.name], 50) * 1e3,
             "p99_ms": percentile(latencies[case.name], 99) * 1e3,
             "ratio_to_floor": median(ratios),
+            "ratio_to_floor_iqr": [percentile(ratios, 25), percentile(ratios, 75)],
             "ratio_to_floor_rounds": [round(r, 4) for r in ratios],
             "ratio_to_baseline": median(to_baseline),
             "thread_cpu_ms": median(cpus[case.name]) * 1e3,
@@ -435,20 +446,22 @@ def print_report(report: dict[str, Any]) -> None:
         f"configuration in {report['settings']['rounds']} rounds (median of rounds)"
     )
     header = (
-        f"{'configuration':16s} {'mean ms':>8s} {'p50 ms':>8s} {'p99 ms':>8s} {'x floor':>8s} "
-        f"{'x base':>8s} {'cpu ms':>8s} {'cpu x fl':>8s}  target (x floor)"
+        f"{'configuration':20s} {'mean ms':>8s} {'p50 ms':>8s} {'p99 ms':>8s} {'x floor':>8s} "
+        f"{'IQR':>13s} {'x base':>7s} {'cpu ms':>7s} {'cpu x fl':>8s}  target (x floor)"
     )
     print(header)
     print("-" * len(header))
     for name, row in report["configurations"].items():
         if row["status"] != "ok":
-            print(f"{name:16s} {row['status']}")
+            print(f"{name:20s} {row['status']}")
             continue
         target = row.get("target_ratio")
+        low, high = row["ratio_to_floor_iqr"]
         verdict = "" if target is None else f"<= {target:.2f}  {'met' if row['target_met'] else 'MISSED'}"
         print(
-            f"{name:16s} {row['mean_ms']:8.3f} {row['p50_ms']:8.3f} {row['p99_ms']:8.3f} "
-            f"{row['ratio_to_floor']:8.3f} {row['ratio_to_baseline']:8.3f} {row['thread_cpu_ms']:8.3f} "
+            f"{name:20s} {row['mean_ms']:8.3f} {row['p50_ms']:8.3f} {row['p99_ms']:8.3f} "
+            f"{row['ratio_to_floor']:8.3f} {low:6.3f}-{high:6.3f} {row['ratio_to_baseline']:7.3f} "
+            f"{row['thread_cpu_ms']:7.3f} "
             f"{row['thread_cpu_ratio_to_floor']:8.3f}  {verdict}"
         )
     for name, row in report["configurations"].items():
@@ -485,7 +498,7 @@ def _quiet_environment() -> None:
         ):
             del os.environ[name]
     for logger in ("ctxutil_otel", "langfuse", "opentelemetry"):
-        logging.getLogger(logger).setLevel(logging.ERROR)
+        logging.getLogger(logger).setLevel(logging.CRITICAL)
     warnings.simplefilter("ignore", DeprecationWarning)
     warnings.filterwarnings("ignore", message=".*deprecated.*")
 
