@@ -15,12 +15,16 @@ Configurations, each run for ``--iterations`` invocations in the same process:
 
 * ``baseline``: no callbacks;
 * ``floor``: a do-nothing ``BaseCallbackHandler`` (LangChain's own callback dispatch; the reference);
+* ``floor_again``: the same, measured as a separate configuration: an A/A control whose distance from 1.0
+  shows how much of a ratio this machine's noise can explain;
 * ``ctxutil_0.01``: our handler, ``sample_rate`` 0.01, the lexical judge, no rate cap;
 * ``ctxutil_1.0_io``: our handler, ``sample_rate`` 1.0, ``OpenAIJudge`` against the OpenAI-compatible
   test server answering after ``--judge-delay-ms`` (in a child process, as a remote judge would be),
   ``max_evaluations_per_second`` 0 (unlimited), default ``max_concurrency`` (8);
-* ``ctxutil_1.0_io_cap10``: the same under the default rate cap, 10 evaluations/s (no target; it shows
-  that the cost at 1.0 is the worker's CPU per evaluation times the evaluation rate);
+* ``ctxutil_1.0_io_cap10``: the same under the default rate cap, 10 evaluations/s (no target; with the
+  previous row it shows that the cost at 1.0 grows with the evaluation rate: the worker's CPU competes for
+  the GIL). The token bucket refills between blocks, so each block starts with a burst of 10: the rate
+  within blocks (reported) is above the cap's steady 10/s;
 * ``langfuse``: Langfuse's LangChain ``CallbackHandler`` (tracing on, keys set, a dead 127.0.0.1 base
   URL, its own ``TracerProvider`` whose span processor exports to a null exporter);
 * ``openinference``: OpenInference's ``LangChainInstrumentor`` on a ``TracerProvider`` whose batch
@@ -122,6 +126,13 @@ class Case:
     def reset(self) -> None:
         """Forget what the warm-up counted."""
 
+    def finished(self) -> int:
+        """Evaluations finished so far (ours)."""
+        return 0
+
+    def in_blocks(self, finished: int, seconds: float) -> None:
+        """Evaluations that finished during a timed block of ``seconds``."""
+
     def shutdown(self, timeout_ms: int) -> None:
         """After the last block."""
 
@@ -171,6 +182,8 @@ class Ours(Case):
         self.handler = UtilizationCallbackHandler(evaluator)
         self.since: Counter[str] = Counter()
         self.blocks = 0
+        self.block_evaluations = 0
+        self.block_seconds = 0.0
 
     def open(self) -> RunnableConfig | None:
         return {"callbacks": [self.handler]}
@@ -188,13 +201,23 @@ class Ours(Case):
         delta = {k: n - self.since.get(k, 0) for k, n in now.items() if k not in ("in_flight", "queue_size")}
         return {**delta, "in_flight": now["in_flight"], "queue_size": now["queue_size"]}
 
+    def finished(self) -> int:
+        stats = self.handler.stats()
+        return stats.evaluated + stats.not_applicable + sum(stats.failed.values())
+
+    def in_blocks(self, finished: int, seconds: float) -> None:
+        self.block_evaluations += finished
+        self.block_seconds += seconds
+
     def details(self) -> dict[str, Any]:
-        return {"blocks": self.blocks, "evaluator": self.counts()}
+        rate = self.block_evaluations / self.block_seconds if self.block_seconds else 0.0
+        return {"blocks": self.blocks, "evaluations_per_s_in_blocks": rate, "evaluator": self.counts()}
 
     def reset(self) -> None:
         self.since = Counter(stats_counts(self.handler.stats()))
         self.since.update({f"callback_errors.{k}": n for k, n in self.handler.callback_errors.items()})
-        self.blocks = 0
+        self.blocks = self.block_evaluations = 0
+        self.block_seconds = 0.0
 
     def shutdown(self, timeout_ms: int) -> None:
         self.handler.shutdown(timeout_ms)
@@ -291,6 +314,7 @@ def build_cases(args: argparse.Namespace, judge_url: str) -> tuple[list[Case], d
     cases: list[Case] = [
         baseline,
         Floor(FLOOR),
+        Floor("floor_again"),  # A/A control: its ratio to the floor is this run's noise
         *ours(args, judge_url, args.queue_size, capped=True),
     ]
     skipped: dict[str, str] = {}
@@ -324,7 +348,9 @@ def timed_rounds(
         rng.shuffle(order)
         for case in order:
             config = case.open()
+            finished = case.finished()
             seconds, cpu = run_block(chain, questions, per_block, config, latencies[case.name])
+            case.in_blocks(case.finished() - finished, seconds)
             case.close()
             means[case.name].append(seconds / per_block)
             cpus[case.name].append(cpu / per_block)
@@ -465,9 +491,13 @@ def print_report(report: dict[str, Any]) -> None:
             f"{row['thread_cpu_ratio_to_floor']:8.3f}  {verdict}"
         )
     for name, row in report["configurations"].items():
-        evaluator = row.get("details", {}).get("evaluator")
-        if evaluator:
-            print(f"  {name} outcomes over its timed blocks: {evaluator}")
+        details = row.get("details", {})
+        if "evaluator" in details:
+            rate = details["evaluations_per_s_in_blocks"]
+            print(
+                f"  {name}: {rate:.1f} evaluations/s finished during its blocks; "
+                f"outcomes {details['evaluator']}"
+            )
     print("\nmemory: consecutive invocations with one handler, after warm-up (RSS after gc.collect())")
     for name, row in report["memory"]["run"].items():
         print(

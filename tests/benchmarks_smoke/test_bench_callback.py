@@ -18,6 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "bench_callback.py"
 OURS = ("ctxutil_0.01", "ctxutil_1.0_io")
+ROWS = ("baseline", "floor", "floor_again", *OURS, "ctxutil_1.0_io_cap10")
 FIGURES = ("mean_ms", "p50_ms", "p99_ms", "ratio_to_floor", "ratio_to_baseline", "thread_cpu_ms")
 
 
@@ -51,7 +52,7 @@ def test_prints_the_table_and_skips_third_party_with_a_message(
 ) -> None:
     done, report = run
     assert "configuration" in done.stdout and "x floor" in done.stdout
-    for name in ("baseline", "floor", *OURS):
+    for name in ROWS:
         assert name in done.stdout
     for name in ("langfuse", "openinference"):
         assert report["configurations"][name]["status"] == "skipped: --skip-third-party"
@@ -65,7 +66,7 @@ def test_every_configuration_has_its_figures(
     assert {"command", "environment", "settings", "configurations", "memory", "targets_met"} <= set(report)
     assert report["settings"]["iterations"] == 200
     configurations = report["configurations"]
-    for name in ("baseline", "floor", *OURS):
+    for name in ROWS:
         row = configurations[name]
         assert row["status"] == "ok" and row["invocations"] == 200
         for key in FIGURES:
@@ -82,7 +83,9 @@ def test_our_outcomes_are_all_accounted_for(
 ) -> None:
     _, report = run
     for name in OURS:
-        counts = report["configurations"][name]["details"]["evaluator"]
+        details = report["configurations"][name]["details"]
+        assert details["evaluations_per_s_in_blocks"] >= 0
+        counts = details["evaluator"]
         assert counts["captured"] == 200, (name, counts)
         assert counts["in_flight"] == 0 and counts["queue_size"] == 0, (
             name,
