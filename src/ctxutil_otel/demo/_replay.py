@@ -17,10 +17,15 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.retrievers import BaseRetriever
 
-__all__ = ["QUESTION_MARKER", "RecordedRetriever", "ReplayChatModel"]
+__all__ = ["QUESTION_MARKER", "RecordedRetriever", "ReplayChatModel", "normalise_question"]
 
 #: The prompt line that carries the question; :class:`ReplayChatModel` reads the question after it.
 QUESTION_MARKER = "Question: "
+
+
+def normalise_question(text: str) -> str:
+    """Collapse runs of whitespace to one space and trim: how recorded and prompted questions compare."""
+    return " ".join(text.split())
 
 
 class RecordedRetriever(BaseRetriever):
@@ -43,8 +48,10 @@ class RecordedRetriever(BaseRetriever):
 class ReplayChatModel(BaseChatModel):
     """Answers with the recorded answer of the question found in the last message.
 
-    The question is the text after :data:`QUESTION_MARKER` on the last line that has it. An unknown
-    question gets ``default_answer``. Streams word by word, like a real model.
+    The question is the text after the last :data:`QUESTION_MARKER` (to the end of the message), compared
+    with the recorded questions after :func:`normalise_question` (recorded questions may carry leading
+    spaces or line breaks). An unknown question gets ``default_answer``. Streams word by word, like a
+    real model.
     """
 
     answers: Mapping[str, str]
@@ -55,12 +62,17 @@ class ReplayChatModel(BaseChatModel):
         return "replay-chat-model"
 
     def _answer(self, messages: list[BaseMessage]) -> str:
-        text = messages[-1].text if messages else ""
-        question = ""
-        for line in str(text).splitlines():
-            if line.startswith(QUESTION_MARKER):
-                question = line[len(QUESTION_MARKER) :].strip()
-        return self.answers.get(question, self.default_answer)
+        text = str(messages[-1].text) if messages else ""
+        if QUESTION_MARKER not in text:
+            return self.default_answer
+        question = normalise_question(text.rsplit(QUESTION_MARKER, 1)[1])
+        answer = self.answers.get(question)
+        if answer is not None:  # replay_parts keys answers by the normalised question
+            return answer
+        for recorded, recorded_answer in self.answers.items():  # a mapping built by hand
+            if normalise_question(recorded) == question:
+                return recorded_answer
+        return self.default_answer
 
     def _generate(
         self,
