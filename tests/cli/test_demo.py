@@ -122,3 +122,79 @@ def test_demo_loop_keeps_sending_until_sigterm_then_summarises() -> None:
     assert proc.returncode == 0, err
     captured = int(out.split("evaluator: captured ")[1].split(",")[0])
     assert captured >= 6 and captured % 2 == 0
+
+
+def test_demo_takes_content_capture_and_application_name_from_the_environment() -> None:
+    rows = load_sample()[:2]
+    with OTLPReceiver() as receiver:
+        proc = _run_demo(
+            "--limit",
+            "2",
+            env={
+                "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.grpc_endpoint,
+                "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true",
+                "CTXUTIL_APPLICATION_NAME": "support-bot",
+                "CTXUTIL_MAX_CONTENT_CHARS": "40",
+            },
+        )
+        assert proc.returncode == 0, proc.stderr
+        texts = [
+            attributes_of(span).get("ctxutil.chunks.0.text")
+            for span in receiver.spans("contextual_utilization")
+        ]
+        assert len(texts) == 2 and all(len(str(t)) <= 40 for t in texts)
+        for row in rows:  # truncated to 40 characters, the last one an ellipsis
+            assert any(row["retrieved_content"][0].startswith(str(t).rstrip("…")) for t in texts)
+        points = [p for m in receiver.metrics("gen_ai.evaluation.score") for p in m.histogram.data_points]
+        assert points and {attributes_of(p)["ctxutil.application.name"] for p in points} == {"support-bot"}
+
+
+def test_demo_data_with_broken_lines_reports_them_and_exits_non_zero(
+    tmp_path: pytest.TempPathFactory,
+) -> None:
+    import json
+    from pathlib import Path
+
+    row = load_sample(limit=1)[0]
+    data = Path(str(tmp_path)) / "data.jsonl"
+    data.write_bytes(json.dumps(row).encode() + b"\n{broken\n\xff\xfe\n")
+    proc = _run_demo("--data", str(data), "--quiet")
+    assert proc.returncode == 1
+    assert ":2: invalid JSON" in proc.stderr and ":3: not valid UTF-8" in proc.stderr
+    assert "evaluator: captured 1," in proc.stdout
+
+
+def test_demo_loop_sigterm_during_the_first_pass_still_flushes() -> None:
+    import signal
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CTXUTIL_"))}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ctxutil_otel",
+            "demo",
+            "--limit",
+            "0",
+            "--quiet",
+            "--loop",
+            "--interval",
+            "60",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=base,
+    )
+    try:
+        assert proc.stderr is not None
+        # The banner is printed just before the first pass starts: the signal handler is installed by then.
+        banner = proc.stderr.readline()
+        assert "questions through an LCEL RAG chain" in banner
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "evaluator: captured" in out

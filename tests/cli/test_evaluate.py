@@ -64,3 +64,32 @@ def test_broken_lines_are_reported_and_the_rest_continue(tmp_path: Path) -> None
 def test_missing_file_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["evaluate", str(tmp_path / "nope.jsonl"), "--no-progress"]) == 2
     assert "nope.jsonl" in capsys.readouterr().err
+
+
+def test_a_non_utf8_line_is_reported_and_the_rest_continue(tmp_path: Path) -> None:
+    good = json.dumps(
+        {"query": "green tea", "actual_output": "green tea", "retrieved_content": ["green tea"]}
+    )
+    data = tmp_path / "latin1.jsonl"
+    data.write_bytes(good.encode() + b"\n" + '{"query": "caf\xe9"}'.encode("latin-1") + b"\n" + good.encode())
+    out = tmp_path / "out.jsonl"
+    status = main(["evaluate", str(data), "--out", str(out), "--no-progress"])
+    assert status == 1
+    assert [json.loads(x)["line"] for x in out.read_text().splitlines()] == [1, 3]
+
+
+def test_out_must_not_overwrite_the_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"query": "q", "actual_output": "a", "retrieved_content": ["a"]}) + "\n")
+    before = data.read_text()
+    assert main(["evaluate", str(data), "--out", str(data), "--no-progress"]) == 2
+    assert data.read_text() == before
+    assert "--out names the input file" in capsys.readouterr().err
+
+
+def test_unwritable_out_fails_before_evaluating(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(["evaluate", sample_path(), "--out", str(tmp_path / "no" / "dir.jsonl"), "--no-progress"]) == 2
+    )
+    err = capsys.readouterr().err
+    assert "--out" in err and "evaluated" not in err

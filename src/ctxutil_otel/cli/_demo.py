@@ -11,6 +11,7 @@ with the labels, and the evaluator's accounting (dropped / failed).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
@@ -22,6 +23,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from .._settings import Settings, SettingsError, build_emitter
 from ..capture._interaction import Interaction
 from ..metric._agreement import AgreementReport, LabelledRow, agreement
 from ..metric._results import MetricEvaluationResult
@@ -38,7 +40,12 @@ def register(subparsers: Any) -> None:
         "when OTEL_EXPORTER_OTLP_ENDPOINT is set, else print it to the console; end with a summary table. "
         "Evaluator settings (sample rate, queue, concurrency, ...) come from CTXUTIL_* variables.",
     )
-    parser.add_argument("--limit", type=int, default=20, help="questions to run (default 20; 0 = all 250)")
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=20,
+        help="questions to run (default 20; 0 = every distinct question of the data)",
+    )
     parser.add_argument(
         "--data", type=Path, default=None, help="a RAGBench-style JSONL file instead of the sample"
     )
@@ -79,10 +86,12 @@ class _Collecting:
         self.inner.observe(*args)
 
 
-def _load_rows(path: Path | None, limit: int) -> list[dict[str, Any]]:
+def _load_rows(path: Path | None, limit: int) -> tuple[list[dict[str, Any]], int]:
+    """The rows to replay (first of repeated questions kept, at most ``limit``) and the count of bad lines."""
     from ..data import load_sample
     from ._io import Line, read_items, report_bad_line
 
+    bad = 0
     if path is None:
         rows = load_sample()
     else:
@@ -92,11 +101,12 @@ def _load_rows(path: Path | None, limit: int) -> list[dict[str, Any]]:
                 rows.append(entry.row)
             else:
                 report_bad_line(path, entry)
+                bad += 1
     unique: dict[str, dict[str, Any]] = {}
     for row in rows:  # the replaying parts key by question: keep the first of repeated questions
         unique.setdefault(row["query"], row)
     picked = list(unique.values())
-    return picked[:limit] if limit > 0 else picked
+    return (picked[:limit] if limit > 0 else picked), bad
 
 
 _ROW = "{:>3}  {:<22} {:>6} {:>8} {:>4} {:>5} {:<15} {:>8}"
@@ -107,19 +117,32 @@ def _detail(counts: Mapping[str, int]) -> str:
 
 
 def _cell(value: float | None, fmt: str = ".2f") -> str:
-    return "n/a" if value is None else format(value, fmt)
+    return "n/a" if value is None or math.isnan(value) else format(value, fmt)
 
 
-def _loop(run_pass: Callable[[], object], interval_s: float) -> None:
-    """Call ``run_pass`` every ``interval_s`` seconds until SIGTERM or SIGINT, then return."""
+def _stop_on_signals() -> threading.Event:
+    """Install SIGTERM/SIGINT handlers for ``--loop``: the first sets the returned event (the current pass
+    finishes, then the caller flushes within its deadline); a second exits at once with 128 + signal,
+    like ``serve``."""
     stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        while not stop.wait(max(0.0, interval_s)):
-            run_pass()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if stop.is_set():
+            os._exit(128 + signum)
+        stop.set()
+        print("ctxutil-otel demo: stopping after this pass (again to exit at once)", file=sys.stderr)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    return stop
+
+
+def _loop(run_pass: Callable[[], object], interval_s: float, stop: threading.Event) -> bool:
+    """Call ``run_pass`` now and then every ``interval_s`` seconds until ``stop`` is set; return ``True``."""
+    run_pass()
+    while not stop.wait(max(0.0, interval_s)):
+        run_pass()
+    return True
 
 
 def render_summary(
@@ -200,7 +223,6 @@ def _agreement(
 def run(args: argparse.Namespace) -> int:
     from ..capture._langchain import UtilizationCallbackHandler
     from ..demo import build_rag_chain, replay_parts
-    from ..emit._emitter import Emitter
     from ..emit._setup import configure_telemetry
     from ..worker._evaluator import Evaluator
 
@@ -208,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
         print("error: --limit and --interval must be >= 0", file=sys.stderr)
         return 2
     try:
-        rows = _load_rows(args.data, args.limit)
+        rows, bad_lines = _load_rows(args.data, args.limit)
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -226,23 +248,25 @@ def run(args: argparse.Namespace) -> int:
     if "CTXUTIL_MAX_EVALUATIONS_PER_SECOND" not in os.environ:
         # The demo sends its whole batch at once; the production rate cap (10/s) would drop most of it.
         overrides["max_evaluations_per_second"] = 0
-    telemetry = configure_telemetry(console=not args.quiet, console_format="compact")
+    if "CTXUTIL_APPLICATION_NAME" not in os.environ:
+        overrides["application_name"] = "ctxutil-demo"
     try:
-        emitter = _Collecting(
-            Emitter(
-                tracer_provider=telemetry.tracer_provider,
-                meter_provider=telemetry.meter_provider,
-                logger_provider=telemetry.logger_provider,
-                capture_content=bool(overrides.get("capture_content", False)),
-                application_name="ctxutil-demo",
-            )
-        )
-        evaluator = Evaluator(emitter=emitter, **overrides)
-    except Exception as exc:  # settings errors name the setting; show them plainly
+        settings = Settings(**overrides)
+    except SettingsError as exc:  # names the setting and its variable
         print(f"error: {exc}", file=sys.stderr)
-        telemetry.shutdown()
         return 2
+    telemetry = configure_telemetry(console=not args.quiet, console_format="compact")
+    emitter = _Collecting(
+        build_emitter(
+            settings,
+            tracer_provider=telemetry.tracer_provider,
+            meter_provider=telemetry.meter_provider,
+            logger_provider=telemetry.logger_provider,
+        )
+    )
+    evaluator = Evaluator(emitter=emitter, settings=settings)
     handler = UtilizationCallbackHandler(evaluator=evaluator)
+    stop = _stop_on_signals() if args.loop else None  # before the banner: a signal from now on is handled
     retriever, model = replay_parts(rows)
     chain = build_rag_chain(retriever, model)
     destinations = ", ".join(f"{k}: {'+'.join(v) or 'nowhere'}" for k, v in telemetry.destinations.items())
@@ -254,17 +278,21 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     questions = [r["query"] for r in rows]
     config: RunnableConfig = {"callbacks": [handler], "max_concurrency": 4}
-    chain.batch(questions, config=config)
-    if args.loop:
-        _loop(lambda: chain.batch(questions, config=config), args.interval)
-    flushed = evaluator.force_flush(60_000)
+    stopped = False
+    if stop is not None:
+        stopped = _loop(lambda: chain.batch(questions, config=config), args.interval, stop)
+    else:
+        chain.batch(questions, config=config)
+    # Stopped by a signal (docker stop, Ctrl-C): honour the shutdown deadline; else give a slow judge time.
+    flush_ms = int(settings.shutdown_timeout_s * 1000) if stopped else 60_000
+    flushed = evaluator.force_flush(flush_ms)
     elapsed = time.perf_counter() - started
-    evaluator.shutdown(10_000)
-    telemetry.shutdown()  # exports what is buffered, once
+    evaluator.shutdown(1_000)
+    telemetry.shutdown()  # exports what is buffered
     print(
         render_summary(rows, emitter.results, evaluator.stats(), _agreement(rows, emitter.results), elapsed)
     )
     if not flushed:
         print("warning: evaluations were still pending at the flush deadline", file=sys.stderr)
     stats = evaluator.stats()
-    return 0 if flushed and not stats.failed else 1
+    return 0 if flushed and not stats.failed and not bad_lines else 1

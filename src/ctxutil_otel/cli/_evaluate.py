@@ -52,7 +52,10 @@ def summarise(results: list[MetricEvaluationResult], bad_lines: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     if args.concurrency < 1:
-        print("--concurrency must be >= 1", file=sys.stderr)
+        print("error: --concurrency must be >= 1", file=sys.stderr)
+        return 2
+    if args.out is not None and args.out.resolve() == args.file.resolve():
+        print("error: --out names the input file; choose another path", file=sys.stderr)
         return 2
     try:
         metric = ContextualUtilization(
@@ -66,9 +69,13 @@ def run(args: argparse.Namespace) -> int:
     bad = [p for p in parsed if isinstance(p, BadLine)]
     for b in bad:
         report_bad_line(args.file, b)
+    try:  # open the output before spending judge calls, so a bad path fails first
+        out = args.out.open("w", encoding="utf-8") if args.out else sys.stdout
+    except OSError as exc:
+        print(f"error: --out: {exc}", file=sys.stderr)
+        return 2
     runner = MetricRunner([metric], max_concurrency=args.concurrency)
     results = asyncio.run(runner.run([p.item for p in good], show_progress=not args.no_progress))
-    out = args.out.open("w", encoding="utf-8") if args.out else sys.stdout
     try:
         for line, result in zip(good, results, strict=True):
             record = {"line": line.number, **result.model_dump(mode="json")}

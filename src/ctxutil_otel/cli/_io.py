@@ -53,14 +53,19 @@ def read_items(path: Path) -> Iterator[Line | BadLine]:
     Raises:
         OSError: when the file cannot be opened.
     """
-    with path.open(encoding="utf-8") as handle:
-        for number, text in enumerate(handle, start=1):
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield BadLine(number, f"not valid UTF-8 (byte {exc.start + 1} of the line)")
+                continue
             if not text.strip():
                 continue
             try:
                 row = json.loads(text)
             except json.JSONDecodeError as exc:
-                yield BadLine(number, f"invalid JSON: {exc.msg} at column {exc.colno}")
+                yield BadLine(number, f"invalid JSON ({exc.msg}) at column {exc.colno}")
                 continue
             if not isinstance(row, dict):
                 yield BadLine(number, f"expected a JSON object, got {type(row).__name__}")
