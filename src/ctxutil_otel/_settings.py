@@ -40,8 +40,9 @@ OTEL_CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 # Values of the OpenTelemetry variable that turn content capture on: "true" (the GenAI instrumentations'
 # convention) and the experimental content-capturing modes of the newer GenAI semantic conventions.
 _OTEL_CAPTURE_ON = frozenset({"true", "span_only", "event_only", "span_and_event"})
-# Fields whose values are never echoed in errors.
-_SECRET_FIELDS = frozenset({"judge_api_key"})
+# Fields whose values are never echoed in errors: the key, and the base URL, which may carry credentials
+# (user:password@host) or a key in its query string (Azure's ?api-key=).
+_SECRET_FIELDS = frozenset({"judge_api_key", "judge_base_url"})
 
 
 class SettingsError(ValueError):
@@ -175,6 +176,7 @@ class Settings(BaseSettings):
     )
     judge_base_url: str | None = Field(
         default=None,
+        repr=False,  # may carry credentials: never in repr (errors never echo it either)
         description=(
             "Base URL of the OpenAI-compatible API, http(s)://... (CTXUTIL_JUDGE_BASE_URL, default None = "
             "the openai SDK's OPENAI_BASE_URL or api.openai.com)."

@@ -187,3 +187,13 @@ def test_evaluator_overrides_beat_settings_and_environment(
     assert evaluator.settings.max_queue_size == 11
     with pytest.raises(SettingsError, match="max_queue_size"):
         make_evaluator(max_queue_size=-1)
+
+
+def test_judge_base_url_credentials_are_never_echoed(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret_url = "ftp://user:SECRET123@127.0.0.1:9/v1?api-key=SECRET123"
+    monkeypatch.setenv("CTXUTIL_JUDGE_BASE_URL", secret_url)
+    with pytest.raises(SettingsError) as info:
+        Settings()
+    assert "judge_base_url" in str(info.value) and "SECRET123" not in str(info.value)
+    monkeypatch.delenv("CTXUTIL_JUDGE_BASE_URL")
+    assert "SECRET123" not in repr(Settings(judge_base_url="https://user:SECRET123@example.test/v1"))
