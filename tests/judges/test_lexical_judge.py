@@ -181,3 +181,17 @@ def test_verdicts_do_not_depend_on_the_hash_seed() -> None:
         outputs.append(json.loads(proc.stdout))
     assert len(outputs[0]) == 60
     assert outputs[0] == outputs[1]
+
+
+def test_only_the_first_max_text_chars_of_a_chunk_are_read() -> None:
+    from ctxutil_otel.judges import LexicalJudge as _Judge
+
+    tail = " Catechins in green tea are antioxidants that reduce inflammation."
+    chunk = "lorem ipsum dolor sit amet " * 1_000 + tail  # the evidence sits past 27,000 characters
+    answer = "Catechins in green tea are antioxidants that reduce inflammation."
+    capped = _Judge().judge_sync("green tea", answer, [chunk, "catechins are antioxidants"])
+    uncapped = _Judge(max_text_chars=100_000).judge_sync("green tea", answer, [chunk, "catechins"])
+    assert capped[0].is_utilized is False
+    assert uncapped[0].is_utilized is True
+    with pytest.raises(ValueError, match="max_text_chars"):
+        _Judge(max_text_chars=0)

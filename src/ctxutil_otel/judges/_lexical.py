@@ -107,12 +107,16 @@ class LexicalJudge:
         term_weight: float = 0.2,
         max_terms: int = 5,
         fallback: bool = True,
+        max_text_chars: int = 20_000,
     ) -> None:
         for field, value in (("utilization_threshold", utilization_threshold), ("min_support", min_support)):
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{field} must be in [0, 1], got {value!r}")
         if relevance_threshold < 0 or term_weight < 0 or max_terms < 0:
             raise ValueError("relevance_threshold, term_weight and max_terms must be >= 0")
+        if max_text_chars < 1:
+            raise ValueError(f"max_text_chars must be >= 1, got {max_text_chars!r}")
+        self.max_text_chars = max_text_chars
         self.utilization_threshold = utilization_threshold
         self.min_support = min_support
         self.relevance_threshold = relevance_threshold
@@ -124,7 +128,8 @@ class LexicalJudge:
         return (
             f"LexicalJudge(utilization_threshold={self.utilization_threshold}, min_support="
             f"{self.min_support}, relevance_threshold={self.relevance_threshold}, term_weight="
-            f"{self.term_weight}, max_terms={self.max_terms}, fallback={self.fallback})"
+            f"{self.term_weight}, max_terms={self.max_terms}, fallback={self.fallback}, "
+            f"max_text_chars={self.max_text_chars})"
         )
 
     async def judge(
@@ -136,8 +141,18 @@ class LexicalJudge:
     def judge_sync(
         self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
     ) -> list[ChunkVerdict]:
-        """Synchronous :meth:`judge` (the work is CPU-only and takes well under a millisecond)."""
-        return self.decide(self.signals(query, answer, chunks, reasons=reasons), reasons=reasons)
+        """Synchronous :meth:`judge` (CPU-only; well under a millisecond for typical RAG text).
+
+        Only the first ``max_text_chars`` characters (default 20,000) of the answer and of each chunk
+        are read: the judge runs on the evaluator's worker thread and holds the GIL while it works, so
+        its cost per evaluation is bounded (about 10 ms at the cap) whatever the application retrieves.
+        RAGBench's longest chunk is 3,676 characters, far below the cap.
+        """
+        cap = self.max_text_chars
+        if len(answer) > cap or any(len(c) > cap for c in chunks):
+            answer = answer[:cap]
+            chunks = [c[:cap] for c in chunks]
+        return self.decide(self.signals(query[:cap], answer, chunks, reasons=reasons), reasons=reasons)
 
     def relevance_score(self, s: ChunkSignals) -> float:
         """``query_cover + support + term_weight * min(answer_terms, max_terms)``."""
