@@ -164,8 +164,8 @@ class OpenAIJudge:
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         if not key:
             raise ValueError(
-                "api_key: none given and OPENAI_API_KEY is not set "
-                "(servers that need no key accept any string)"
+                "api_key: none given and OPENAI_API_KEY is not set (or set CTXUTIL_JUDGE_API_KEY for the "
+                "live evaluator; servers that need no key accept any string)"
             )
         for field, value, low in (
             ("timeout", timeout, 0.0),
