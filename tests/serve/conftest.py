@@ -113,6 +113,7 @@ def make_served(sink: OTLPReceiver, monkeypatch: pytest.MonkeyPatch) -> Iterator
             "tls",
             "max_request_bytes",
             "retry_after_s",
+            "header_timeout_s",
             "request_timeout_s",
             "max_connections",
             "grpc_port",

@@ -131,10 +131,12 @@ def test_tls_on_both_listeners(
     # ``requests`` lets these variables override the exporter's ``certificate_file`` (its session.verify).
     monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
     monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
-    served = make_served(tls=tls_files, token=TOKEN, request_timeout_s=5.0)
-    # A client that connects and stays silent must not block the accept loop (handshake in its thread).
-    with socket.create_connection(("127.0.0.1", served.http_port), timeout=10):
+    served = make_served(tls=tls_files, token=TOKEN, header_timeout_s=1.0)
+    # A client that connects and stays silent must not block the accept loop (handshake in its thread),
+    # and is cut off at the header deadline (which bounds the handshake).
+    with socket.create_connection(("127.0.0.1", served.http_port), timeout=10) as silent:
         assert _export_http(served, rag_trace, TOKEN, tls_files.cert_file) is SpanExportResult.SUCCESS
+        assert silent.recv(1) == b""  # closed by the server (client timeout 10 s: a bound only)
     assert _export_grpc(served, rag_trace, TOKEN, tls_files.cert_file) is SpanExportResult.SUCCESS
 
     # Plaintext against the TLS listener fails, and the server stays up.

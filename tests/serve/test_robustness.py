@@ -10,6 +10,8 @@ import socket
 import struct
 from collections.abc import Callable
 
+from ctxutil_otel.serve import HEALTH_RESERVED_CONNECTIONS
+
 from .conftest import RagTrace, Served
 from .test_errors import assert_alive
 
@@ -52,18 +54,18 @@ def test_sender_disconnects_mid_body(make_served: Callable[..., Served], rag_tra
 def test_stalled_sender_times_out_without_blocking_others(
     make_served: Callable[..., Served], rag_trace: RagTrace
 ) -> None:
-    served = make_served(request_timeout_s=1.0)
+    served = make_served(header_timeout_s=1.0, request_timeout_s=1.0)
     payload = rag_trace.request_bytes()
     with _connect(served) as stalled_body, _connect(served) as stalled_headers:
         stalled_body.sendall(HEADERS.format(length=len(payload)).encode() + payload[:10])
         stalled_headers.sendall(b"POST /v1/tr")
         # Other senders are served while those two hang.
         assert_alive(served, rag_trace)
-        # The server gives up on both after request_timeout_s and closes them without an answer for the
-        # body (the request line gets none either: it never completed).
+        # The server gives up on the body after request_timeout_s, on the request line after
+        # header_timeout_s, and closes both without an answer.
         assert _read_until_closed(stalled_body) == b""
         assert _read_until_closed(stalled_headers) == b""
-    assert served.receiver.stats().requests["incomplete"] == 1
+    assert served.receiver.stats().requests["incomplete"] == 2
     assert_alive(served, rag_trace)
 
 
@@ -79,17 +81,18 @@ def test_grpc_sender_disconnects_mid_frame(make_served: Callable[..., Served], r
 
 
 def test_connections_are_bounded(make_served: Callable[..., Served], rag_trace: RagTrace) -> None:
-    served = make_served(max_connections=2, request_timeout_s=10.0)
-    first, second = _connect(served), _connect(served)
+    served = make_served(max_connections=2)
+    # Two slots for any request, then HEALTH_RESERVED_CONNECTIONS (2) for health probes, then refusal.
+    held = [_connect(served) for _ in range(2 + HEALTH_RESERVED_CONNECTIONS)]
     try:
-        first.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # served: the first two are taken
-        assert first.recv(65536).startswith(b"HTTP/1.1 200")
-        with _connect(served) as third:
-            assert _read_until_closed(third) == b""  # closed at accept, no thread spent on it
+        held[0].sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # an ordinary slot: kept alive
+        assert held[0].recv(65536).startswith(b"HTTP/1.1 200")
+        with _connect(served) as fifth:
+            assert _read_until_closed(fifth) == b""  # closed at accept, no thread spent on it
         assert served.receiver.stats().requests["refused_connection"] == 1
     finally:
-        for sock in (first, second):
+        for sock in held:
             sock.shutdown(socket.SHUT_WR)
-            _read_until_closed(sock)
+            _read_until_closed(sock)  # the server closes it after releasing the slot
             sock.close()
     assert_alive(served, rag_trace)

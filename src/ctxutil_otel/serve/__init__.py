@@ -17,8 +17,12 @@ from __future__ import annotations
 
 from ._convert import Conversion, InvalidSpanError, attributes_from, convert_request, convert_span
 from ._http import HEALTH_PATH, TRACES_PATH
+from ._limits import HEALTH_RESERVED_CONNECTIONS
 from ._server import (
+    DEFAULT_HEADER_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_REQUEST_TIMEOUT_S,
     ExportResult,
     ReceiverStats,
     TLSFiles,
@@ -27,8 +31,12 @@ from ._server import (
 )
 
 __all__ = [
+    "DEFAULT_HEADER_TIMEOUT_S",
+    "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_REQUEST_BYTES",
+    "DEFAULT_REQUEST_TIMEOUT_S",
     "HEALTH_PATH",
+    "HEALTH_RESERVED_CONNECTIONS",
     "TRACES_PATH",
     "Conversion",
     "ExportResult",

@@ -17,21 +17,27 @@ Routes and answers (OpenTelemetry protocol specification, ``specification/protoc
   This is the endpoint to probe: the gRPC health service is registered only when ``grpcio-health-checking``
   is installed.
 
-Robustness: each connection runs in its own (daemon) thread with a socket timeout of
-``request_timeout_s``; a body must arrive within that time in total. A sender that disconnects or stalls
-mid-body gets its connection closed (counted ``incomplete``), without an answer. At most
-``max_connections`` connections are served at once; further ones are closed at accept. With TLS the
-handshake runs in the connection's thread, under the same timeout, so a silent client cannot block accept.
+Connections (:mod:`._limits`): each connection runs in its own (daemon) thread. Every request must
+deliver its request line and headers within ``header_timeout_s`` (default 10 s; this is also how long an
+idle keep-alive connection is kept), then its body within ``request_timeout_s`` (default 30 s), each a total
+deadline however slowly the bytes trickle in. A connection that sends nothing in time is closed silently; a
+sender that stalls or disconnects mid-request gets its connection closed without an answer (counted
+``incomplete``). At most ``max_connections`` connections are served at once, plus
+:data:`~._limits.HEALTH_RESERVED_CONNECTIONS` kept for probes: a connection in a reserved slot gets one
+answer, ``GET /healthz`` answered as usual and anything else a retryable 503 (``Retry-After``, counted
+``refused_connection``), then is closed, so a full listener still answers its liveness probe. Connections
+beyond those are closed at accept (counted ``refused_connection``; OTLP clients retry). With TLS the
+handshake runs in the connection's thread, within ``header_timeout_s``, so a silent client cannot block
+accept.
 """
 
 from __future__ import annotations
 
-import contextlib
+import io
 import logging
 import socket
 import ssl
 import threading
-import time
 import zlib
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,6 +45,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from google.protobuf.any_pb2 import Any as AnyProto  # type: ignore[import-untyped,unused-ignore]
 from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[import-untyped,unused-ignore]
+
+from ._limits import ConnectionSlots, DeadlineReader
 
 if TYPE_CHECKING:
     from ._server import ExportResult, TLSFiles, TraceReceiver
@@ -83,10 +91,15 @@ class _Server(ThreadingHTTPServer):
     receiver: TraceReceiver
     ssl_context: ssl.SSLContext | None = None
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], ipv6: bool) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        ipv6: bool,
+        max_connections: int,
+    ) -> None:
         self.address_family = socket.AF_INET6 if ipv6 else socket.AF_INET
-        self._active = 0
-        self._active_lock = threading.Lock()
+        self.slots = ConnectionSlots(max_connections)
         super().__init__(address, handler)
 
     def get_request(self) -> tuple[Any, Any]:
@@ -97,22 +110,21 @@ class _Server(ThreadingHTTPServer):
         return sock, address
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        with self._active_lock:
-            full = self._active >= self.receiver.max_connections
-            if not full:
-                self._active += 1
-        if full:
+        if self.slots.acquire(request) is None:
             self.receiver.count("refused_connection")
             self.shutdown_request(request)
             return
-        super().process_request(request, client_address)
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # the thread did not start: finish_request will not release the slot
+            self.slots.release(request)
+            raise
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         try:
             super().finish_request(request, client_address)
         finally:  # before the socket is closed (process_request_thread closes it after this)
-            with self._active_lock:
-                self._active -= 1
+            self.slots.release(request)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Disconnects, timeouts and failed TLS handshakes land here: never a traceback on stderr.
@@ -124,14 +136,55 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "ctxutil-otel-serve"
     sys_version = ""
     server: _Server
+    _reader: DeadlineReader  # rfile's raw stream (setup)
+    _health_only: bool  # holds a reserved slot: GET /healthz only, one request
+    _in_headers: bool  # reading the request line and headers (else the body, or answering)
 
     def version_string(self) -> str:
         return self.server_version
 
     def setup(self) -> None:
-        super().setup()  # applies the socket timeout
+        receiver = self.server.receiver
+        self.request.settimeout(receiver.header_timeout_s)  # the TLS handshake's bound
+        super().setup()
         if isinstance(self.connection, ssl.SSLSocket):
             self.connection.do_handshake()
+        self._health_only = self.server.slots.health_only(self.request)
+        self._reader = DeadlineReader(self.connection, write_timeout_s=receiver.request_timeout_s)
+        self.rfile.close()  # the socket's own file object: replaced by one that keeps the deadlines
+        self.rfile = io.BufferedReader(self._reader)
+        self._in_headers = False
+
+    def handle_one_request(self) -> None:
+        receiver = self.server.receiver
+        self._reader.start(receiver.header_timeout_s)
+        self._in_headers = True
+        super().handle_one_request()  # on TimeoutError: closes the connection without an answer
+        if self._in_headers and self._reader.expired and self._reader.received:
+            _log.debug("ctxutil serve: request line/headers not received in time")
+            receiver.count("incomplete")  # a sender that sent nothing (idle keep-alive) is not counted
+
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        self._in_headers = False
+        self._reader.start(self.server.receiver.request_timeout_s)  # the body's own deadline
+        if not self._health_only:
+            return True
+        self.close_connection = True  # a reserved slot serves one request
+        if self.command == "GET" and self.path.split("?", 1)[0] == HEALTH_PATH:
+            return True
+        seconds = self.server.receiver.retry_after_s
+        message = "too many connections: this slot is reserved for health probes; retry later"
+        self._fail(
+            HTTPStatus.SERVICE_UNAVAILABLE,
+            code_pb2.UNAVAILABLE,
+            message,
+            "refused_connection",
+            _retry_info(seconds),
+            extra=(("Retry-After", str(seconds)),),
+        )
+        return False
 
     # --- routes -----------------------------------------------------------------------------------
     def do_GET(self) -> None:
@@ -144,6 +197,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE)
         self.send_header("Content-Type", "text/plain; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(body)
 
@@ -216,17 +271,13 @@ class _Handler(BaseHTTPRequestHandler):
         return length
 
     def _read_body(self, length: int) -> bytes | None:
-        """Read exactly ``length`` bytes within ``request_timeout_s``; ``None`` (connection closed, counted
-        ``incomplete``) when the sender disconnects or stalls."""
-        deadline = time.monotonic() + self.server.receiver.request_timeout_s
+        """Read exactly ``length`` bytes within ``request_timeout_s`` (the deadline started once the headers
+        were read); ``None`` (connection closed, counted ``incomplete``) when the sender disconnects or
+        stalls."""
         parts: list[bytes] = []
         left = length
         try:
             while left > 0:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError("request body not received in time")
-                self.connection.settimeout(remaining)
                 chunk = self.rfile.read(min(_CHUNK, left))
                 if not chunk:
                     raise EOFError("sender closed the connection mid-body")
@@ -237,9 +288,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.receiver.count("incomplete")
             self.close_connection = True
             return None
-        finally:
-            with contextlib.suppress(OSError):
-                self.connection.settimeout(self.server.receiver.request_timeout_s)
         return b"".join(parts)
 
     def _gunzip(self, body: bytes) -> bytes | None:
@@ -338,9 +386,12 @@ def start_http_server(receiver: TraceReceiver, port: int) -> tuple[_Server, int]
         ValueError: when the TLS files are not a usable certificate/key pair.
     """
     context = ssl_context(receiver.tls) if receiver.tls is not None else None
-    # StreamRequestHandler applies the class attribute ``timeout`` to each connection's socket.
-    handler = type("_Handler", (_Handler,), {"timeout": receiver.request_timeout_s})
-    server = _Server((receiver.host.strip("[]"), port), handler, ipv6=":" in receiver.host)
+    server = _Server(
+        (receiver.host.strip("[]"), port),
+        _Handler,
+        ipv6=":" in receiver.host,
+        max_connections=receiver.max_connections,
+    )
     server.receiver = receiver
     server.ssl_context = context
     thread = threading.Thread(

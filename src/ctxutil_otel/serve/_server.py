@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import math
 import os
 import signal
 import sys
@@ -64,7 +65,10 @@ if TYPE_CHECKING:
     from ..emit._setup import TelemetryHandle
 
 __all__ = [
+    "DEFAULT_HEADER_TIMEOUT_S",
+    "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_REQUEST_BYTES",
+    "DEFAULT_REQUEST_TIMEOUT_S",
     "LOG_INTERVAL_S",
     "ExportResult",
     "ReceiverStats",
@@ -77,6 +81,12 @@ _log = logging.getLogger("ctxutil_otel.serve")
 
 #: Default bound of one request body, bytes (gRPC's own default receive limit).
 DEFAULT_MAX_REQUEST_BYTES: Final = 4 * 1024 * 1024
+#: Default seconds for an HTTP request's line and headers (and an idle keep-alive connection).
+DEFAULT_HEADER_TIMEOUT_S: Final = 10.0
+#: Default seconds for an HTTP request's body.
+DEFAULT_REQUEST_TIMEOUT_S: Final = 30.0
+#: Default bound on HTTP connections served at once and on concurrent gRPC calls.
+DEFAULT_MAX_CONNECTIONS: Final = 64
 
 #: Seconds between two log messages about refused requests of one outcome.
 LOG_INTERVAL_S: Final = 10.0
@@ -121,8 +131,9 @@ class ExportResult:
 class ReceiverStats:
     """Counters since start: ``requests`` by outcome (the :class:`ExportResult` outcomes plus the
     transports' ``unauthenticated``, ``too_large``, ``unsupported_media_type``, ``length_required``,
-    ``not_found``, ``incomplete`` (sender disconnected or timed out mid-body), ``refused_connection``),
-    ``spans_accepted`` and ``spans_rejected``."""
+    ``not_found``, ``incomplete`` (sender disconnected or ran out of time mid-request),
+    ``refused_connection`` (closed at accept, or answered 503 in a slot reserved for health probes:
+    ``max_connections`` reached)), ``spans_accepted`` and ``spans_rejected``."""
 
     requests: dict[str, int] = field(default_factory=dict)
     spans_accepted: int = 0
@@ -141,10 +152,15 @@ class TraceReceiver:
         tls: Serve both listeners over TLS with these PEM files (``None``: plaintext).
         token: Require ``Authorization: Bearer <token>`` (printable ASCII, no spaces; ``None``: no check).
         retry_after_s: Seconds a refused sender is told to wait (HTTP ``Retry-After``, gRPC ``RetryInfo``).
-        request_timeout_s: Seconds an HTTP connection may stay silent, and the bound on receiving one
-            request body; past it the connection is closed.
-        max_connections: HTTP connections served at once (more are closed at accept: OTLP clients retry)
-            and concurrent gRPC calls (more get ``RESOURCE_EXHAUSTED`` from gRPC itself).
+        header_timeout_s: Seconds (> 0) an HTTP request has to deliver its request line and headers, in
+            total; also how long an idle keep-alive connection is kept, and the bound on a TLS handshake.
+            Past it the connection is closed.
+        request_timeout_s: Seconds (> 0) an HTTP request has to deliver its body, in total, once its
+            headers are in; past it the connection is closed (counted ``incomplete``).
+        max_connections: HTTP connections (>= 1) served at once, plus
+            :data:`~ctxutil_otel.serve.HEALTH_RESERVED_CONNECTIONS` kept for ``GET /healthz`` (further
+            connections are closed at accept: OTLP clients retry); and concurrent gRPC calls (more get
+            ``RESOURCE_EXHAUSTED`` from gRPC itself).
         telemetry: Providers to shut down after the processor in :meth:`stop` (the CLI's).
 
     Raises:
@@ -162,8 +178,9 @@ class TraceReceiver:
         tls: TLSFiles | None = None,
         token: str | None = None,
         retry_after_s: int = 1,
-        request_timeout_s: float = 30.0,
-        max_connections: int = 64,
+        header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
+        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
         telemetry: TelemetryHandle | None = None,
     ) -> None:
         for name, port in (("grpc_port", grpc_port), ("http_port", http_port)):
@@ -173,8 +190,16 @@ class TraceReceiver:
             raise ValueError("at least one of grpc_port and http_port must be enabled")
         if max_request_bytes <= 0:
             raise ValueError(f"max_request_bytes must be > 0, got {max_request_bytes!r}")
-        if retry_after_s < 0 or request_timeout_s <= 0 or max_connections < 1:
-            raise ValueError("retry_after_s must be >= 0, request_timeout_s > 0 and max_connections >= 1")
+        if retry_after_s < 0:
+            raise ValueError(f"retry_after_s must be >= 0, got {retry_after_s!r}")
+        for name, seconds in (
+            ("header_timeout_s", header_timeout_s),
+            ("request_timeout_s", request_timeout_s),
+        ):
+            if not (math.isfinite(seconds) and seconds > 0):
+                raise ValueError(f"{name} must be a finite number of seconds > 0, got {seconds!r}")
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be >= 1, got {max_connections!r}")
         if token is not None and (
             not token or not token.isascii() or not token.isprintable() or " " in token
         ):
@@ -184,6 +209,7 @@ class TraceReceiver:
         self.max_request_bytes = max_request_bytes
         self.tls = tls
         self.retry_after_s = retry_after_s
+        self.header_timeout_s = header_timeout_s
         self.request_timeout_s = request_timeout_s
         self.max_connections = max_connections
         self.telemetry = telemetry

@@ -1,0 +1,152 @@
+"""The HTTP listener's connection limits: the health probe is answered when ``max_connections`` is reached
+(reserved slots), idle and slow senders are cut off at the header deadline (a total bound, not a per-read
+timeout), and the body has its own deadline.
+
+Synchronisation without sleeps: the listener accepts connections in arrival order (the kernel's accept
+queue), so sockets opened first take the ordinary slots; and the server releases a slot before it closes the
+connection, so a client that reads until EOF knows the slot is free again. Waits on the server are bounded by
+client socket timeouts (10 s), never timed assertions.
+"""
+
+from __future__ import annotations
+
+import http.client
+import select
+import socket
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+
+from google.rpc import code_pb2, error_details_pb2
+
+from ctxutil_otel.serve import HEALTH_RESERVED_CONNECTIONS
+
+from .conftest import RagTrace, Served
+from .test_errors import assert_alive, status_of
+
+EXPORT_HEADERS = (
+    "POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n"
+    "Content-Length: {length}\r\n\r\n"
+)
+
+
+def _connect(served: Served) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", served.http_port), timeout=10)
+
+
+def _read_until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection (client timeout: 10 s, a bound only)."""
+    received = b""
+    while chunk := sock.recv(65536):
+        received += chunk
+    return received
+
+
+@contextmanager
+def _idle_connections(served: Served, count: int) -> Iterator[list[socket.socket]]:
+    """``count`` connections that send nothing; on exit the client half-closes each and waits for the
+    server to close it (its slot is released by then)."""
+    with ExitStack() as stack:
+        sockets = [stack.enter_context(_connect(served)) for _ in range(count)]
+        yield sockets
+        for sock in sockets:
+            sock.shutdown(socket.SHUT_WR)
+            _read_until_closed(sock)
+
+
+def test_health_is_answered_when_the_connection_cap_is_reached(
+    make_served: Callable[..., Served], rag_trace: RagTrace
+) -> None:
+    served = make_served(max_connections=4)
+    with _idle_connections(served, 4):  # every ordinary slot held by a sender that says nothing
+        for _ in range(3):  # a reserved slot serves one request, then is free again
+            connection = http.client.HTTPConnection("127.0.0.1", served.http_port, timeout=10)
+            connection.request("GET", "/healthz")
+            response = connection.getresponse()
+            assert (response.status, response.read()) == (200, b"ok\n")
+            assert response.getheader("Connection") == "close"
+            connection.close()
+    assert "refused_connection" not in served.receiver.stats().requests
+    assert_alive(served, rag_trace)  # the ordinary slots are free again: exports are served
+
+
+def test_reserved_slot_refuses_exports_with_a_retryable_503(
+    make_served: Callable[..., Served], rag_trace: RagTrace
+) -> None:
+    served = make_served(max_connections=2, retry_after_s=3)
+    with _idle_connections(served, 2):
+        connection = http.client.HTTPConnection("127.0.0.1", served.http_port, timeout=10)
+        connection.request(
+            "POST",
+            "/v1/traces",
+            body=rag_trace.request_bytes(),
+            headers={"Content-Type": "application/x-protobuf"},
+        )
+        response = connection.getresponse()
+        body = response.read()
+        connection.close()
+        assert response.status == 503
+        assert response.getheader("Retry-After") == "3"
+        status = status_of(body)
+        assert status.code == code_pb2.UNAVAILABLE
+        assert "reserved for health probes" in status.message
+        info = error_details_pb2.RetryInfo()
+        assert status.details[0].Unpack(info) and info.retry_delay.seconds == 3
+        with ExitStack() as reserved:  # both reserved slots taken too: the next connection is refused
+            for _ in range(HEALTH_RESERVED_CONNECTIONS):
+                reserved.enter_context(_connect(served))
+            with _connect(served) as refused:
+                assert _read_until_closed(refused) == b""
+    assert served.receiver.stats().requests["refused_connection"] == 2  # the 503 and the closed one
+    assert served.evaluator.stats().captured == 0  # the refused export never reached the processor
+    assert_alive(served, rag_trace)
+
+
+def test_idle_connections_are_closed_at_the_header_deadline(
+    make_served: Callable[..., Served], rag_trace: RagTrace
+) -> None:
+    served = make_served(header_timeout_s=0.2)
+    with _connect(served) as idle, _connect(served) as keep_alive:
+        keep_alive.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = keep_alive.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200") and b"Connection: close" not in answer
+        # Neither sends (another request): the server closes both, without an answer.
+        assert _read_until_closed(idle) == b""
+        assert _read_until_closed(keep_alive) == b""
+    # Closing an idle connection is routine, not a refused request.
+    assert "incomplete" not in served.receiver.stats().requests
+    assert_alive(served, rag_trace)
+
+
+def test_a_trickled_request_line_is_cut_at_the_total_header_deadline(
+    make_served: Callable[..., Served], rag_trace: RagTrace
+) -> None:
+    served = make_served(header_timeout_s=0.5, request_timeout_s=30.0)
+    request_line = b"GET /healthz?" + b"a" * 200  # 200 bytes at this pace: 10 s, the test's bound
+    with _connect(served) as sock:
+        # A slow-loris: one byte every 50 ms, well within any per-read timeout, so only a total deadline
+        # stops it; the select paces the bytes and notices the server's close.
+        closed = False
+        for byte in request_line:
+            readable, _, _ = select.select([sock], [], [], 0.05)
+            if readable:
+                closed = True
+                break
+            sock.sendall(bytes([byte]))
+        assert closed, "the server kept reading a request line that never ended"
+        assert _read_until_closed(sock) == b""  # no answer: the request never completed
+    assert served.receiver.stats().requests["incomplete"] == 1
+    assert_alive(served, rag_trace)
+
+
+def test_the_body_has_its_own_deadline(make_served: Callable[..., Served], rag_trace: RagTrace) -> None:
+    served = make_served(header_timeout_s=0.2, request_timeout_s=30.0)
+    payload = rag_trace.request_bytes()
+    with _connect(served) as sock:
+        sock.sendall(EXPORT_HEADERS.format(length=len(payload)).encode() + payload[:10])
+        # Longer than the header deadline, far shorter than the body's: the server must keep waiting.
+        readable, _, _ = select.select([sock], [], [], 1.0)
+        assert not readable, "the server closed the connection at the header deadline, mid-body"
+        sock.sendall(payload[10:])
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+    assert served.receiver.stats().requests == {"ok": 1}
+    assert served.evaluator.stats().captured == 1
