@@ -3,9 +3,11 @@ what it received, exports the results to the second OTLP receiver, and exits 0. 
 
 from __future__ import annotations
 
+import http.client
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -127,11 +129,21 @@ def test_sigterm_flushes_evaluations_and_exits_zero(
     assert TOKEN not in output
 
 
-def test_listener_can_be_disabled(run_serve: Any) -> None:
+def test_listener_can_be_disabled_and_connection_limits_apply(run_serve: Any) -> None:
     http_port = free_port()
-    process = run_serve("--grpc-port", "0", "--http-port", str(http_port))
+    process = run_serve(
+        "--grpc-port", "0", "--http-port", str(http_port), "--max-connections", "1", "--header-timeout", "0.3"
+    )  # fmt: skip
     line = process.wait_for_line("listening")
     assert "grpc=" not in line and f"http=127.0.0.1:{http_port}" in line
+    assert "max_connections=1 header_timeout=0.3s request_timeout=30s" in line
+    with socket.create_connection(("127.0.0.1", http_port), timeout=10) as idle:  # the one ordinary slot
+        probe = http.client.HTTPConnection("127.0.0.1", http_port, timeout=10)
+        probe.request("GET", "/healthz")  # answered in a slot reserved for probes
+        response = probe.getresponse()
+        assert (response.status, response.read()) == (200, b"ok\n")
+        probe.close()
+        assert idle.recv(1) == b""  # closed by the server at the header deadline (10 s: a bound only)
     process.popen.send_signal(signal.SIGINT)
     assert process.popen.wait(60) == 0
 
@@ -159,9 +171,21 @@ def test_option_errors_exit_2(
     for args, message in cases:
         assert main(["serve", *args]) == 2
         assert message in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exited:
-        main(["serve", "--grpc-port", "70000"])
-    assert exited.value.code == 2
+    bad_values = [
+        ("--grpc-port", "70000"),
+        ("--max-connections", "0"),
+        ("--max-connections", "many"),
+        ("--header-timeout", "0"),
+        ("--header-timeout", "-1"),
+        ("--request-timeout", "nan"),
+        ("--request-timeout", "inf"),
+        ("--request-timeout", "30s"),
+    ]
+    for option, value in bad_values:
+        with pytest.raises(SystemExit) as exited:
+            main(["serve", option, value])
+        assert exited.value.code == 2
+        assert f"argument {option}:" in capsys.readouterr().err
 
     monkeypatch.setenv("CTXUTIL_SAMPLE_RATE", "2")
     assert main(["serve", "--grpc-port", "0", "--http-port", str(free_port())]) == 2
@@ -173,3 +197,14 @@ def test_busy_port_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     with OTLPReceiver() as other:  # holds a port
         assert main(["serve", "--grpc-port", "0", "--http-port", str(other.http_port)]) == 2
     assert "cannot start the receiver" in capsys.readouterr().err
+
+
+def test_help_documents_limits_and_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--help"])
+    assert exited.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for option in ("--max-connections N", "--header-timeout SECONDS", "--request-timeout SECONDS"):
+        assert option in text
+    assert "kept for GET /healthz" in text
+    assert "exits 1 when that deadline passed first" in text

@@ -4,23 +4,31 @@ turns in the traces it receives and exports the results over OTLP.
 Configuration:
 
 * Flags: ``--host`` (default ``127.0.0.1``: loopback only), ``--grpc-port`` / ``--http-port`` (``0``
-  disables that listener), ``--max-request-bytes`` (default 4 MiB, both transports), ``--tls-cert`` /
-  ``--tls-key`` (PEM files; or ``CTXUTIL_SERVE_TLS_CERT`` / ``CTXUTIL_SERVE_TLS_KEY``), ``--token-file``
-  (a file holding the bearer token senders must present; or the token itself in ``CTXUTIL_SERVE_TOKEN``).
+  disables that listener), ``--max-request-bytes`` (default 4 MiB, both transports), ``--max-connections``
+  (default 64: HTTP connections served at once, plus 2 kept for ``GET /healthz``; also the bound on
+  concurrent gRPC calls), ``--header-timeout`` (seconds, default 10: an HTTP request's line and headers,
+  and an idle keep-alive connection), ``--request-timeout`` (seconds, default 30: an HTTP request's body),
+  ``--tls-cert`` / ``--tls-key`` (PEM files; or ``CTXUTIL_SERVE_TLS_CERT`` / ``CTXUTIL_SERVE_TLS_KEY``),
+  ``--token-file`` (a file holding the bearer token senders must present; or the token itself in
+  ``CTXUTIL_SERVE_TOKEN``). Only the files and the token have environment variables (they usually come
+  from mounted secrets); the numbers are flags only.
 * Evaluator: the ``CTXUTIL_*`` settings (sample rate, judge, queue size, rate cap, ...;
   :class:`~ctxutil_otel.Settings`).
 * Results: :func:`~ctxutil_otel.emit.configure_telemetry`, i.e. the standard ``OTEL_EXPORTER_OTLP_*``
   variables (``OTEL_EXPORTER_OTLP_ENDPOINT``, ``..._PROTOCOL``, ``..._HEADERS``, ...); without any, results
   are printed to the console (one compact line each).
 
-SIGTERM or SIGINT: stop accepting, finish the exports in progress, evaluate what was submitted (within
-``CTXUTIL_SHUTDOWN_TIMEOUT_S``), export the results, exit 0 (1 when the deadline passed first). Exit 2 for
-bad options or an address that cannot be bound.
+Exit status: on SIGTERM or SIGINT, stop accepting, finish the exports in progress, evaluate what was
+submitted (within ``CTXUTIL_SHUTDOWN_TIMEOUT_S``), export the results, then exit 0; exit 1 when that
+deadline passed first (evaluations still queued are dropped, counted reason ``shutdown``) or the results
+could not be exported. A second signal exits at once with ``128 + signal``. Exit 2 for bad options or an
+address that cannot be bound.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -53,8 +61,33 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {text!r}")
+    return value
+
+
+_EPILOG = (
+    "exit status: on SIGTERM/SIGINT serve stops accepting, evaluates what it has received and exports the "
+    "results within CTXUTIL_SHUTDOWN_TIMEOUT_S (default 5 s), then exits 0; it exits 1 when that deadline "
+    "passed first (queued evaluations are dropped, counted reason 'shutdown') or the results could not be "
+    "exported; a second signal exits at once (128 + signal); 2 for bad options or an address that cannot "
+    "be bound."
+)
+
+
 def register(subparsers: Any) -> None:
-    from ..serve import DEFAULT_MAX_REQUEST_BYTES
+    from ..serve import (
+        DEFAULT_HEADER_TIMEOUT_S,
+        DEFAULT_MAX_CONNECTIONS,
+        DEFAULT_MAX_REQUEST_BYTES,
+        DEFAULT_REQUEST_TIMEOUT_S,
+        HEALTH_RESERVED_CONNECTIONS,
+    )
 
     parser = subparsers.add_parser(
         "serve",
@@ -63,6 +96,7 @@ def register(subparsers: Any) -> None:
         "(OpenInference, OpenTelemetry GenAI, OpenLLMetry spans) and export evaluation spans, events and "
         "metrics over OTLP (OTEL_EXPORTER_OTLP_* variables; the console when none is set). Evaluator "
         "settings come from CTXUTIL_* variables. Health: GET /healthz on the HTTP port.",
+        epilog=_EPILOG,
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument(
@@ -76,6 +110,31 @@ def register(subparsers: Any) -> None:
         type=_positive,
         default=DEFAULT_MAX_REQUEST_BYTES,
         help=f"largest request body accepted, bytes (default {DEFAULT_MAX_REQUEST_BYTES})",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=_positive,
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help=f"HTTP connections served at once, plus {HEALTH_RESERVED_CONNECTIONS} kept for GET /healthz "
+        "so that probes are answered when the others are taken (further connections are closed at once; "
+        f"OTLP clients retry); also the bound on concurrent gRPC calls (default {DEFAULT_MAX_CONNECTIONS})",
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=_seconds,
+        default=DEFAULT_HEADER_TIMEOUT_S,
+        metavar="SECONDS",
+        help="seconds an HTTP request has to send its request line and headers, in total; also how long an "
+        f"idle keep-alive connection is kept (default {DEFAULT_HEADER_TIMEOUT_S:g})",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=_seconds,
+        default=DEFAULT_REQUEST_TIMEOUT_S,
+        metavar="SECONDS",
+        help="seconds an HTTP request has to send its body, in total, once its headers are in "
+        f"(default {DEFAULT_REQUEST_TIMEOUT_S:g})",
     )
     parser.add_argument("--tls-cert", type=Path, default=None, help=f"PEM certificate (or {TLS_CERT_ENV})")
     parser.add_argument("--tls-key", type=Path, default=None, help=f"PEM private key (or {TLS_KEY_ENV})")
@@ -155,6 +214,9 @@ def run(args: argparse.Namespace) -> int:
             grpc_port=args.grpc_port or None,
             http_port=args.http_port or None,
             max_request_bytes=args.max_request_bytes,
+            max_connections=args.max_connections,
+            header_timeout_s=args.header_timeout,
+            request_timeout_s=args.request_timeout,
             tls=tls,
             token=token,
             telemetry=telemetry,
@@ -179,7 +241,9 @@ def run(args: argparse.Namespace) -> int:
     results = ", ".join(f"{k}: {'+'.join(v) or 'nowhere'}" for k, v in telemetry.destinations.items())
     announcement = (
         f"ctxutil-otel serve: listening {' '.join(listening)} tls={'on' if tls else 'off'} "
-        f"token={'on' if token else 'off'}; sample_rate={settings.sample_rate} judge={settings.judge}; "
+        f"token={'on' if token else 'off'} max_connections={args.max_connections} "
+        f"header_timeout={args.header_timeout:g}s request_timeout={args.request_timeout:g}s; "
+        f"sample_rate={settings.sample_rate} judge={settings.judge}; "
         f"results -> {results}"
     )
     status = serve_until_signal(receiver, ready=lambda: print(announcement, file=sys.stderr, flush=True))

@@ -448,7 +448,9 @@ def serve_until_signal(
     ``ready`` is called once the signal handlers are installed (e.g. to announce the listening ports, so
     that a supervisor that reads the announcement can signal safely). A second signal during the
     shutdown exits the process at once (status ``128 + signal``). Returns ``0`` when the shutdown
-    flushed everything in time, else ``1``. Must run in the main thread.
+    flushed everything in time, ``1`` when the deadline (``timeout_s``, default the
+    ``shutdown_timeout_s`` setting) passed first or an export of the results failed: the CLI's exit
+    status. Must run in the main thread.
     """
     watched = (signal.SIGTERM, signal.SIGINT)
 
