@@ -329,6 +329,8 @@ def build_cases(args: argparse.Namespace, judge_url: str) -> tuple[list[Case], d
             cases.append(factory(name))
         except ImportError as exc:
             skipped[name] = f"skipped: {package} is not installed ({exc.name}); pip install {package}"
+        except Exception as exc:  # an API this script was not written for (tested: see README.md)
+            skipped[name] = f"skipped: {package} could not be configured ({type(exc).__name__}: {exc})"
     return cases, skipped
 
 
