@@ -10,7 +10,6 @@ client socket timeouts (10 s), never timed assertions.
 
 from __future__ import annotations
 
-import http.client
 import select
 import socket
 from collections.abc import Callable, Iterator
@@ -53,18 +52,25 @@ def _idle_connections(served: Served, count: int) -> Iterator[list[socket.socket
             _read_until_closed(sock)
 
 
+def _exchange(served: Served, request: bytes) -> tuple[bytes, bytes]:
+    """Send ``request`` on a new connection, read until the server closes it (by then the slot is
+    released); returns the answer's head and body."""
+    with _connect(served) as sock:
+        sock.sendall(request)
+        answer = _read_until_closed(sock)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return head, body
+
+
 def test_health_is_answered_when_the_connection_cap_is_reached(
     make_served: Callable[..., Served], rag_trace: RagTrace
 ) -> None:
     served = make_served(max_connections=4)
     with _idle_connections(served, 4):  # every ordinary slot held by a sender that says nothing
-        for _ in range(3):  # a reserved slot serves one request, then is free again
-            connection = http.client.HTTPConnection("127.0.0.1", served.http_port, timeout=10)
-            connection.request("GET", "/healthz")
-            response = connection.getresponse()
-            assert (response.status, response.read()) == (200, b"ok\n")
-            assert response.getheader("Connection") == "close"
-            connection.close()
+        for _ in range(3):  # a reserved slot serves one request, then the server closes it
+            head, body = _exchange(served, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200") and b"Connection: close" in head
+            assert body == b"ok\n"
     assert "refused_connection" not in served.receiver.stats().requests
     assert_alive(served, rag_trace)  # the ordinary slots are free again: exports are served
 
@@ -73,19 +79,11 @@ def test_reserved_slot_refuses_exports_with_a_retryable_503(
     make_served: Callable[..., Served], rag_trace: RagTrace
 ) -> None:
     served = make_served(max_connections=2, retry_after_s=3)
+    payload = rag_trace.request_bytes()
     with _idle_connections(served, 2):
-        connection = http.client.HTTPConnection("127.0.0.1", served.http_port, timeout=10)
-        connection.request(
-            "POST",
-            "/v1/traces",
-            body=rag_trace.request_bytes(),
-            headers={"Content-Type": "application/x-protobuf"},
-        )
-        response = connection.getresponse()
-        body = response.read()
-        connection.close()
-        assert response.status == 503
-        assert response.getheader("Retry-After") == "3"
+        head, body = _exchange(served, EXPORT_HEADERS.format(length=len(payload)).encode() + payload)
+        assert head.startswith(b"HTTP/1.1 503")
+        assert b"Retry-After: 3" in head.split(b"\r\n")
         status = status_of(body)
         assert status.code == code_pb2.UNAVAILABLE
         assert "reserved for health probes" in status.message
@@ -107,7 +105,11 @@ def test_idle_connections_are_closed_at_the_header_deadline(
     served = make_served(header_timeout_s=0.2)
     with _connect(served) as idle, _connect(served) as keep_alive:
         keep_alive.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        answer = keep_alive.recv(65536)
+        answer = b""
+        while not answer.endswith(b"\r\n\r\nok\n"):  # headers and body may arrive apart
+            chunk = keep_alive.recv(65536)
+            assert chunk, f"closed before the whole answer arrived: {answer!r}"
+            answer += chunk
         assert answer.startswith(b"HTTP/1.1 200") and b"Connection: close" not in answer
         # Neither sends (another request): the server closes both, without an answer.
         assert _read_until_closed(idle) == b""
