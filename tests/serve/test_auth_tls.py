@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import logging
+import re
 import shutil
 import socket
 import ssl
@@ -161,7 +162,9 @@ def test_unusable_tls_files_fail_at_start(make_served: Callable[..., Served], tm
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     cert.write_text("not a certificate")
     key.write_text("not a key")
-    with pytest.raises(ValueError, match="TLS: cannot use certificate"):
+    with pytest.raises(ValueError, match="TLS: cannot use certificate") as caught:
         make_served(tls=TLSFiles(cert, key), grpc_port=None)
-    with pytest.raises(OSError):
-        make_served(tls=TLSFiles(tmp_path / "missing.pem", key), http_port=None)
+    assert str(caught.value).endswith(": not a PEM certificate chain and PEM private key")  # not ": None"
+    missing = tmp_path / "missing.pem"
+    with pytest.raises(OSError, match=re.escape(f"TLS: cannot read {missing}: No such file")):
+        make_served(tls=TLSFiles(missing, key), http_port=None)

@@ -193,10 +193,18 @@ def test_option_errors_exit_2(
 
 
 @pytest.mark.usefixtures("quiet")
-def test_busy_port_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
-    with OTLPReceiver() as other:  # holds a port
+def test_busy_port_exits_2_naming_the_listener_and_port(capsys: pytest.CaptureFixture[str]) -> None:
+    with OTLPReceiver() as other:  # holds a gRPC and an HTTP port
         assert main(["serve", "--grpc-port", "0", "--http-port", str(other.http_port)]) == 2
-    assert "cannot start the receiver" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        expected = (
+            f"cannot start the receiver: cannot bind the OTLP/HTTP listener to 127.0.0.1:{other.http_port}"
+        )
+        assert expected in err
+        assert "already in use" in err and "[Errno" not in err
+        assert main(["serve", "--grpc-port", str(other.grpc_port), "--http-port", "0"]) == 2
+        err = capsys.readouterr().err
+        assert f"cannot bind the OTLP/gRPC listener to 127.0.0.1:{other.grpc_port}" in err
 
 
 def test_help_documents_limits_and_exit_status(capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,7 +22,7 @@ Exit status: on SIGTERM or SIGINT, stop accepting, finish the exports in progres
 submitted (within ``CTXUTIL_SHUTDOWN_TIMEOUT_S``), export the results, then exit 0; exit 1 when that
 deadline passed first (evaluations still queued are dropped, counted reason ``shutdown``) or the results
 could not be exported. A second signal exits at once with ``128 + signal``. Exit 2 for bad options or an
-address that cannot be bound.
+address that cannot be bound (the message names the listener and its address).
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ accept.
 
 from __future__ import annotations
 
+import errno
 import io
 import logging
 import socket
@@ -361,19 +362,33 @@ class _Handler(BaseHTTPRequestHandler):
         _log.debug("ctxutil serve http %s: " + format, self.address_string(), *args)
 
 
+def _os_error(cause: OSError, message: str) -> OSError:
+    """An ``OSError`` whose text is ``message`` alone (no ``[Errno n]`` prefix), keeping ``errno``."""
+    error = OSError(message)
+    error.errno = cause.errno
+    return error
+
+
 def ssl_context(tls: TLSFiles) -> ssl.SSLContext:
     """A server ``SSLContext`` (TLS 1.2+) holding the certificate chain and key.
 
     Raises:
-        OSError: when a file cannot be read.
-        ValueError: naming both files, when they are not a usable certificate/key pair.
+        OSError: naming the file, when one cannot be read.
+        ValueError: naming both files, when they are not a usable PEM certificate/key pair.
     """
+    for path in (tls.cert_file, tls.key_file):
+        try:
+            path.open("rb").close()
+        except OSError as exc:
+            raise _os_error(exc, f"TLS: cannot read {path}: {exc.strerror or exc}") from None
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
         context.load_cert_chain(str(tls.cert_file), str(tls.key_file))
     except ssl.SSLError as exc:
-        message = f"TLS: cannot use certificate {tls.cert_file} with key {tls.key_file}: {exc.reason}"
+        # ``reason`` is None when OpenSSL found no PEM block at all (e.g. a DER or text file).
+        why = exc.reason or "not a PEM certificate chain and PEM private key"
+        message = f"TLS: cannot use certificate {tls.cert_file} with key {tls.key_file}: {why}"
         raise ValueError(message) from None
     return context
 
@@ -382,16 +397,22 @@ def start_http_server(receiver: TraceReceiver, port: int) -> tuple[_Server, int]
     """Bind ``receiver.host:port``, serve in a daemon thread; returns the server and the bound port.
 
     Raises:
-        OSError: when the address cannot be bound or a TLS file cannot be read.
+        OSError: naming the address, when it cannot be bound; or naming the file, when a TLS file cannot
+            be read.
         ValueError: when the TLS files are not a usable certificate/key pair.
     """
     context = ssl_context(receiver.tls) if receiver.tls is not None else None
-    server = _Server(
-        (receiver.host.strip("[]"), port),
-        _Handler,
-        ipv6=":" in receiver.host,
-        max_connections=receiver.max_connections,
-    )
+    address = receiver.address(port)
+    try:
+        server = _Server(
+            (receiver.host.strip("[]"), port),
+            _Handler,
+            ipv6=":" in receiver.host,
+            max_connections=receiver.max_connections,
+        )
+    except OSError as exc:
+        reason = "the port is already in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
+        raise _os_error(exc, f"cannot bind the OTLP/HTTP listener to {address}: {reason}") from None
     server.receiver = receiver
     server.ssl_context = context
     thread = threading.Thread(
