@@ -27,8 +27,8 @@ from ._server import (
     ReceiverStats,
     TLSFiles,
     TraceReceiver,
-    serve_until_signal,
 )
+from ._signals import serve_until_signal
 
 __all__ = [
     "DEFAULT_HEADER_TIMEOUT_S",

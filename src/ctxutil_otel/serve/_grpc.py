@@ -34,10 +34,10 @@ from concurrent import futures
 from typing import TYPE_CHECKING, Any, Final
 
 import grpc  # type: ignore[import-untyped,unused-ignore]
-from google.rpc import code_pb2, error_details_pb2  # type: ignore[import-untyped,unused-ignore]
+from google.rpc import code_pb2  # type: ignore[import-untyped,unused-ignore]
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from ._http import status_body
+from ._status import bad_request, retry_info, status_body
 
 if TYPE_CHECKING:
     from ._server import TraceReceiver
@@ -54,17 +54,13 @@ _STATUS_DETAILS_KEY: Final = "grpc-status-details-bin"
 
 
 def _retry_trailers(seconds: int, message: str) -> tuple[tuple[str, bytes], ...]:
-    info = error_details_pb2.RetryInfo()
-    info.retry_delay.seconds = seconds
+    info = retry_info(seconds)
     details = status_body(code_pb2.UNAVAILABLE, message, info)
     return ((_STATUS_DETAILS_KEY, details), (_RETRY_INFO_KEY, info.SerializeToString()))
 
 
 def _bad_request_trailers(message: str) -> tuple[tuple[str, bytes], ...]:
-    bad = error_details_pb2.BadRequest()
-    violation = bad.field_violations.add()
-    violation.field = "request"
-    violation.description = message
+    bad = bad_request(message, "request")
     return ((_STATUS_DETAILS_KEY, status_body(code_pb2.INVALID_ARGUMENT, message, bad)),)
 
 

@@ -44,15 +44,15 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Final
 
-from google.protobuf.any_pb2 import Any as AnyProto  # type: ignore[import-untyped,unused-ignore]
-from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[import-untyped,unused-ignore]
+from google.rpc import code_pb2  # type: ignore[import-untyped,unused-ignore]
 
 from ._limits import ConnectionSlots, DeadlineReader
+from ._status import bad_request, os_error, retry_info, ssl_context, status_body
 
 if TYPE_CHECKING:
-    from ._server import ExportResult, TLSFiles, TraceReceiver
+    from ._server import ExportResult, TraceReceiver
 
-__all__ = ["HEALTH_PATH", "TRACES_PATH", "ssl_context", "start_http_server", "status_body"]
+__all__ = ["HEALTH_PATH", "TRACES_PATH", "start_http_server"]
 
 _log = logging.getLogger("ctxutil_otel.serve")
 
@@ -60,30 +60,6 @@ TRACES_PATH: Final = "/v1/traces"
 HEALTH_PATH: Final = "/healthz"
 _PROTOBUF: Final = "application/x-protobuf"
 _CHUNK: Final = 64 * 1024
-
-
-def status_body(code: int, message: str, *details: Any) -> bytes:
-    """A serialized ``google.rpc.Status`` (``code`` a ``google.rpc.Code`` value) with packed details."""
-    status = status_pb2.Status(code=code, message=message)
-    for detail in details:
-        packed = AnyProto()
-        packed.Pack(detail)
-        status.details.append(packed)
-    return bytes(status.SerializeToString())
-
-
-def _retry_info(seconds: int) -> error_details_pb2.RetryInfo:
-    info = error_details_pb2.RetryInfo()
-    info.retry_delay.seconds = seconds
-    return info
-
-
-def _bad_request(message: str) -> error_details_pb2.BadRequest:
-    bad = error_details_pb2.BadRequest()
-    violation = bad.field_violations.add()
-    violation.field = "body"
-    violation.description = message
-    return bad
 
 
 class _Server(ThreadingHTTPServer):
@@ -182,7 +158,7 @@ class _Handler(BaseHTTPRequestHandler):
             code_pb2.UNAVAILABLE,
             message,
             "refused_connection",
-            _retry_info(seconds),
+            retry_info(seconds),
             extra=(("Retry-After", str(seconds)),),
         )
         return False
@@ -311,7 +287,7 @@ class _Handler(BaseHTTPRequestHandler):
                 code_pb2.INVALID_ARGUMENT,
                 message,
                 "bad_request",
-                _bad_request(message),
+                bad_request(message, "body"),
             )
             return None
         return out
@@ -321,11 +297,11 @@ class _Handler(BaseHTTPRequestHandler):
         if result.outcome in ("ok", "partial"):
             self._send(HTTPStatus.OK, result.response)
         elif result.outcome == "bad_request":
-            body = status_body(code_pb2.INVALID_ARGUMENT, result.message, _bad_request(result.message))
+            body = status_body(code_pb2.INVALID_ARGUMENT, result.message, bad_request(result.message, "body"))
             self._send(HTTPStatus.BAD_REQUEST, body)
         elif result.outcome in ("overloaded", "unavailable"):
             seconds = receiver.retry_after_s
-            body = status_body(code_pb2.UNAVAILABLE, result.message, _retry_info(seconds))
+            body = status_body(code_pb2.UNAVAILABLE, result.message, retry_info(seconds))
             self._send(HTTPStatus.SERVICE_UNAVAILABLE, body, (("Retry-After", str(seconds)),))
         else:
             self._send(HTTPStatus.INTERNAL_SERVER_ERROR, status_body(code_pb2.INTERNAL, result.message))
@@ -362,37 +338,6 @@ class _Handler(BaseHTTPRequestHandler):
         _log.debug("ctxutil serve http %s: " + format, self.address_string(), *args)
 
 
-def _os_error(cause: OSError, message: str) -> OSError:
-    """An ``OSError`` whose text is ``message`` alone (no ``[Errno n]`` prefix), keeping ``errno``."""
-    error = OSError(message)
-    error.errno = cause.errno
-    return error
-
-
-def ssl_context(tls: TLSFiles) -> ssl.SSLContext:
-    """A server ``SSLContext`` (TLS 1.2+) holding the certificate chain and key.
-
-    Raises:
-        OSError: naming the file, when one cannot be read.
-        ValueError: naming both files, when they are not a usable PEM certificate/key pair.
-    """
-    for path in (tls.cert_file, tls.key_file):
-        try:
-            path.open("rb").close()
-        except OSError as exc:
-            raise _os_error(exc, f"TLS: cannot read {path}: {exc.strerror or exc}") from None
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
-        context.load_cert_chain(str(tls.cert_file), str(tls.key_file))
-    except ssl.SSLError as exc:
-        # ``reason`` is None when OpenSSL found no PEM block at all (e.g. a DER or text file).
-        why = exc.reason or "not a PEM certificate chain and PEM private key"
-        message = f"TLS: cannot use certificate {tls.cert_file} with key {tls.key_file}: {why}"
-        raise ValueError(message) from None
-    return context
-
-
 def start_http_server(receiver: TraceReceiver, port: int) -> tuple[_Server, int]:
     """Bind ``receiver.host:port``, serve in a daemon thread; returns the server and the bound port.
 
@@ -412,7 +357,7 @@ def start_http_server(receiver: TraceReceiver, port: int) -> tuple[_Server, int]
         )
     except OSError as exc:
         reason = "the port is already in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
-        raise _os_error(exc, f"cannot bind the OTLP/HTTP listener to {address}: {reason}") from None
+        raise os_error(exc, f"cannot bind the OTLP/HTTP listener to {address}: {reason}") from None
     server.receiver = receiver
     server.ssl_context = context
     thread = threading.Thread(

@@ -41,15 +41,10 @@ from __future__ import annotations
 import hmac
 import logging
 import math
-import os
-import signal
-import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped,unused-ignore]
@@ -74,7 +69,6 @@ __all__ = [
     "ReceiverStats",
     "TLSFiles",
     "TraceReceiver",
-    "serve_until_signal",
 ]
 
 _log = logging.getLogger("ctxutil_otel.serve")
@@ -366,10 +360,10 @@ class TraceReceiver:
             OSError: when a port cannot be bound or a TLS file cannot be read (nothing is left running).
             ValueError: when the TLS files do not hold a usable certificate and key.
         """
-        from . import _grpc, _http
+        from . import _grpc, _http, _status
 
         if self.tls is not None:
-            _http.ssl_context(self.tls)  # a bad certificate/key fails here, for both listeners
+            _status.ssl_context(self.tls)  # a bad certificate/key fails here, for both listeners
         try:
             if self._ports["grpc"] is not None:
                 self._grpc, self._ports["grpc"] = _grpc.start_grpc_server(self, self._ports["grpc"])
@@ -432,50 +426,3 @@ class TraceReceiver:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
-
-
-class _Stop(Exception):
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def serve_until_signal(
-    receiver: TraceReceiver, timeout_s: float | None = None, *, ready: Callable[[], None] | None = None
-) -> int:
-    """Block the main thread until SIGTERM or SIGINT, then :meth:`TraceReceiver.stop` it gracefully.
-
-    ``ready`` is called once the signal handlers are installed (e.g. to announce the listening ports, so
-    that a supervisor that reads the announcement can signal safely). A second signal during the
-    shutdown exits the process at once (status ``128 + signal``). Returns ``0`` when the shutdown
-    flushed everything in time, ``1`` when the deadline (``timeout_s``, default the
-    ``shutdown_timeout_s`` setting) passed first or an export of the results failed: the CLI's exit
-    status. Must run in the main thread.
-    """
-    watched = (signal.SIGTERM, signal.SIGINT)
-
-    def hurry(signum: int, frame: FrameType | None) -> None:
-        print(f"ctxutil-otel serve: second signal {signum}: exiting now", file=sys.stderr, flush=True)
-        os._exit(128 + signum)
-
-    def first(signum: int, frame: FrameType | None) -> None:
-        for sig in watched:
-            signal.signal(sig, hurry)
-        raise _Stop(signum)
-
-    previous: dict[int, Any] = {}
-    try:
-        try:
-            for sig in watched:
-                previous[sig] = signal.signal(sig, first)
-            if ready is not None:
-                ready()
-            threading.Event().wait()
-        except _Stop as stop:
-            name = signal.Signals(stop.signum).name
-            print(f"ctxutil-otel serve: {name}: stopping (flushing evaluations)", file=sys.stderr, flush=True)
-        ok = receiver.stop(timeout_s)
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    return 0 if ok else 1
