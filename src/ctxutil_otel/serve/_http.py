@@ -65,6 +65,9 @@ _CHUNK: Final = 64 * 1024
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # The listen backlog (socketserver's default is 5): a burst of connections beyond it has its SYNs
+    # dropped and retried by the client after 1 s, 3 s, ... The kernel caps it at net.core.somaxconn.
+    request_queue_size = socket.SOMAXCONN
     receiver: TraceReceiver
     ssl_context: ssl.SSLContext | None = None
 
