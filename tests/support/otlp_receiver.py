@@ -185,7 +185,7 @@ class OTLPReceiver:
         http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         http.daemon_threads = True
         self.http_port = http.server_address[1]
-        threading.Thread(target=http.serve_forever, daemon=True).start()
+        threading.Thread(target=http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         self._http = http
         return self
 
