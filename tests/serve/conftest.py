@@ -225,3 +225,23 @@ def grpc_export(
         call = channel.unary_unary(EXPORT_PATH, request_serializer=None, response_deserializer=None)
         response: bytes = call(payload, metadata=tuple(metadata), timeout=timeout)
         return response
+
+
+EXPORT_HEADERS = (
+    "POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n"
+    "Content-Length: {length}\r\n\r\n"
+)
+"""The head of an OTLP/HTTP export request; ``.format(length=...)`` sets its Content-Length."""
+
+
+def connect(served: Served) -> socket.socket:
+    """A raw TCP connection to the served HTTP port (client timeout 10 s, a bound only)."""
+    return socket.create_connection(("127.0.0.1", served.http_port), timeout=10)
+
+
+def read_until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection (client timeout: 10 s, a bound only)."""
+    received = b""
+    while chunk := sock.recv(65536):
+        received += chunk
+    return received

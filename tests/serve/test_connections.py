@@ -19,25 +19,8 @@ from google.rpc import code_pb2, error_details_pb2
 
 from ctxutil_otel.serve import HEALTH_RESERVED_CONNECTIONS
 
-from .conftest import RagTrace, Served
+from .conftest import EXPORT_HEADERS, RagTrace, Served, connect, read_until_closed
 from .test_errors import assert_alive, status_of
-
-EXPORT_HEADERS = (
-    "POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n"
-    "Content-Length: {length}\r\n\r\n"
-)
-
-
-def _connect(served: Served) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", served.http_port), timeout=10)
-
-
-def _read_until_closed(sock: socket.socket) -> bytes:
-    """Everything the server sends until it closes the connection (client timeout: 10 s, a bound only)."""
-    received = b""
-    while chunk := sock.recv(65536):
-        received += chunk
-    return received
 
 
 @contextmanager
@@ -45,19 +28,19 @@ def _idle_connections(served: Served, count: int) -> Iterator[list[socket.socket
     """``count`` connections that send nothing; on exit the client half-closes each and waits for the
     server to close it (its slot is released by then)."""
     with ExitStack() as stack:
-        sockets = [stack.enter_context(_connect(served)) for _ in range(count)]
+        sockets = [stack.enter_context(connect(served)) for _ in range(count)]
         yield sockets
         for sock in sockets:
             sock.shutdown(socket.SHUT_WR)
-            _read_until_closed(sock)
+            read_until_closed(sock)
 
 
 def _exchange(served: Served, request: bytes) -> tuple[bytes, bytes]:
     """Send ``request`` on a new connection, read until the server closes it (by then the slot is
     released); returns the answer's head and body."""
-    with _connect(served) as sock:
+    with connect(served) as sock:
         sock.sendall(request)
-        answer = _read_until_closed(sock)
+        answer = read_until_closed(sock)
     head, _, body = answer.partition(b"\r\n\r\n")
     return head, body
 
@@ -91,9 +74,9 @@ def test_reserved_slot_refuses_exports_with_a_retryable_503(
         assert status.details[0].Unpack(info) and info.retry_delay.seconds == 3
         with ExitStack() as reserved:  # both reserved slots taken too: the next connection is refused
             for _ in range(HEALTH_RESERVED_CONNECTIONS):
-                reserved.enter_context(_connect(served))
-            with _connect(served) as refused:
-                assert _read_until_closed(refused) == b""
+                reserved.enter_context(connect(served))
+            with connect(served) as refused:
+                assert read_until_closed(refused) == b""
     assert served.receiver.stats().requests["refused_connection"] == 2  # the 503 and the closed one
     assert served.evaluator.stats().captured == 0  # the refused export never reached the processor
     assert_alive(served, rag_trace)
@@ -103,7 +86,7 @@ def test_idle_connections_are_closed_at_the_header_deadline(
     make_served: Callable[..., Served], rag_trace: RagTrace
 ) -> None:
     served = make_served(header_timeout_s=0.2)
-    with _connect(served) as idle, _connect(served) as keep_alive:
+    with connect(served) as idle, connect(served) as keep_alive:
         keep_alive.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         answer = b""
         while not answer.endswith(b"\r\n\r\nok\n"):  # headers and body may arrive apart
@@ -112,8 +95,8 @@ def test_idle_connections_are_closed_at_the_header_deadline(
             answer += chunk
         assert answer.startswith(b"HTTP/1.1 200") and b"Connection: close" not in answer
         # Neither sends (another request): the server closes both, without an answer.
-        assert _read_until_closed(idle) == b""
-        assert _read_until_closed(keep_alive) == b""
+        assert read_until_closed(idle) == b""
+        assert read_until_closed(keep_alive) == b""
     # Closing an idle connection is routine, not a refused request.
     assert "incomplete" not in served.receiver.stats().requests
     assert_alive(served, rag_trace)
@@ -124,7 +107,7 @@ def test_a_trickled_request_line_is_cut_at_the_total_header_deadline(
 ) -> None:
     served = make_served(header_timeout_s=0.5, request_timeout_s=30.0)
     request_line = b"GET /healthz?" + b"a" * 200  # 200 bytes at this pace: 10 s, the test's bound
-    with _connect(served) as sock:
+    with connect(served) as sock:
         # A slow-loris: one byte every 50 ms, well within any per-read timeout, so only a total deadline
         # stops it; the select paces the bytes and notices the server's close.
         closed = False
@@ -135,7 +118,7 @@ def test_a_trickled_request_line_is_cut_at_the_total_header_deadline(
                 break
             sock.sendall(bytes([byte]))
         assert closed, "the server kept reading a request line that never ended"
-        assert _read_until_closed(sock) == b""  # no answer: the request never completed
+        assert read_until_closed(sock) == b""  # no answer: the request never completed
     assert served.receiver.stats().requests["incomplete"] == 1
     assert_alive(served, rag_trace)
 
@@ -143,7 +126,7 @@ def test_a_trickled_request_line_is_cut_at_the_total_header_deadline(
 def test_the_body_has_its_own_deadline(make_served: Callable[..., Served], rag_trace: RagTrace) -> None:
     served = make_served(header_timeout_s=0.2, request_timeout_s=30.0)
     payload = rag_trace.request_bytes()
-    with _connect(served) as sock:
+    with connect(served) as sock:
         sock.sendall(EXPORT_HEADERS.format(length=len(payload)).encode() + payload[:10])
         # Longer than the header deadline, far shorter than the body's: the server must keep waiting.
         readable, _, _ = select.select([sock], [], [], 1.0)

@@ -12,38 +12,21 @@ from collections.abc import Callable
 
 from ctxutil_otel.serve import HEALTH_RESERVED_CONNECTIONS
 
-from .conftest import RagTrace, Served
+from .conftest import EXPORT_HEADERS, RagTrace, Served, connect, read_until_closed
 from .test_errors import assert_alive
-
-HEADERS = (
-    "POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n"
-    "Content-Length: {length}\r\n\r\n"
-)
-
-
-def _connect(served: Served) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", served.http_port), timeout=10)
-
-
-def _read_until_closed(sock: socket.socket) -> bytes:
-    """Everything the server sends until it closes the connection (client timeout: 10 s, a bound only)."""
-    received = b""
-    while chunk := sock.recv(65536):
-        received += chunk
-    return received
 
 
 def test_sender_disconnects_mid_body(make_served: Callable[..., Served], rag_trace: RagTrace) -> None:
     served = make_served()
     payload = rag_trace.request_bytes()
     # Half-close: announces more bytes than it sends, then stops sending (EOF mid-body).
-    with _connect(served) as sock:
-        sock.sendall(HEADERS.format(length=len(payload)).encode() + payload[:10])
+    with connect(served) as sock:
+        sock.sendall(EXPORT_HEADERS.format(length=len(payload)).encode() + payload[:10])
         sock.shutdown(socket.SHUT_WR)
-        assert _read_until_closed(sock) == b""  # no answer: the server just closes
+        assert read_until_closed(sock) == b""  # no answer: the server just closes
     # Full close, abruptly (RST): the handler must not care either.
-    sock = _connect(served)
-    sock.sendall(HEADERS.format(length=len(payload)).encode() + payload[:10])
+    sock = connect(served)
+    sock.sendall(EXPORT_HEADERS.format(length=len(payload)).encode() + payload[:10])
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     sock.close()
     assert_alive(served, rag_trace)
@@ -56,15 +39,15 @@ def test_stalled_sender_times_out_without_blocking_others(
 ) -> None:
     served = make_served(header_timeout_s=1.0, request_timeout_s=1.0)
     payload = rag_trace.request_bytes()
-    with _connect(served) as stalled_body, _connect(served) as stalled_headers:
-        stalled_body.sendall(HEADERS.format(length=len(payload)).encode() + payload[:10])
+    with connect(served) as stalled_body, connect(served) as stalled_headers:
+        stalled_body.sendall(EXPORT_HEADERS.format(length=len(payload)).encode() + payload[:10])
         stalled_headers.sendall(b"POST /v1/tr")
         # Other senders are served while those two hang.
         assert_alive(served, rag_trace)
         # The server gives up on the body after request_timeout_s, on the request line after
         # header_timeout_s, and closes both without an answer.
-        assert _read_until_closed(stalled_body) == b""
-        assert _read_until_closed(stalled_headers) == b""
+        assert read_until_closed(stalled_body) == b""
+        assert read_until_closed(stalled_headers) == b""
     assert served.receiver.stats().requests["incomplete"] == 2
     assert_alive(served, rag_trace)
 
@@ -76,23 +59,23 @@ def test_grpc_sender_disconnects_mid_frame(make_served: Callable[..., Served], r
         sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x12\x04")
     with socket.create_connection(("127.0.0.1", served.grpc_port), timeout=10) as sock:
         sock.sendall(b"definitely not HTTP/2\r\n\r\n")
-        _read_until_closed(sock)
+        read_until_closed(sock)
     assert_alive(served, rag_trace)
 
 
 def test_connections_are_bounded(make_served: Callable[..., Served], rag_trace: RagTrace) -> None:
     served = make_served(max_connections=2)
     # Two slots for any request, then HEALTH_RESERVED_CONNECTIONS (2) for health probes, then refusal.
-    held = [_connect(served) for _ in range(2 + HEALTH_RESERVED_CONNECTIONS)]
+    held = [connect(served) for _ in range(2 + HEALTH_RESERVED_CONNECTIONS)]
     try:
         held[0].sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # an ordinary slot: kept alive
         assert held[0].recv(65536).startswith(b"HTTP/1.1 200")
-        with _connect(served) as fifth:
-            assert _read_until_closed(fifth) == b""  # closed at accept, no thread spent on it
+        with connect(served) as fifth:
+            assert read_until_closed(fifth) == b""  # closed at accept, no thread spent on it
         assert served.receiver.stats().requests["refused_connection"] == 1
     finally:
         for sock in held:
             sock.shutdown(socket.SHUT_WR)
-            _read_until_closed(sock)  # the server closes it after releasing the slot
+            read_until_closed(sock)  # the server closes it after releasing the slot
             sock.close()
     assert_alive(served, rag_trace)
