@@ -1,0 +1,102 @@
+"""A CPU budget for the evaluation worker: a token bucket of CPU-seconds (a share of one core)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+__all__ = ["DEFAULT_CPU_BURST_S", "CpuBudget"]
+
+#: CPU-seconds the bucket holds at most: how much work may run back to back after an idle spell.
+DEFAULT_CPU_BURST_S = 0.02
+# A debt this small (1 ns of CPU) is rounding, not work: waiting it out could spin on a clock whose
+# resolution is coarser than the wait.
+_EPSILON_S = 1e-9
+
+
+class CpuBudget:
+    """Paces one thread to ``fraction`` of one CPU core, measured on its own CPU clock.
+
+    A token bucket whose tokens are CPU-seconds: it holds at most ``burst_s`` and refills at
+    ``fraction`` CPU-seconds per wall-clock second; the CPU time the thread actually spent (read from
+    ``cpu_clock``, :func:`time.thread_time` by default, so only that thread's CPU counts) is charged
+    against it. Before starting a unit of work the thread asks :meth:`delay`: ``0`` while the level is
+    at or above zero, otherwise the wall seconds until the refill brings it back to zero
+    (``-level / fraction``), which the caller waits before asking again.
+
+    Work already started is charged when it runs, so the level may go into debt (by at most the CPU
+    of the work in flight); the debt is repaid by the following waits. Over a long run the thread's
+    CPU is therefore at most ``burst_s + fraction * wall_seconds`` plus the CPU of the work in
+    flight: a share of one core, whatever each unit of work costs.
+
+    Charging is the net CPU since the previous call against the refill over the same interval
+    (capped at ``burst_s``), so calling :meth:`delay` more often never changes the pace.
+
+    Args:
+        fraction: Share of one core, in (0, 1]: CPU-seconds per wall second.
+        burst_s: Capacity in CPU-seconds (> 0); default 0.02 (20 ms).
+        clock: Monotonic wall clock in seconds (default :func:`time.monotonic`); injectable for tests.
+        cpu_clock: CPU clock of the paced thread in seconds (default :func:`time.thread_time`);
+            injectable for tests. It is read on the thread that calls :meth:`start` and :meth:`delay`.
+
+    Raises:
+        ValueError: if ``fraction`` is not in (0, 1] or ``burst_s`` is not > 0.
+
+    Not thread-safe: one thread (the worker's) owns it.
+    """
+
+    __slots__ = ("_burst", "_clock", "_cpu", "_cpu_clock", "_fraction", "_last", "_level")
+
+    def __init__(
+        self,
+        fraction: float,
+        burst_s: float = DEFAULT_CPU_BURST_S,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        cpu_clock: Callable[[], float] = time.thread_time,
+    ) -> None:
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+            raise ValueError(f"fraction must be a share of one core in (0, 1], got {fraction!r}")
+        if not burst_s > 0:
+            raise ValueError(f"burst_s must be > 0 CPU-seconds, got {burst_s!r}")
+        self._fraction = float(fraction)
+        self._burst = float(burst_s)
+        self._clock = clock
+        self._cpu_clock = cpu_clock
+        self._level = self._burst
+        self._last = clock()
+        self._cpu = cpu_clock()
+
+    @property
+    def fraction(self) -> float:
+        """Share of one core (CPU-seconds per wall second)."""
+        return self._fraction
+
+    @property
+    def burst_s(self) -> float:
+        """Capacity in CPU-seconds."""
+        return self._burst
+
+    def start(self) -> None:
+        """Start measuring from now, on the calling thread (the one to pace), with a full bucket.
+        Call it first on that thread: :func:`time.thread_time` is per thread."""
+        self._level = self._burst
+        self._last = self._clock()
+        self._cpu = self._cpu_clock()
+
+    def delay(self) -> float:
+        """Charge the CPU spent since the previous call, refill for the wall time passed, and return
+        the seconds to wait before the next unit of work may start (``0.0``: start now)."""
+        now, cpu = self._clock(), self._cpu_clock()
+        refill = max(0.0, now - self._last) * self._fraction
+        spent = max(0.0, cpu - self._cpu)
+        self._last, self._cpu = now, cpu
+        self._level = min(self._burst, self._level + refill - spent)
+        return 0.0 if self._level >= -_EPSILON_S else -self._level / self._fraction
+
+    def level(self) -> float:
+        """CPU-seconds available as of the last :meth:`delay` (negative while in debt)."""
+        return self._level
+
+    def __repr__(self) -> str:
+        return f"CpuBudget(fraction={self._fraction}, burst_s={self._burst})"

@@ -1,0 +1,99 @@
+"""CpuBudget: a token bucket of CPU-seconds, driven by a fake wall clock and a fake CPU clock."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from ctxutil_otel.sampling import CpuBudget
+
+from .conftest import FakeClock
+
+
+@pytest.fixture
+def cpu() -> FakeClock:
+    return FakeClock(start=3.0)
+
+
+def test_starts_with_a_full_burst_then_waits_out_the_debt(clock: FakeClock, cpu: FakeClock) -> None:
+    budget = CpuBudget(0.1, burst_s=0.02, clock=clock, cpu_clock=cpu)
+    assert budget.delay() == 0.0 and budget.level() == pytest.approx(0.02)
+    cpu.advance(0.05)  # one unit of work took 50 ms of CPU, in no wall time
+    # 30 ms of debt refilled at 0.1 CPU-s per second: 0.3 s.
+    assert budget.delay() == pytest.approx(0.3)
+    clock.advance(0.1)
+    assert budget.delay() == pytest.approx(0.2)  # the same deadline, asked again later
+    clock.advance(0.2)
+    assert budget.delay() == 0.0 and budget.level() == pytest.approx(0.0, abs=1e-12)
+
+
+def test_the_pace_is_the_fraction_whatever_each_unit_costs(clock: FakeClock, cpu: FakeClock) -> None:
+    for cost in (0.001, 0.004, 0.03):
+        budget = CpuBudget(0.05, burst_s=0.02, clock=clock, cpu_clock=cpu)
+        began_wall, began_cpu = clock(), cpu()
+        for _ in range(200):  # start a unit whenever allowed, waiting as told
+            while (wait := budget.delay()) > 0:
+                clock.advance(wait)
+            cpu.advance(cost)
+        spent, wall = cpu() - began_cpu, clock() - began_wall
+        # At most the burst plus the refill plus the unit started last (charged after it ran).
+        assert spent <= 0.02 + 0.05 * wall + cost + 1e-9, cost
+        assert spent >= 0.05 * wall - 1e-9, cost  # and never slower than the budget allows
+
+
+def test_cpu_spent_while_the_wall_clock_runs_is_charged_net(clock: FakeClock, cpu: FakeClock) -> None:
+    budget = CpuBudget(0.5, burst_s=0.02, clock=clock, cpu_clock=cpu)
+    for _ in range(10):  # exactly at the budget: 50 ms of CPU per 100 ms of wall time
+        clock.advance(0.1)
+        cpu.advance(0.05)
+        assert budget.delay() == 0.0
+    clock.advance(0.1)
+    cpu.advance(0.1)  # above it: 50 ms over, less the 20 ms burst in hand
+    assert budget.delay() == pytest.approx(0.03 / 0.5)
+
+
+def test_idle_time_refills_only_up_to_the_burst(clock: FakeClock, cpu: FakeClock) -> None:
+    budget = CpuBudget(0.05, burst_s=0.02, clock=clock, cpu_clock=cpu)
+    clock.advance(3600.0)  # an idle hour
+    assert budget.delay() == 0.0 and budget.level() == pytest.approx(0.02)
+    cpu.advance(0.03)
+    assert budget.delay() == pytest.approx(0.01 / 0.05)
+
+
+def test_start_measures_from_now_with_a_full_bucket(clock: FakeClock, cpu: FakeClock) -> None:
+    budget = CpuBudget(0.1, burst_s=0.02, clock=clock, cpu_clock=cpu)
+    cpu.advance(5.0)  # e.g. the CPU a thread spent before it started to be paced
+    budget.start()
+    assert budget.delay() == 0.0 and budget.level() == pytest.approx(0.02)
+
+
+def test_default_clocks_measure_the_calling_thread_only(clock: FakeClock) -> None:
+    budget = CpuBudget(0.01, burst_s=0.005, clock=clock)  # cpu_clock: time.thread_time
+    budget.start()
+    burnt: list[float] = []
+
+    def burn() -> None:  # 50 ms of another thread's CPU: not this thread's
+        began = time.thread_time()
+        while time.thread_time() - began < 0.05:
+            pass
+        burnt.append(time.thread_time() - began)
+
+    thread = threading.Thread(target=burn)
+    thread.start()
+    thread.join()
+    assert burnt and burnt[0] >= 0.05
+    assert budget.delay() == 0.0  # this thread only waited: well within its 5 ms burst
+
+
+@pytest.mark.parametrize("fraction", [0, -0.1, 1.5, float("nan"), True, "0.5"])
+def test_rejects_a_fraction_outside_0_to_1(fraction: object) -> None:
+    with pytest.raises(ValueError, match="fraction"):
+        CpuBudget(fraction)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("burst", [0.0, -1.0, float("nan")])
+def test_rejects_a_burst_that_is_not_positive(burst: float) -> None:
+    with pytest.raises(ValueError, match="burst_s"):
+        CpuBudget(0.5, burst_s=burst)
