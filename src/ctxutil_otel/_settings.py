@@ -140,6 +140,23 @@ class Settings(BaseSettings):
             "default 8). Matters for I/O-bound judges (openai); the lexical judge is CPU-bound."
         ),
     )
+    max_worker_cpu_fraction: float | None = Field(
+        default=0.05,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "CPU budget of the evaluation worker as a share of ONE core, in CPU-seconds per wall second, "
+            "0..1 (CTXUTIL_MAX_WORKER_CPU_FRACTION, default 0.05 = 5% of one core; 0 or None = "
+            "unlimited). Why CPU and not only evaluations/s: the worker's thread runs all judge and emit "
+            "work holding Python's GIL, and the application's threads wait for it, so what the request "
+            "path pays follows the worker's CPU share, and the CPU of one evaluation depends on the judge. "
+            "Measured on the worker thread's own CPU clock (time.thread_time); while spent (a token "
+            "bucket with a 20 ms burst) the worker waits before starting the next evaluation, "
+            "interactions wait in the queue, and a full queue drops the newest, reason queue_full. "
+            "Set 0 in a dedicated evaluator process or a batch job (the serve and demo commands do when "
+            "it is unset)."
+        ),
+    )
     evaluation_timeout_s: float = Field(
         default=60.0,
         gt=0.0,
@@ -284,6 +301,11 @@ class Settings(BaseSettings):
     def rate_limit(self) -> float | None:
         """``max_evaluations_per_second`` with 0 normalised to ``None`` (unlimited)."""
         return self.max_evaluations_per_second or None
+
+    @property
+    def cpu_fraction(self) -> float | None:
+        """``max_worker_cpu_fraction`` with 0 normalised to ``None`` (unlimited)."""
+        return self.max_worker_cpu_fraction or None
 
     @property
     def token_budget(self) -> int | None:

@@ -30,6 +30,7 @@ from ctxutil_otel import ContextualUtilization, LexicalJudge, MetricEvaluationRe
 from ctxutil_otel.capture import Interaction, UtilizationCallbackHandler
 from ctxutil_otel.judges import JudgeResult
 from ctxutil_otel.worker._evaluator import Evaluator
+from tests.conftest import unlimited_worker_cpu
 
 QUESTION = "What are the benefits of green tea?"
 CHUNKS = (
@@ -50,6 +51,7 @@ def _no_ctxutil_env(monkeypatch: pytest.MonkeyPatch) -> None:
             or name == "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
         ):
             monkeypatch.delenv(name, raising=False)
+    unlimited_worker_cpu(monkeypatch)  # as in the whole suite (tests/conftest.py)
 
 
 class FixedRetriever(BaseRetriever):

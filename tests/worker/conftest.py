@@ -24,6 +24,7 @@ from ctxutil_otel.capture._interaction import Interaction
 from ctxutil_otel.judges import ChunkVerdict, JudgeError, JudgeResult, TokenUsage
 from ctxutil_otel.metric import ContextualUtilization, MetricEvaluationResult
 from ctxutil_otel.worker import Evaluator, EvaluatorStats
+from tests.conftest import unlimited_worker_cpu
 
 
 class RecordingEmitter:
@@ -168,10 +169,12 @@ def assert_accounted(stats: EvaluatorStats) -> None:
 
 @pytest.fixture(autouse=True)
 def _clean_settings_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests start from the defaults, whatever the developer's environment holds."""
+    """Tests start from the defaults, whatever the developer's environment holds, except the worker's
+    CPU budget, unlimited as in the whole suite (tests/conftest.py; its own tests set it explicitly)."""
     for key in list(os.environ):
         if key.upper().startswith(ENV_PREFIX) or key.upper() == OTEL_CAPTURE_CONTENT_ENV:
             monkeypatch.delenv(key)
+    unlimited_worker_cpu(monkeypatch)
 
 
 MakeEvaluator = Callable[..., Evaluator]

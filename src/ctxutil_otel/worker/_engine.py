@@ -9,6 +9,11 @@ child through ``os.register_at_fork`` holding a weak reference.
 Exactly-once accounting: an admitted interaction is an entry with a sequence number; it lives in the
 queue, then in ``_in_flight``, and its outcome is counted by whoever removes it from there under the
 lock (the worker when it finishes, or ``shutdown`` at its deadline), never twice.
+
+CPU budget (``max_worker_cpu_fraction``): before taking the next queued interaction the dispatcher asks
+the :class:`~ctxutil_otel.worker._throttle.CpuThrottle` whether the worker thread's CPU is within its share
+of one core, and waits on the loop when it is not; the interaction stays queued meanwhile, so admission,
+``force_flush`` and ``shutdown`` behave exactly as without the budget (a full queue drops ``queue_full``).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from ..metric._results import MetricEvaluationResult
 from ..sampling import TokenBucket, TokenBudget, TraceIdRatioSampler
 from ._convert import Rejection, error_result, to_dataset_item
 from ._stats import EvaluatorStats
+from ._throttle import CpuThrottle, Sleep
 from ._types import EvaluationEmitter, Outcome, QueueEntry, outcome_of
 
 __all__ = ["Engine"]
@@ -55,6 +61,10 @@ class Engine:
         timeout_s: float,
         rate_limit: float | None,
         token_budget: int | None,
+        cpu_fraction: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        cpu_clock: Callable[[], float] = time.thread_time,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._metric = metric
         self._emitter = emitter
@@ -64,6 +74,8 @@ class Engine:
         self._timeout_s = timeout_s
         self._rate_limit = rate_limit
         self._token_budget = token_budget
+        self._cpu_fraction = cpu_fraction
+        self._clocks = (clock, cpu_clock, sleep)  # the CPU budget's; injectable for tests
         self._shutdown = False
         self._init_state()
         if hasattr(os, "register_at_fork"):
@@ -94,6 +106,12 @@ class Engine:
         self._suppressed_logs: dict[str, int] = {}
         self._limiter = TokenBucket(self._rate_limit) if self._rate_limit else None
         self._budget = TokenBudget(self._token_budget) if self._token_budget else None
+        clock, cpu_clock, sleep = self._clocks
+        self._throttle = (
+            CpuThrottle(self._cpu_fraction, clock=clock, cpu_clock=cpu_clock, sleep=sleep)
+            if self._cpu_fraction
+            else None
+        )
         self._stop = False
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -191,6 +209,7 @@ class Engine:
             self._dropped[key] = self._dropped.get(key, 0) + 1
 
     def stats(self) -> EvaluatorStats:
+        throttled_s, throttled = (0.0, False) if self._throttle is None else self._throttle.throttled()
         with self._lock:
             return EvaluatorStats(
                 captured=self._captured,
@@ -202,6 +221,8 @@ class Engine:
                 in_flight=len(self._in_flight),
                 queue_size=len(self._queue),
                 emit_errors=self._emit_errors,
+                cpu_throttled_s=throttled_s,
+                cpu_throttled=throttled,
             )
 
     def outcomes(self) -> dict[tuple[str, str | None], int]:
@@ -240,19 +261,27 @@ class Engine:
             self._loop = asyncio.get_running_loop()
             self._wake = wake
             self._dispatcher = asyncio.current_task()
+        throttle = self._throttle
+        if throttle is not None:
+            throttle.start()  # on this thread: its CPU clock is the one measured
         while True:
             await semaphore.acquire()
+            delay = 0.0 if throttle is None else throttle.delay()
             entry: QueueEntry | None = None
             with self._lock:
                 if self._stop:
                     return
-                if self._queue:
+                queued = bool(self._queue)
+                if queued and delay <= 0:
                     entry = self._queue.popleft()
                     self._in_flight[entry.seq] = entry
-                elif not self._closing:
+                elif not queued and not self._closing:
                     self._waiting = True
             if entry is None:
                 semaphore.release()
+                if queued and throttle is not None:  # CPU budget spent: the work waits in the queue
+                    await throttle.wait(delay)  # shutdown cancels it
+                    continue
                 if self._closing:  # the Evaluator was garbage-collected: drain, then end the thread
                     await asyncio.gather(*tasks, return_exceptions=True)
                     return

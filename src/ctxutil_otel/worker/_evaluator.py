@@ -39,6 +39,13 @@ class Evaluator:
     if the providers were created first (``atexit`` runs last-registered first), so create the
     providers before the evaluator, or call ``shutdown()`` yourself before shutting them down.
 
+    The worker thread's CPU is budgeted (``max_worker_cpu_fraction``, default 5% of one core): it
+    shares Python's GIL with the application's threads, so its CPU share, not its number of
+    evaluations, is what the request path pays. While the budget is spent the worker waits before
+    starting the next evaluation; interactions wait in the queue (when it is full, submits are
+    dropped ``queue_full``). ``stats().cpu_throttled_s`` tells how long it waited. Work a judge
+    hands to other threads (``asyncio.to_thread``) is not measured.
+
     Judges must be asyncio-cooperative: a judge that blocks the loop (synchronous I/O, long CPU work)
     stalls the worker and defeats the timeout, though never the request path.
 
@@ -87,6 +94,7 @@ class Evaluator:
             timeout_s=resolved.evaluation_timeout_s,
             rate_limit=resolved.rate_limit,
             token_budget=resolved.token_budget,
+            cpu_fraction=resolved.cpu_fraction,
         )
         self._engine = engine
         engine_ref = weakref.ref(engine)

@@ -49,6 +49,10 @@ class EvaluatorStats:
         queue_size: Waiting in the queue.
         emit_errors: Results the emitter raised on (the outcome is still counted; the emitter's
             failure never affects the worker).
+        cpu_throttled_s: Wall seconds the worker waited, with interactions queued, because its CPU
+            budget (``max_worker_cpu_fraction``) was spent; a wait in progress included. 0.0 when
+            the budget is off.
+        cpu_throttled: Whether the worker is waiting on its CPU budget right now.
 
     Invariant once idle (nothing queued, in flight, or sampled and still being captured):
     ``captured == sampled_out + sum(dropped) + evaluated + not_applicable + sum(failed)``.
@@ -63,6 +67,8 @@ class EvaluatorStats:
     in_flight: int = 0
     queue_size: int = 0
     emit_errors: int = 0
+    cpu_throttled_s: float = 0.0
+    cpu_throttled: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dropped", _frozen(self.dropped))
@@ -74,7 +80,8 @@ class EvaluatorStats:
             f"dropped={dict(self.dropped)}, evaluated={self.evaluated}, "
             f"not_applicable={self.not_applicable}, failed={dict(self.failed)}, "
             f"in_flight={self.in_flight}, queue_size={self.queue_size}, "
-            f"emit_errors={self.emit_errors})"
+            f"emit_errors={self.emit_errors}, cpu_throttled_s={self.cpu_throttled_s:.3f}, "
+            f"cpu_throttled={self.cpu_throttled})"
         )
 
     @property

@@ -1,0 +1,73 @@
+"""The worker's CPU budget on its asyncio loop: wait before an evaluation while the budget is spent, and
+account the seconds waited (``EvaluatorStats.cpu_throttled_s``)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable
+
+from ..sampling import CpuBudget
+
+__all__ = ["CpuThrottle", "Sleep"]
+
+Sleep = Callable[[float], Awaitable[object]]
+
+
+class CpuThrottle:
+    """A :class:`~ctxutil_otel.sampling.CpuBudget` of ``fraction`` of one core for the worker thread.
+
+    The dispatcher calls :meth:`start` once on the worker thread, :meth:`delay` before taking each
+    queued interaction, and awaits :meth:`wait` when the delay is positive (the interaction stays
+    queued meanwhile, so ``force_flush`` and ``shutdown`` see it and a cancelled wait loses nothing).
+    :meth:`throttled` may be read from any thread.
+
+    Args:
+        fraction: Share of one core, in (0, 1].
+        clock: Monotonic wall clock in seconds (also times the waits).
+        cpu_clock: The worker thread's CPU clock in seconds (:func:`time.thread_time`).
+        sleep: Awaitable wait of the given seconds (:func:`asyncio.sleep`); injectable for tests.
+    """
+
+    def __init__(
+        self,
+        fraction: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        cpu_clock: Callable[[], float] = time.thread_time,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self._budget = CpuBudget(fraction, clock=clock, cpu_clock=cpu_clock)
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._waited = 0.0
+        self._since: float | None = None
+
+    def start(self) -> None:
+        """On the worker thread, before its first evaluation: measure from here, bucket full."""
+        self._budget.start()
+
+    def delay(self) -> float:
+        """Seconds to wait before the next evaluation may start (``0.0``: now)."""
+        return self._budget.delay()
+
+    async def wait(self, seconds: float) -> None:
+        """Wait ``seconds`` (cancellable: shutdown cancels it), counting the time waited."""
+        since = self._clock()
+        with self._lock:
+            self._since = since
+        try:
+            await self._sleep(seconds)
+        finally:
+            with self._lock:
+                self._waited += max(0.0, self._clock() - since)
+                self._since = None
+
+    def throttled(self) -> tuple[float, bool]:
+        """``(seconds waited in total, including a wait in progress; whether waiting now)``."""
+        with self._lock:
+            if self._since is None:
+                return self._waited, False
+            return self._waited + max(0.0, self._clock() - self._since), True

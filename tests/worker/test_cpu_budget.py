@@ -1,0 +1,339 @@
+"""The worker's CPU budget (``max_worker_cpu_fraction``): pacing, admission, settings, lifecycle.
+
+Most tests drive the engine with a fake wall clock, a fake CPU clock and a fake sleep (the engine takes
+them as arguments), so the exact waits are asserted without any real waiting: ``CpuJudge`` is a real
+judge whose "work" is advancing the fake CPU clock on the worker thread. One test burns real CPU in the
+judge and checks the pace on the worker thread's real CPU clock; the lifecycle tests use real sleeps
+cancelled by shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from ctxutil_otel._settings import Settings, SettingsError
+from ctxutil_otel.judges import ChunkVerdict, JudgeResult
+from ctxutil_otel.metric import ContextualUtilization
+from ctxutil_otel.worker import Evaluator
+from ctxutil_otel.worker._engine import Engine
+
+from .conftest import MakeEvaluator, RecordingEmitter, assert_accounted, interaction
+
+ENV = "CTXUTIL_MAX_WORKER_CPU_FRACTION"
+
+
+class FakeClock:
+    """A clock the test (or the fake judge) advances by hand."""
+
+    def __init__(self, start: float) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class FakeSleep:
+    """Records each wait and advances the fake wall clock by it, instead of sleeping."""
+
+    def __init__(self, wall: FakeClock) -> None:
+        self.wall = wall
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.wall.advance(seconds)
+        await asyncio.sleep(0)
+
+
+class EventSleep:
+    """A real (cancellable) ``asyncio.sleep`` that sets ``entered`` when the worker starts waiting."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+
+    async def __call__(self, seconds: float) -> None:
+        self.entered.set()
+        await asyncio.sleep(seconds)
+
+
+def _verdicts(chunks: Sequence[str]) -> JudgeResult:
+    return JudgeResult(
+        verdicts=[ChunkVerdict(index=i, is_relevant=True, is_utilized=True) for i in range(len(chunks))]
+    )
+
+
+class CpuJudge:
+    """Spends ``cost_s`` of the fake CPU clock per call (on the worker thread), answers at once."""
+
+    name = "cpu"
+    model: str | None = None
+
+    def __init__(self, cpu: FakeClock, cost_s: float) -> None:
+        self.cpu = cpu
+        self.cost_s = cost_s
+        self.calls = 0
+
+    async def judge(
+        self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
+    ) -> JudgeResult:
+        self.calls += 1
+        self.cpu.advance(self.cost_s)
+        return _verdicts(chunks)
+
+
+class BusyJudge:
+    """Burns ``cost_s`` of real CPU per call in a busy loop on the worker thread, recording
+    ``(thread CPU, monotonic)`` at each call's entry."""
+
+    name = "busy"
+    model: str | None = None
+
+    def __init__(self, cost_s: float) -> None:
+        self.cost_s = cost_s
+        self.entries: list[tuple[float, float]] = []
+
+    async def judge(
+        self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
+    ) -> JudgeResult:
+        began = time.thread_time()
+        self.entries.append((began, time.monotonic()))
+        while time.thread_time() - began < self.cost_s:
+            pass
+        return _verdicts(chunks)
+
+
+@pytest.fixture
+def make_engine() -> Iterator[Any]:
+    """Build engines (the Evaluator's, with injectable clocks) on a :class:`RecordingEmitter`; at
+    teardown shut each down and check the accounting invariant."""
+    made: list[Engine] = []
+
+    def make(judge: Any, *, cpu_fraction: float | None, **kwargs: Any) -> Engine:
+        params: dict[str, Any] = {
+            "sample_rate": 1.0,
+            "max_queue_size": 100,
+            "max_concurrency": 1,
+            "timeout_s": 30.0,
+            "rate_limit": None,
+            "token_budget": None,
+        }
+        params.update(kwargs)
+        engine = Engine(
+            ContextualUtilization(judge=judge), RecordingEmitter(), cpu_fraction=cpu_fraction, **params
+        )
+        made.append(engine)
+        return engine
+
+    yield make
+    for engine in made:
+        engine.shutdown(5000)
+        assert_accounted(engine.stats())
+
+
+def _offer(engine: Engine, n: int) -> list[bool]:
+    accepted = []
+    for _ in range(n):
+        item = interaction()
+        assert engine.sample(item.trace_id)
+        accepted.append(engine.submit(item))
+    return accepted
+
+
+# --- pacing, with fake clocks ---------------------------------------------------------------------------
+
+
+def test_each_evaluation_waits_until_the_cpu_spent_is_paid_back(make_engine: Any) -> None:
+    wall, cpu = FakeClock(100.0), FakeClock(7.0)
+    sleep = FakeSleep(wall)
+    judge = CpuJudge(cpu, cost_s=0.05)
+    engine = make_engine(judge, cpu_fraction=0.1, clock=wall, cpu_clock=cpu, sleep=sleep)
+
+    assert _offer(engine, 4) == [True] * 4  # never refused at submit: the work waits in the queue
+    assert engine.force_flush(10_000)
+
+    # Burst 20 ms: the first starts at once; then 50 ms of CPU leaves 30 ms of debt, repaid at 0.1
+    # CPU-s per second (0.3 s), and each later one 50 ms (0.5 s).
+    assert sleep.waits == pytest.approx([0.3, 0.5, 0.5])
+    stats = engine.stats()
+    assert (stats.evaluated, stats.dropped, judge.calls) == (4, {}, 4)
+    assert stats.cpu_throttled_s == pytest.approx(1.3)
+    assert stats.cpu_throttled is False
+
+
+def test_the_wait_follows_the_cpu_each_evaluation_took(make_engine: Any) -> None:
+    wall, cpu = FakeClock(100.0), FakeClock(0.0)
+    sleep = FakeSleep(wall)
+    judge = CpuJudge(cpu, cost_s=0.005)
+    engine = make_engine(judge, cpu_fraction=0.05, clock=wall, cpu_clock=cpu, sleep=sleep)
+    _offer(engine, 6)  # the 20 ms burst pays for four; the fifth leaves 5 ms of debt
+    assert engine.force_flush(10_000)
+    assert sleep.waits == pytest.approx([0.1])  # 5 ms at 5% of a core, before the sixth
+    judge.cost_s = 0.04
+    wall.advance(10.0)  # idle: the bucket refills to its 20 ms burst, no more
+    _offer(engine, 2)
+    assert engine.force_flush(10_000)
+    assert sleep.waits[1:] == pytest.approx([0.4])  # 40 ms - the 20 ms burst = 20 ms, at 5%
+
+
+def test_zero_means_unlimited(make_engine: Any) -> None:
+    wall, cpu = FakeClock(100.0), FakeClock(0.0)
+    sleep = FakeSleep(wall)
+    engine = make_engine(
+        CpuJudge(cpu, cost_s=10.0), cpu_fraction=None, clock=wall, cpu_clock=cpu, sleep=sleep
+    )
+    _offer(engine, 5)
+    assert engine.force_flush(10_000)
+    assert sleep.waits == []
+    stats = engine.stats()
+    assert (stats.evaluated, stats.cpu_throttled_s, stats.cpu_throttled) == (5, 0.0, False)
+
+
+def test_the_settings_reach_the_engine(
+    make_evaluator: MakeEvaluator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+    assert make_evaluator().settings.max_worker_cpu_fraction == 0.05  # the default: 5% of one core
+    assert make_evaluator()._engine._throttle is not None
+    monkeypatch.setenv(ENV, "0.25")
+    assert make_evaluator()._engine._throttle._budget.fraction == 0.25  # type: ignore[union-attr]
+    for off in (0, None):
+        evaluator = make_evaluator(max_worker_cpu_fraction=off)  # the argument wins over the environment
+        assert evaluator.settings.cpu_fraction is None and evaluator._engine._throttle is None
+
+
+# --- settings ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [-0.01, 1.5])
+def test_an_argument_out_of_range_is_named(value: float) -> None:
+    with pytest.raises(SettingsError) as info:
+        Evaluator(emitter=RecordingEmitter(), max_worker_cpu_fraction=value)
+    message = str(info.value)
+    assert "argument max_worker_cpu_fraction" in message and repr(value) in message
+
+
+@pytest.mark.parametrize("raw", ["2", "-1", "five percent"])
+def test_an_environment_value_out_of_range_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, raw: str
+) -> None:
+    monkeypatch.setenv(ENV, raw)
+    with pytest.raises(SettingsError) as info:
+        Settings()
+    message = str(info.value)
+    assert "max_worker_cpu_fraction" in message and ENV in message and raw in message
+    assert [name for name, _ in info.value.errors] == ["max_worker_cpu_fraction"]
+
+
+# --- real CPU ----------------------------------------------------------------------------------------
+
+
+def test_a_judge_burning_cpu_is_paced_to_its_share_of_a_core(make_evaluator: MakeEvaluator) -> None:
+    judge = BusyJudge(cost_s=0.01)
+    began = time.monotonic()
+    evaluator = make_evaluator(
+        ContextualUtilization(judge=judge), max_worker_cpu_fraction=0.2, max_concurrency=1
+    )
+    for _ in range(8):
+        item = interaction()
+        evaluator.sample(item.trace_id)
+        assert evaluator.submit(item)
+    assert evaluator.force_flush(30_000)
+    stats = evaluator.stats()
+    assert stats.evaluated == 8 and stats.dropped == {}
+    assert stats.cpu_throttled_s > 0
+    # Each evaluation started only while the worker thread's CPU since its start was within the
+    # 20 ms burst plus 0.2 x the wall time elapsed (5 ms allowed for the work between the budget's
+    # check and the judge's entry). Unpaced, 8 x 10 ms back to back would break this from the 4th on.
+    first_cpu = judge.entries[0][0]
+    for cpu, wall in judge.entries[1:]:
+        assert cpu - first_cpu <= 0.02 + 0.2 * (wall - began) + 0.005, judge.entries
+
+
+# --- lifecycle, with real (cancelled) sleeps ------------------------------------------------------------
+
+
+def _throttled_engine(make_engine: Any, **kwargs: Any) -> tuple[Engine, EventSleep]:
+    """An engine whose first evaluation leaves a debt of about 10,000 s: it then waits on its budget."""
+    cpu = FakeClock(0.0)
+    sleep = EventSleep()
+    engine = make_engine(CpuJudge(cpu, cost_s=100.0), cpu_fraction=0.01, cpu_clock=cpu, sleep=sleep, **kwargs)
+    assert _offer(engine, 1) == [True]
+    assert engine.force_flush(10_000)
+    return engine, sleep
+
+
+def test_a_full_queue_still_drops_queue_full_while_throttled(make_engine: Any) -> None:
+    engine, sleep = _throttled_engine(make_engine, max_queue_size=3)
+    assert _offer(engine, 4) == [True, True, True, False]
+    assert sleep.entered.wait(5)
+    stats = engine.stats()
+    assert stats.cpu_throttled and stats.cpu_throttled_s >= 0
+    assert (stats.queue_size, stats.in_flight, stats.dropped) == (3, 0, {"queue_full": 1})
+    assert engine.force_flush(50) is False  # waits up to its deadline, no longer
+    assert engine.shutdown(0) is False
+    assert engine.stats().dropped == {"queue_full": 1, "shutdown": 3}
+
+
+def test_shutdown_keeps_its_deadline_while_throttled(make_engine: Any) -> None:
+    engine, sleep = _throttled_engine(make_engine)
+    assert _offer(engine, 3) == [True] * 3
+    assert sleep.entered.wait(5)
+    assert engine.shutdown(100) is False
+    assert not engine.thread.is_alive()  # the wait was cancelled, the loop closed
+    stats = engine.stats()
+    assert (stats.evaluated, stats.dropped, stats.cpu_throttled) == (1, {"shutdown": 3}, False)
+    assert_accounted(stats)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_starts_with_a_fresh_budget(make_engine: Any) -> None:
+    engine, sleep = _throttled_engine(make_engine)
+    assert _offer(engine, 2) == [True] * 2
+    assert sleep.entered.wait(5)  # the parent waits on its debt
+
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never return into pytest
+        code = 1
+        try:
+            os.close(read_fd)
+            accepted = _offer(engine, 1)
+            flushed = engine.force_flush(10_000)
+            stats = engine.stats()
+            report = {
+                "accepted": accepted,
+                "flushed": flushed,
+                "evaluated": stats.evaluated,
+                "throttled_s": stats.cpu_throttled_s,
+            }
+            engine.shutdown(0)
+            with os.fdopen(write_fd, "w") as pipe:
+                json.dump(report, pipe)
+            code = 0
+        except BaseException as exc:  # report, never hang the parent
+            sys.stderr.write(f"child failed: {exc!r}\n")
+        finally:
+            os._exit(code)
+
+    os.close(write_fd)
+    with os.fdopen(read_fd) as pipe:
+        raw = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    # The child's bucket starts full: its first evaluation runs at once, nothing waited.
+    assert json.loads(raw) == {"accepted": [True], "flushed": True, "evaluated": 1, "throttled_s": 0.0}
+    stats = engine.stats()  # the parent is still waiting on its debt, its two still queued
+    assert (stats.evaluated, stats.queue_size, stats.cpu_throttled) == (1, 2, True)
+    engine.shutdown(0)
