@@ -248,6 +248,9 @@ def run(args: argparse.Namespace) -> int:
     if "CTXUTIL_MAX_EVALUATIONS_PER_SECOND" not in os.environ:
         # The demo sends its whole batch at once; the production rate cap (10/s) would drop most of it.
         overrides["max_evaluations_per_second"] = 0
+    if not os.environ.get("CTXUTIL_MAX_WORKER_CPU_FRACTION", "").strip():
+        # A batch run with no request path to protect: the worker's CPU budget would only slow it down.
+        overrides["max_worker_cpu_fraction"] = 0
     if "CTXUTIL_APPLICATION_NAME" not in os.environ:
         overrides["application_name"] = "ctxutil-demo"
     try:

@@ -199,7 +199,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         from .._settings import Settings, build_emitter
 
-        settings = Settings()
+        # A dedicated evaluator process has no request path sharing its GIL: no worker CPU budget unless set.
+        unset = not os.environ.get("CTXUTIL_MAX_WORKER_CPU_FRACTION", "").strip()
+        settings = Settings(**({"max_worker_cpu_fraction": 0} if unset else {}))
         emitter = build_emitter(
             settings,
             tracer_provider=telemetry.tracer_provider,
