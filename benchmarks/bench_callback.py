@@ -17,20 +17,27 @@ Configurations, each run for ``--iterations`` invocations in the same process:
 * ``floor``: a do-nothing ``BaseCallbackHandler`` (LangChain's own callback dispatch; the reference);
 * ``floor_again``: the same, measured as a separate configuration: an A/A control whose distance from 1.0
   shows how much of a ratio this machine's noise can explain;
-* ``ctxutil_0.01``: our handler, ``sample_rate`` 0.01, the lexical judge, no rate cap;
+* ``ctxutil_0.01``: our handler, ``sample_rate`` 0.01, the lexical judge, no rate cap, the default worker
+  CPU budget (``max_worker_cpu_fraction`` 0.05);
 * ``ctxutil_1.0_io``: our handler, ``sample_rate`` 1.0, ``OpenAIJudge`` against the OpenAI-compatible
   test server answering after ``--judge-delay-ms`` (in a child process, as a remote judge would be),
-  ``max_evaluations_per_second`` 0 (unlimited), default ``max_concurrency`` (8);
-* ``ctxutil_1.0_io_cap10``: the same under the default rate cap, 10 evaluations/s (no target; with the
-  previous row it shows that the cost at 1.0 grows with the evaluation rate: the worker's CPU competes for
-  the GIL). The token bucket refills between blocks, so each block starts with a burst of 10: the rate
-  within blocks (reported) is above the cap's steady 10/s;
+  ``max_evaluations_per_second`` 0 (rate cap lifted), the default CPU budget (5% of one core), default
+  ``max_concurrency`` (8);
+* ``ctxutil_1.0_io_default``: the same judge at the shipped defaults: rate cap 10 evaluations/s and CPU
+  budget 5% of one core (no setting passed);
+* ``ctxutil_1.0_io_cap10``: rate cap 10/s, CPU budget off (no target: a rate cap alone bounds the
+  evaluations, not their CPU). The token bucket refills between blocks, so each block starts with a
+  burst of 10: the rate within blocks (reported) is above the cap's steady 10/s;
+* ``ctxutil_1.0_io_unlimited``: rate cap and CPU budget both off (no target: the control showing, in the
+  same run, what the budget removes; the worker is saturated, about 40 evaluations/s);
 * ``langfuse``: Langfuse's LangChain ``CallbackHandler`` (tracing on, keys set, a dead 127.0.0.1 base
   URL, its own ``TracerProvider`` whose span processor exports to a null exporter);
 * ``openinference``: OpenInference's ``LangChainInstrumentor`` on a ``TracerProvider`` whose batch
   span processor exports to a null exporter.
 
-Our evaluator emits through real SDK providers that export nowhere (``_common.Providers``).
+Our evaluator emits through real SDK providers that export nowhere (``_common.Providers``). For ours the
+report also gives the worker thread's CPU during the blocks (its CPU clock, ``pthread_getcpuclockid``) as
+a share of one core, and the seconds it waited on its CPU budget (``cpu_throttled_s``).
 
 Method: ``--rounds`` rounds; in each, every configuration runs ``iterations / rounds`` invocations as one
 block, in a shuffled order. Per round, a configuration's figure is the block's wall time per invocation and
@@ -39,10 +46,13 @@ cancel); the report gives the median over rounds, plus the CPU time of the invok
 waiting for the GIL). Each configuration keeps one handler (ours: one evaluator, warm judge client) for the
 whole run; after each block, untimed, its evaluator and exporters are flushed so that no backlog runs
 during another configuration's block. In the timed rounds our ``max_queue_size`` is ``--queue-size``
-(16): with the 200 ms judge the worker is saturated (``max_concurrency`` 8 in flight, about 40
-evaluations/s) from the first invocations of a block whatever the queue size, which only decides how long
-the backlog outlives the block; the refused rest is counted ``dropped: queue_full``. The memory runs use
-the default queue (2048).
+(4): the worker is saturated from the first invocations of a block whatever the queue size (by the 200 ms
+judge, ``max_concurrency`` 8 in flight, about 40 evaluations/s; or by its CPU budget), which only decides
+how long the backlog outlives the block; the refused rest is counted ``dropped: queue_full``. Under the
+CPU budget that backlog drains at the budget's pace (untimed), and the bucket refills while the other
+configurations run, so each of our blocks starts with the budget's 20 ms burst in hand: in blocks of under
+a second the worker's share is above the budget's steady 5% (reported per row). The memory runs use the
+default queue (2048).
 
 Memory: (1) resident memory (VmRSS, after ``gc.collect()``) before and after ``--iterations`` consecutive
 invocations of our handler with one evaluator, after warm-up, for both of our configurations (at 1.0 the
@@ -55,6 +65,7 @@ that starts and ends) at ``sample_rate`` 1.0 so that every root is held: RSS at 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import os
@@ -156,8 +167,11 @@ class Ours(Case):
         sample_rate: float,
         judge_url: str | None,
         queue_size: int,
-        rate_cap: float = 0.0,
+        rate_cap: float | None = 0.0,
+        cpu_fraction: float | None = None,
     ) -> None:
+        """``rate_cap`` / ``cpu_fraction``: ``max_evaluations_per_second`` / ``max_worker_cpu_fraction``,
+        ``None`` for the shipped default (not passed)."""
         super().__init__(name)
         self.label, self.sample_rate, self.judge_url = label, sample_rate, judge_url
         if judge_url is None:
@@ -172,23 +186,47 @@ class Ours(Case):
             meter_provider=providers.meter_provider,
             logger_provider=providers.logger_provider,
         )
+        overrides: dict[str, Any] = {}
+        if rate_cap is not None:
+            overrides["max_evaluations_per_second"] = rate_cap
+        if cpu_fraction is not None:
+            overrides["max_worker_cpu_fraction"] = cpu_fraction
         evaluator = Evaluator(
             ContextualUtilization(judge=judge),
             emitter=emitter,
             sample_rate=sample_rate,
-            max_evaluations_per_second=rate_cap,
             max_queue_size=queue_size,
+            **overrides,
         )
+        self.evaluator = evaluator
         self.handler = UtilizationCallbackHandler(evaluator)
         self.since: Counter[str] = Counter()
         self.blocks = 0
         self.block_evaluations = 0
         self.block_seconds = 0.0
+        self.block_worker_cpu = 0.0
+        self.block_throttled = 0.0
+        self._at_open = (0.0, 0.0)
+
+    def worker_cpu_s(self) -> float:
+        """CPU seconds of the evaluator's worker thread so far (Linux; else 0.0). The thread is private to
+        the package: read here only to report its share of a core."""
+        thread = self.evaluator._engine.thread
+        if thread.ident is None or not hasattr(time, "pthread_getcpuclockid"):
+            return 0.0
+        try:
+            return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+        except OSError:  # the thread has ended
+            return 0.0
 
     def open(self) -> RunnableConfig | None:
+        self._at_open = (self.worker_cpu_s(), self.handler.stats().cpu_throttled_s)
         return {"callbacks": [self.handler]}
 
     def close(self) -> None:
+        cpu, throttled = self._at_open
+        self.block_worker_cpu += self.worker_cpu_s() - cpu
+        self.block_throttled += self.handler.stats().cpu_throttled_s - throttled
         self.handler.force_flush(120_000)
         self.providers.tracer_provider.force_flush()
         self.providers.logger_provider.force_flush()
@@ -210,14 +248,24 @@ class Ours(Case):
         self.block_seconds += seconds
 
     def details(self) -> dict[str, Any]:
-        rate = self.block_evaluations / self.block_seconds if self.block_seconds else 0.0
-        return {"blocks": self.blocks, "evaluations_per_s_in_blocks": rate, "evaluator": self.counts()}
+        seconds = self.block_seconds
+        settings = self.handler.settings
+        return {
+            "blocks": self.blocks,
+            "max_evaluations_per_second": settings.max_evaluations_per_second,
+            "max_worker_cpu_fraction": settings.max_worker_cpu_fraction,
+            "evaluations_per_s_in_blocks": self.block_evaluations / seconds if seconds else 0.0,
+            # closing a block reads the worker's CPU before the flush: the block's own share
+            "worker_cpu_share_in_blocks": self.block_worker_cpu / seconds if seconds else 0.0,
+            "cpu_throttled_s_in_blocks": self.block_throttled,
+            "evaluator": self.counts(),
+        }
 
     def reset(self) -> None:
         self.since = Counter(stats_counts(self.handler.stats()))
         self.since.update({f"callback_errors.{k}": n for k, n in self.handler.callback_errors.items()})
         self.blocks = self.block_evaluations = 0
-        self.block_seconds = 0.0
+        self.block_seconds = self.block_worker_cpu = self.block_throttled = 0.0
 
     def shutdown(self, timeout_ms: int) -> None:
         self.handler.shutdown(timeout_ms)
@@ -294,18 +342,40 @@ class OpenInference(Case):
         }
 
 
-def ours(args: argparse.Namespace, judge_url: str, queue_size: int, capped: bool = False) -> list[Ours]:
-    """Our two targeted configurations (no rate cap), and with ``capped`` the I/O judge under the default
-    rate cap (informational: how the cap bounds the worker's share of the process)."""
+def ours(args: argparse.Namespace, judge_url: str, queue_size: int, controls: bool = False) -> list[Ours]:
+    """Our two targeted configurations (rate cap lifted, default CPU budget), and with ``controls`` the I/O
+    judge at the shipped defaults, under the rate cap alone, and with neither (informational)."""
     judge = f"OpenAIJudge answering after {args.judge_delay_ms:g} ms"
+    one = f"ours, sample_rate 1.0, {judge}"
     cases = [
-        Ours("ctxutil_0.01", "ours, sample_rate 0.01, lexical judge", 0.01, None, queue_size),
-        Ours("ctxutil_1.0_io", f"ours, sample_rate 1.0, {judge}", 1.0, judge_url, queue_size),
+        Ours("ctxutil_0.01", "ours, sample_rate 0.01, lexical judge, no rate cap", 0.01, None, queue_size),
+        Ours("ctxutil_1.0_io", f"{one}, no rate cap, default CPU budget", 1.0, judge_url, queue_size),
     ]
-    if capped:
-        label = f"ours, sample_rate 1.0, {judge}, default rate cap 10 evaluations/s"
-        cases.append(Ours("ctxutil_1.0_io_cap10", label, 1.0, judge_url, queue_size, rate_cap=10.0))
+    if controls:
+        defaults = f"{one}, defaults (rate cap 10/s, CPU budget 5% of a core)"
+        cases.append(Ours("ctxutil_1.0_io_default", defaults, 1.0, judge_url, queue_size, rate_cap=None))
+        cap = f"{one}, rate cap 10/s, no CPU budget"
+        cases.append(Ours("ctxutil_1.0_io_cap10", cap, 1.0, judge_url, queue_size, 10.0, cpu_fraction=0))
+        unlimited = f"{one}, no rate cap, no CPU budget"
+        cases.append(Ours("ctxutil_1.0_io_unlimited", unlimited, 1.0, judge_url, queue_size, 0.0, 0))
     return cases
+
+
+def warm_up_judge(judge_url: str) -> None:
+    """One judge call on a throwaway client, on this thread, before any evaluator exists: the openai SDK's
+    lazy imports and first-call set-up (a few hundred ms of CPU, once per process) would otherwise be
+    charged to the first evaluator's CPU budget and hold its worker for seconds after the warm-up."""
+    from ctxutil_otel import OpenAIJudge
+
+    judge = OpenAIJudge(model="judge-model", base_url=judge_url, api_key="x")
+
+    async def once() -> None:
+        try:
+            await judge.judge("warm-up question", "warm-up answer", ["warm-up chunk"])
+        finally:
+            await judge.aclose()
+
+    asyncio.run(once())
 
 
 def build_cases(args: argparse.Namespace, judge_url: str) -> tuple[list[Case], dict[str, str]]:
@@ -315,7 +385,7 @@ def build_cases(args: argparse.Namespace, judge_url: str) -> tuple[list[Case], d
         baseline,
         Floor(FLOOR),
         Floor("floor_again"),  # A/A control: its ratio to the floor is this run's noise
-        *ours(args, judge_url, args.queue_size, capped=True),
+        *ours(args, judge_url, args.queue_size, controls=True),
     ]
     skipped: dict[str, str] = {}
     for name, factory, package in (
@@ -495,9 +565,10 @@ def print_report(report: dict[str, Any]) -> None:
     for name, row in report["configurations"].items():
         details = row.get("details", {})
         if "evaluator" in details:
-            rate = details["evaluations_per_s_in_blocks"]
             print(
-                f"  {name}: {rate:.1f} evaluations/s finished during its blocks; "
+                f"  {name}: {details['evaluations_per_s_in_blocks']:.1f} evaluations/s finished during its "
+                f"blocks, worker CPU {details['worker_cpu_share_in_blocks']:.1%} of a core, waited "
+                f"{details['cpu_throttled_s_in_blocks']:.1f} s on its CPU budget; "
                 f"outcomes {details['evaluator']}"
             )
     print("\nmemory: consecutive invocations with one handler, after warm-up (RSS after gc.collect())")
@@ -545,7 +616,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--model-delay-ms", type=float, default=1.0, help="chat model wait per call (sleep)")
     parser.add_argument("--judge-delay-ms", type=float, default=200.0, help="judge server answer delay")
     parser.add_argument(
-        "--queue-size", type=int, default=16, help="our max_queue_size in the timed rounds (backlog bound)"
+        "--queue-size", type=int, default=4, help="our max_queue_size in the timed rounds (backlog bound)"
     )
     parser.add_argument("--questions", type=int, default=50, help="sample rows cycled through")
     parser.add_argument("--pending-roots", type=int, default=100_000, help="never-ending roots to start")
@@ -570,6 +641,7 @@ def main(argv: list[str] | None = None) -> int:
     questions = [r["query"] for r in rows]
     memory: dict[str, Any] = {"run": {}}
     with JudgeServer(args.judge_delay_ms / 1000, str(ROOT)) as server:
+        warm_up_judge(server.base_url)
         cases, skipped = build_cases(args, server.base_url)
         for name, message in skipped.items():
             print(f"{name}: {message}", file=sys.stderr)
