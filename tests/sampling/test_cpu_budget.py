@@ -62,6 +62,36 @@ def test_idle_time_refills_only_up_to_the_burst(clock: FakeClock, cpu: FakeClock
     assert budget.delay() == pytest.approx(0.01 / 0.05)
 
 
+def test_starts_after_idle_are_paced_by_their_expected_cpu(clock: FakeClock, cpu: FakeClock) -> None:
+    budget = CpuBudget(0.05, burst_s=0.02, clock=clock, cpu_clock=cpu)
+    assert budget.estimate() == 0.0  # nothing finished yet: nothing expected
+    budget.finished()
+    cpu.advance(0.005)
+    budget.finished()
+    assert budget.estimate() == pytest.approx(0.005)
+    clock.advance(10.0)  # idle: both buckets full
+    starts = 0
+    while budget.delay() == 0.0 and starts < 100:  # units start, none has run yet (no CPU charged)
+        budget.started()
+        starts += 1
+    assert starts == 5  # 20 ms of burst at 5 ms each, the fifth at level zero: not all at once
+    assert budget.delay() == pytest.approx(0.005 / 0.05)  # then one per 5 ms / 5% = 0.1 s
+    clock.advance(0.1)
+    assert budget.delay() == 0.0
+
+
+def test_the_estimate_is_the_mean_cpu_per_unit_over_the_last_16(clock: FakeClock, cpu: FakeClock) -> None:
+    budget = CpuBudget(0.5, clock=clock, cpu_clock=cpu)
+    budget.finished()
+    for cost in [0.5] + [0.001] * 15 + [0.003] * 4:  # a slow first unit (warm-up), then cheap ones
+        cpu.advance(cost)
+        budget.finished()
+    # The last 17 finishes span 12 units of 1 ms and 4 of 3 ms: the warm-up has left the window.
+    assert budget.estimate() == pytest.approx((12 * 0.001 + 4 * 0.003) / 16)
+    budget.start()
+    assert budget.estimate() == 0.0
+
+
 def test_start_measures_from_now_with_a_full_bucket(clock: FakeClock, cpu: FakeClock) -> None:
     budget = CpuBudget(0.1, burst_s=0.02, clock=clock, cpu_clock=cpu)
     cpu.advance(5.0)  # e.g. the CPU a thread spent before it started to be paced

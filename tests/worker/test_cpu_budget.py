@@ -93,6 +93,44 @@ class CpuJudge:
         return _verdicts(chunks)
 
 
+class GatedCpuJudge:
+    """Once ``gate()`` was called, each call waits at the gate (no CPU charged yet, like a judge
+    waiting for its model), then spends ``cost_s`` of the fake CPU clock; ``waiting`` is set when
+    ``expect`` calls are at the gate at once."""
+
+    name = "gated-cpu"
+    model: str | None = None
+
+    def __init__(self, cpu: FakeClock, cost_s: float) -> None:
+        self.cpu = cpu
+        self.cost_s = cost_s
+        self.expect = 0
+        self.at_gate = 0
+        self.waiting = threading.Event()
+        self._gate: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def gate(self, expect: int) -> None:
+        self.expect = expect
+        self._gate = asyncio.Event()
+
+    def release(self) -> None:
+        assert self._loop is not None and self._gate is not None
+        self._loop.call_soon_threadsafe(self._gate.set)
+
+    async def judge(
+        self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
+    ) -> JudgeResult:
+        self._loop = asyncio.get_running_loop()
+        if self._gate is not None:
+            self.at_gate += 1
+            if self.at_gate == self.expect:
+                self.waiting.set()
+            await self._gate.wait()
+        self.cpu.advance(self.cost_s)
+        return _verdicts(chunks)
+
+
 class BusyJudge:
     """Burns ``cost_s`` of real CPU per call in a busy loop on the worker thread, recording
     ``(thread CPU, monotonic)`` at each call's entry."""
@@ -185,6 +223,27 @@ def test_the_wait_follows_the_cpu_each_evaluation_took(make_engine: Any) -> None
     _offer(engine, 2)
     assert engine.force_flush(10_000)
     assert sleep.waits[1:] == pytest.approx([0.4])  # 40 ms - the 20 ms burst = 20 ms, at 5%
+
+
+def test_concurrent_starts_are_paced_by_their_expected_cpu(make_engine: Any) -> None:
+    wall, cpu = FakeClock(100.0), FakeClock(0.0)
+    sleep = FakeSleep(wall)
+    judge = GatedCpuJudge(cpu, cost_s=0.005)
+    engine = make_engine(judge, cpu_fraction=0.05, max_concurrency=8, clock=wall, cpu_clock=cpu, sleep=sleep)
+    for _ in range(3):  # 5 ms between finishes: the expected CPU of the next evaluations
+        _offer(engine, 1)
+        assert engine.force_flush(10_000)
+    assert sleep.waits == []
+    wall.advance(10.0)  # idle: the budget refills to its 20 ms burst
+    judge.gate(expect=8)
+    _offer(engine, 8)
+    assert judge.waiting.wait(10)  # all 8 in flight, none has spent CPU yet
+    # The burst pays for 5 starts at the expected 5 ms each; then one per 5 ms / 5% = 0.1 s,
+    # rather than all 8 at once.
+    assert sleep.waits == pytest.approx([0.1, 0.1, 0.1])
+    judge.release()
+    assert engine.force_flush(10_000)
+    assert engine.stats().evaluated == 11
 
 
 def test_zero_means_unlimited(make_engine: Any) -> None:

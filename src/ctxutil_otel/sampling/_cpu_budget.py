@@ -1,43 +1,52 @@
-"""A CPU budget for the evaluation worker: a token bucket of CPU-seconds (a share of one core)."""
+"""A CPU budget for the evaluation worker: token buckets of CPU-seconds (a share of one core)."""
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 
 __all__ = ["DEFAULT_CPU_BURST_S", "CpuBudget"]
 
-#: CPU-seconds the bucket holds at most: how much work may run back to back after an idle spell.
+#: CPU-seconds a bucket holds at most: how much work may run back to back after an idle spell.
 DEFAULT_CPU_BURST_S = 0.02
 # A debt this small (1 ns of CPU) is rounding, not work: waiting it out could spin on a clock whose
 # resolution is coarser than the wait.
 _EPSILON_S = 1e-9
+# Finished units over which the CPU per unit is averaged (the CPU clock read at the last 17 finishes).
+_WINDOW = 16
 
 
 class CpuBudget:
     """Paces one thread to ``fraction`` of one CPU core, measured on its own CPU clock.
 
-    A token bucket whose tokens are CPU-seconds: it holds at most ``burst_s`` and refills at
-    ``fraction`` CPU-seconds per wall-clock second; the CPU time the thread actually spent (read from
-    ``cpu_clock``, :func:`time.thread_time` by default, so only that thread's CPU counts) is charged
-    against it. Before starting a unit of work the thread asks :meth:`delay`: ``0`` while the level is
-    at or above zero, otherwise the wall seconds until the refill brings it back to zero
+    Two token buckets of CPU-seconds, each holding at most ``burst_s`` and refilled at ``fraction``
+    CPU-seconds per wall-clock second:
+
+    * the *spent* bucket is charged with the CPU time the thread actually spent (read from
+      ``cpu_clock``, :func:`time.thread_time` by default, so only that thread's CPU counts): the
+      guarantee, whatever each unit of work costs;
+    * the *started* bucket is charged, by :meth:`started`, with the expected CPU of each unit as it
+      starts: the mean CPU per finished unit over the last 16 (the CPU clock between the
+      :meth:`finished` calls; 0 until two have finished). Work that has started is charged on the
+      spent bucket only as it runs, so without this one an idle worker would start as many units as
+      it may run concurrently before any of their CPU showed, a burst instead of a pace.
+
+    Before starting a unit the thread asks :meth:`delay`: ``0`` while both levels are at or above
+    zero, otherwise the wall seconds until the refill brings the lower one back to zero
     (``-level / fraction``), which the caller waits before asking again.
 
-    Work already started is charged when it runs, so the level may go into debt (by at most the CPU
-    of the work in flight); the debt is repaid by the following waits. Over a long run the thread's
-    CPU is therefore at most ``burst_s + fraction * wall_seconds`` plus the CPU of the work in
-    flight: a share of one core, whatever each unit of work costs.
-
-    Charging is the net CPU since the previous call against the refill over the same interval
-    (capped at ``burst_s``), so calling :meth:`delay` more often never changes the pace.
+    Over a long run the thread's CPU is at most ``burst_s + fraction * wall_seconds`` plus the CPU of
+    the work in flight: a share of one core. Charging is the net CPU since the previous call against
+    the refill over the same interval (capped at ``burst_s``), so calling :meth:`delay` more often
+    never changes the pace.
 
     Args:
         fraction: Share of one core, in (0, 1]: CPU-seconds per wall second.
-        burst_s: Capacity in CPU-seconds (> 0); default 0.02 (20 ms).
+        burst_s: Capacity of each bucket in CPU-seconds (> 0); default 0.02 (20 ms).
         clock: Monotonic wall clock in seconds (default :func:`time.monotonic`); injectable for tests.
         cpu_clock: CPU clock of the paced thread in seconds (default :func:`time.thread_time`);
-            injectable for tests. It is read on the thread that calls :meth:`start` and :meth:`delay`.
+            injectable for tests. It is read on the thread that calls the methods.
 
     Raises:
         ValueError: if ``fraction`` is not in (0, 1] or ``burst_s`` is not > 0.
@@ -45,7 +54,17 @@ class CpuBudget:
     Not thread-safe: one thread (the worker's) owns it.
     """
 
-    __slots__ = ("_burst", "_clock", "_cpu", "_cpu_clock", "_fraction", "_last", "_level")
+    __slots__ = (
+        "_burst",
+        "_clock",
+        "_cpu",
+        "_cpu_clock",
+        "_expected",
+        "_finishes",
+        "_fraction",
+        "_last",
+        "_level",
+    )
 
     def __init__(
         self,
@@ -63,7 +82,8 @@ class CpuBudget:
         self._burst = float(burst_s)
         self._clock = clock
         self._cpu_clock = cpu_clock
-        self._level = self._burst
+        self._finishes: deque[float] = deque(maxlen=_WINDOW + 1)
+        self._level = self._expected = self._burst
         self._last = clock()
         self._cpu = cpu_clock()
 
@@ -74,13 +94,14 @@ class CpuBudget:
 
     @property
     def burst_s(self) -> float:
-        """Capacity in CPU-seconds."""
+        """Capacity of each bucket in CPU-seconds."""
         return self._burst
 
     def start(self) -> None:
-        """Start measuring from now, on the calling thread (the one to pace), with a full bucket.
-        Call it first on that thread: :func:`time.thread_time` is per thread."""
-        self._level = self._burst
+        """Start measuring from now, on the calling thread (the one to pace), with full buckets and no
+        estimate. Call it first on that thread: :func:`time.thread_time` is per thread."""
+        self._level = self._expected = self._burst
+        self._finishes.clear()
         self._last = self._clock()
         self._cpu = self._cpu_clock()
 
@@ -92,11 +113,29 @@ class CpuBudget:
         spent = max(0.0, cpu - self._cpu)
         self._last, self._cpu = now, cpu
         self._level = min(self._burst, self._level + refill - spent)
-        return 0.0 if self._level >= -_EPSILON_S else -self._level / self._fraction
+        self._expected = min(self._burst, self._expected + refill)
+        debt = -min(self._level, self._expected)
+        return 0.0 if debt <= _EPSILON_S else debt / self._fraction
+
+    def started(self) -> None:
+        """A unit of work starts (right after :meth:`delay` said so): charge its expected CPU."""
+        self._expected -= self.estimate()
+
+    def finished(self) -> None:
+        """A unit of work finished: the CPU clock now feeds the estimate (call it on the paced thread)."""
+        self._finishes.append(self._cpu_clock())
+
+    def estimate(self) -> float:
+        """Expected CPU-seconds of one unit: the mean over the last finished ones (0.0 before two)."""
+        finishes = self._finishes
+        if len(finishes) < 2:
+            return 0.0
+        return max(0.0, finishes[-1] - finishes[0]) / (len(finishes) - 1)
 
     def level(self) -> float:
-        """CPU-seconds available as of the last :meth:`delay` (negative while in debt)."""
-        return self._level
+        """CPU-seconds available as of the last :meth:`delay`: the lower of the two buckets' levels
+        (negative while in debt)."""
+        return min(self._level, self._expected)
 
     def __repr__(self) -> str:
         return f"CpuBudget(fraction={self._fraction}, burst_s={self._burst})"

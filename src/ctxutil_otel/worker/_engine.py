@@ -11,9 +11,10 @@ queue, then in ``_in_flight``, and its outcome is counted by whoever removes it 
 lock (the worker when it finishes, or ``shutdown`` at its deadline), never twice.
 
 CPU budget (``max_worker_cpu_fraction``): before taking the next queued interaction the dispatcher asks
-the :class:`~ctxutil_otel.worker._throttle.CpuThrottle` whether the worker thread's CPU is within its share
-of one core, and waits on the loop when it is not; the interaction stays queued meanwhile, so admission,
-``force_flush`` and ``shutdown`` behave exactly as without the budget (a full queue drops ``queue_full``).
+the :class:`~ctxutil_otel.worker._throttle.CpuThrottle` whether the worker thread's CPU (spent, and expected
+of the evaluations just started) is within its share of one core, and waits on the loop when it is not;
+the interaction stays queued meanwhile, so admission, ``force_flush`` and ``shutdown`` behave exactly as
+without the budget (a full queue drops ``queue_full``).
 """
 
 from __future__ import annotations
@@ -275,6 +276,8 @@ class Engine:
                 if queued and delay <= 0:
                     entry = self._queue.popleft()
                     self._in_flight[entry.seq] = entry
+                    if throttle is not None:
+                        throttle.started()
                 elif not queued and not self._closing:
                     self._waiting = True
             if entry is None:
@@ -303,6 +306,8 @@ class Engine:
             self._finish(entry, ("failed", "internal_error"))
         finally:
             semaphore.release()
+            if self._throttle is not None:
+                self._throttle.finished()
 
     async def _evaluate_entry(self, entry: QueueEntry) -> None:
         interaction = entry.interaction

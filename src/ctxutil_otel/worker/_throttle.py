@@ -20,8 +20,9 @@ class CpuThrottle:
 
     The dispatcher calls :meth:`start` once on the worker thread, :meth:`delay` before taking each
     queued interaction, and awaits :meth:`wait` when the delay is positive (the interaction stays
-    queued meanwhile, so ``force_flush`` and ``shutdown`` see it and a cancelled wait loses nothing).
-    :meth:`throttled` may be read from any thread.
+    queued meanwhile, so ``force_flush`` and ``shutdown`` see it and a cancelled wait loses nothing);
+    :meth:`started` when it takes one, and each evaluation calls :meth:`finished` at its end (all on
+    the worker thread). :meth:`throttled` may be read from any thread.
 
     Args:
         fraction: Share of one core, in (0, 1].
@@ -52,6 +53,14 @@ class CpuThrottle:
     def delay(self) -> float:
         """Seconds to wait before the next evaluation may start (``0.0``: now)."""
         return self._budget.delay()
+
+    def started(self) -> None:
+        """An evaluation starts: charge its expected CPU (see :class:`~ctxutil_otel.sampling.CpuBudget`)."""
+        self._budget.started()
+
+    def finished(self) -> None:
+        """An evaluation ended (on the worker thread): its CPU feeds the estimate."""
+        self._budget.finished()
 
     async def wait(self, seconds: float) -> None:
         """Wait ``seconds`` (cancellable: shutdown cancels it), counting the time waited."""
