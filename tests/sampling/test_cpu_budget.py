@@ -65,9 +65,9 @@ def test_idle_time_refills_only_up_to_the_burst(clock: FakeClock, cpu: FakeClock
 def test_starts_after_idle_are_paced_by_their_expected_cpu(clock: FakeClock, cpu: FakeClock) -> None:
     budget = CpuBudget(0.05, burst_s=0.02, clock=clock, cpu_clock=cpu)
     assert budget.estimate() == 0.0  # nothing finished yet: nothing expected
-    budget.finished()
+    budget.finished(0)
     cpu.advance(0.005)
-    budget.finished()
+    budget.finished(0)
     assert budget.estimate() == pytest.approx(0.005)
     clock.advance(10.0)  # idle: both buckets full
     starts = 0
@@ -80,12 +80,36 @@ def test_starts_after_idle_are_paced_by_their_expected_cpu(clock: FakeClock, cpu
     assert budget.delay() == 0.0
 
 
+def test_the_hold_charges_exactly_the_cpu_spent_only_earlier(clock: FakeClock, cpu: FakeClock) -> None:
+    budget = CpuBudget(0.05, burst_s=0.02, clock=clock, cpu_clock=cpu)
+    budget.finished(0)
+    cpu.advance(0.005)
+    budget.finished(0)
+    clock.advance(10.0)
+    assert budget.delay() == 0.0 and budget.level() == pytest.approx(0.02)  # estimate 5 ms
+    budget.started()
+    assert budget.level() == pytest.approx(0.015)  # held at the start
+    cpu.advance(0.003)  # cheaper than expected
+    budget.finished(0)
+    assert budget.level() == pytest.approx(0.017)  # charged the 3 ms it took, the rest given back
+    assert budget.estimate() == pytest.approx(0.004)  # (5 ms + 3 ms) / 2
+    budget.started()
+    budget.started()
+    assert budget.level() == pytest.approx(0.017 - 0.008)  # two holds of 4 ms
+    cpu.advance(0.008)  # the first of the two: dearer than expected, it uses both holds up
+    budget.finished(1)  # the other still runs: nothing is given back
+    assert budget.level() == pytest.approx(0.017 - 0.008)
+    cpu.advance(0.001)  # the other, charged as it runs
+    budget.finished(0)
+    assert budget.level() == pytest.approx(0.017 - 0.008 - 0.001)  # in all: exactly the CPU spent
+
+
 def test_the_estimate_is_the_mean_cpu_per_unit_over_the_last_16(clock: FakeClock, cpu: FakeClock) -> None:
     budget = CpuBudget(0.5, clock=clock, cpu_clock=cpu)
-    budget.finished()
+    budget.finished(0)
     for cost in [0.5] + [0.001] * 15 + [0.003] * 4:  # a slow first unit (warm-up), then cheap ones
         cpu.advance(cost)
-        budget.finished()
+        budget.finished(0)
     # The last 17 finishes span 12 units of 1 ms and 4 of 3 ms: the warm-up has left the window.
     assert budget.estimate() == pytest.approx((12 * 0.001 + 4 * 0.003) / 16)
     budget.start()

@@ -1,4 +1,4 @@
-"""A CPU budget for the evaluation worker: token buckets of CPU-seconds (a share of one core)."""
+"""A CPU budget for the evaluation worker: a token bucket of CPU-seconds (a share of one core)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 __all__ = ["DEFAULT_CPU_BURST_S", "CpuBudget"]
 
-#: CPU-seconds a bucket holds at most: how much work may run back to back after an idle spell.
+#: CPU-seconds the bucket holds at most: how much work may run back to back after an idle spell.
 DEFAULT_CPU_BURST_S = 0.02
 # A debt this small (1 ns of CPU) is rounding, not work: waiting it out could spin on a clock whose
 # resolution is coarser than the wait.
@@ -20,30 +20,29 @@ _WINDOW = 16
 class CpuBudget:
     """Paces one thread to ``fraction`` of one CPU core, measured on its own CPU clock.
 
-    Two token buckets of CPU-seconds, each holding at most ``burst_s`` and refilled at ``fraction``
-    CPU-seconds per wall-clock second:
+    A token bucket of CPU-seconds: it holds at most ``burst_s`` and refills at ``fraction`` CPU-seconds
+    per wall-clock second, and is charged with the CPU time the thread actually spent (read from
+    ``cpu_clock``, :func:`time.thread_time` by default, so only that thread's CPU counts). Before
+    starting a unit of work the thread asks :meth:`delay`: ``0`` while the level is at or above zero,
+    otherwise the wall seconds until the refill brings it back to zero (``-level / fraction``), which
+    the caller waits before asking again.
 
-    * the *spent* bucket is charged with the CPU time the thread actually spent (read from
-      ``cpu_clock``, :func:`time.thread_time` by default, so only that thread's CPU counts): the
-      guarantee, whatever each unit of work costs;
-    * the *started* bucket is charged, by :meth:`started`, with the expected CPU of each unit as it
-      starts: the mean CPU per finished unit over the last 16 (the CPU clock between the
-      :meth:`finished` calls; 0 until two have finished). Work that has started is charged on the
-      spent bucket only as it runs, so without this one an idle worker would start as many units as
-      it may run concurrently before any of their CPU showed, a burst instead of a pace.
-
-    Before starting a unit the thread asks :meth:`delay`: ``0`` while both levels are at or above
-    zero, otherwise the wall seconds until the refill brings the lower one back to zero
-    (``-level / fraction``), which the caller waits before asking again.
+    Work that has started is charged only as it runs, so an idle thread would start as many units as
+    it may run concurrently before any of their CPU showed: a burst, not a pace. Hence :meth:`started`
+    holds each unit's expected CPU at once (the mean CPU per finished unit over the last 16: the CPU
+    clock between :meth:`finished` calls; 0 until two have finished), and the CPU spent later uses the
+    hold up before it is charged again; :meth:`finished` gives back what the units still running
+    cannot use (more than the expected CPU of each), so in total the bucket is charged exactly the
+    CPU spent, only earlier.
 
     Over a long run the thread's CPU is at most ``burst_s + fraction * wall_seconds`` plus the CPU of
-    the work in flight: a share of one core. Charging is the net CPU since the previous call against
-    the refill over the same interval (capped at ``burst_s``), so calling :meth:`delay` more often
-    never changes the pace.
+    the work in flight: a share of one core, whatever each unit costs. Charging is the net CPU since
+    the previous reading against the refill over the same interval (capped at ``burst_s``), so asking
+    more often never changes the pace.
 
     Args:
         fraction: Share of one core, in (0, 1]: CPU-seconds per wall second.
-        burst_s: Capacity of each bucket in CPU-seconds (> 0); default 0.02 (20 ms).
+        burst_s: Capacity in CPU-seconds (> 0); default 0.02 (20 ms).
         clock: Monotonic wall clock in seconds (default :func:`time.monotonic`); injectable for tests.
         cpu_clock: CPU clock of the paced thread in seconds (default :func:`time.thread_time`);
             injectable for tests. It is read on the thread that calls the methods.
@@ -59,9 +58,9 @@ class CpuBudget:
         "_clock",
         "_cpu",
         "_cpu_clock",
-        "_expected",
         "_finishes",
         "_fraction",
+        "_held",
         "_last",
         "_level",
     )
@@ -83,7 +82,8 @@ class CpuBudget:
         self._clock = clock
         self._cpu_clock = cpu_clock
         self._finishes: deque[float] = deque(maxlen=_WINDOW + 1)
-        self._level = self._expected = self._burst
+        self._level = self._burst
+        self._held = 0.0
         self._last = clock()
         self._cpu = cpu_clock()
 
@@ -94,36 +94,39 @@ class CpuBudget:
 
     @property
     def burst_s(self) -> float:
-        """Capacity of each bucket in CPU-seconds."""
+        """Capacity in CPU-seconds."""
         return self._burst
 
     def start(self) -> None:
-        """Start measuring from now, on the calling thread (the one to pace), with full buckets and no
-        estimate. Call it first on that thread: :func:`time.thread_time` is per thread."""
-        self._level = self._expected = self._burst
+        """Start measuring from now, on the calling thread (the one to pace), with a full bucket, no
+        hold and no estimate. Call it first on that thread: :func:`time.thread_time` is per thread."""
+        self._level = self._burst
+        self._held = 0.0
         self._finishes.clear()
         self._last = self._clock()
         self._cpu = self._cpu_clock()
 
     def delay(self) -> float:
-        """Charge the CPU spent since the previous call, refill for the wall time passed, and return
+        """Charge the CPU spent since the previous reading, refill for the wall time passed, and return
         the seconds to wait before the next unit of work may start (``0.0``: start now)."""
-        now, cpu = self._clock(), self._cpu_clock()
-        refill = max(0.0, now - self._last) * self._fraction
-        spent = max(0.0, cpu - self._cpu)
-        self._last, self._cpu = now, cpu
-        self._level = min(self._burst, self._level + refill - spent)
-        self._expected = min(self._burst, self._expected + refill)
-        debt = -min(self._level, self._expected)
-        return 0.0 if debt <= _EPSILON_S else debt / self._fraction
+        self._update()
+        return 0.0 if self._level >= -_EPSILON_S else -self._level / self._fraction
 
     def started(self) -> None:
-        """A unit of work starts (right after :meth:`delay` said so): charge its expected CPU."""
-        self._expected -= self.estimate()
+        """A unit of work starts (right after :meth:`delay` said so): hold its expected CPU."""
+        expected = self.estimate()
+        self._level -= expected
+        self._held += expected
 
-    def finished(self) -> None:
-        """A unit of work finished: the CPU clock now feeds the estimate (call it on the paced thread)."""
-        self._finishes.append(self._cpu_clock())
+    def finished(self, running: int) -> None:
+        """A unit of work finished, ``running`` others still run: charge the CPU spent so far, feed the
+        estimate, and give back the hold beyond the expected CPU of those still running."""
+        self._update()
+        self._finishes.append(self._cpu)
+        excess = self._held - self.estimate() * max(0, running)
+        if excess > 0:
+            self._held -= excess
+            self._level = min(self._burst, self._level + excess)
 
     def estimate(self) -> float:
         """Expected CPU-seconds of one unit: the mean over the last finished ones (0.0 before two)."""
@@ -133,9 +136,17 @@ class CpuBudget:
         return max(0.0, finishes[-1] - finishes[0]) / (len(finishes) - 1)
 
     def level(self) -> float:
-        """CPU-seconds available as of the last :meth:`delay`: the lower of the two buckets' levels
-        (negative while in debt)."""
-        return min(self._level, self._expected)
+        """CPU-seconds available as of the last reading (negative while in debt; holds included)."""
+        return self._level
+
+    def _update(self) -> None:
+        now, cpu = self._clock(), self._cpu_clock()
+        refill = max(0.0, now - self._last) * self._fraction
+        spent = max(0.0, cpu - self._cpu)
+        self._last, self._cpu = now, cpu
+        covered = min(spent, self._held)  # already charged when its unit started
+        self._held -= covered
+        self._level = min(self._burst, self._level + refill - (spent - covered))
 
     def __repr__(self) -> str:
         return f"CpuBudget(fraction={self._fraction}, burst_s={self._burst})"

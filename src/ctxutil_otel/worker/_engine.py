@@ -11,8 +11,8 @@ queue, then in ``_in_flight``, and its outcome is counted by whoever removes it 
 lock (the worker when it finishes, or ``shutdown`` at its deadline), never twice.
 
 CPU budget (``max_worker_cpu_fraction``): before taking the next queued interaction the dispatcher asks
-the :class:`~ctxutil_otel.worker._throttle.CpuThrottle` whether the worker thread's CPU (spent, and expected
-of the evaluations just started) is within its share of one core, and waits on the loop when it is not;
+the :class:`~ctxutil_otel.worker._throttle.CpuThrottle` whether the worker thread's CPU (spent, and held
+for the evaluations just started) is within its share of one core, and waits on the loop when it is not;
 the interaction stays queued meanwhile, so admission, ``force_flush`` and ``shutdown`` behave exactly as
 without the budget (a full queue drops ``queue_full``).
 """
@@ -307,7 +307,7 @@ class Engine:
         finally:
             semaphore.release()
             if self._throttle is not None:
-                self._throttle.finished()
+                self._throttle.finished(running=len(self._in_flight))
 
     async def _evaluate_entry(self, entry: QueueEntry) -> None:
         interaction = entry.interaction

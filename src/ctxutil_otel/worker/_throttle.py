@@ -55,12 +55,13 @@ class CpuThrottle:
         return self._budget.delay()
 
     def started(self) -> None:
-        """An evaluation starts: charge its expected CPU (see :class:`~ctxutil_otel.sampling.CpuBudget`)."""
+        """An evaluation starts: hold its expected CPU (see :class:`~ctxutil_otel.sampling.CpuBudget`)."""
         self._budget.started()
 
-    def finished(self) -> None:
-        """An evaluation ended (on the worker thread): its CPU feeds the estimate."""
-        self._budget.finished()
+    def finished(self, running: int) -> None:
+        """An evaluation ended (on the worker thread), ``running`` others still run: its CPU feeds the
+        estimate, the hold beyond the others' expected CPU is given back."""
+        self._budget.finished(running)
 
     async def wait(self, seconds: float) -> None:
         """Wait ``seconds`` (cancellable: shutdown cancels it), counting the time waited."""
