@@ -1,7 +1,7 @@
 """Request-path cost and memory of ``UtilizationCallbackHandler`` on an LCEL RAG chain (issue 3).
 
     .venv/bin/python benchmarks/bench_callback.py [--iterations 10000] [--rounds 40] [--json PATH]
-                                                   [--skip-third-party] [--check]
+                                                   [--skip-third-party] [--check] [--cpu-fraction F]
 
 The chain is LangChain's RAG tutorial shape, ``{"context": retriever | join, "question": passthrough} |
 prompt | model | StrOutputParser()`` (nine runs per invoke), built from the demo's real components over the
@@ -21,8 +21,8 @@ Configurations, each run for ``--iterations`` invocations in the same process:
   CPU budget (``max_worker_cpu_fraction`` 0.05);
 * ``ctxutil_1.0_io``: our handler, ``sample_rate`` 1.0, ``OpenAIJudge`` against the OpenAI-compatible
   test server answering after ``--judge-delay-ms`` (in a child process, as a remote judge would be),
-  ``max_evaluations_per_second`` 0 (rate cap lifted), the default CPU budget (5% of one core), default
-  ``max_concurrency`` (8);
+  ``max_evaluations_per_second`` 0 (rate cap lifted), the default CPU budget (5% of one core;
+  ``--cpu-fraction`` sets another), default ``max_concurrency`` (8);
 * ``ctxutil_1.0_io_default``: the same judge at the shipped defaults: rate cap 10 evaluations/s and CPU
   budget 5% of one core (no setting passed);
 * ``ctxutil_1.0_io_cap10``: rate cap 10/s, CPU budget off (no target: a rate cap alone bounds the
@@ -347,9 +347,11 @@ def ours(args: argparse.Namespace, judge_url: str, queue_size: int, controls: bo
     judge at the shipped defaults, under the rate cap alone, and with neither (informational)."""
     judge = f"OpenAIJudge answering after {args.judge_delay_ms:g} ms"
     one = f"ours, sample_rate 1.0, {judge}"
+    fraction = args.cpu_fraction
+    budget = "default CPU budget" if fraction is None else f"CPU budget {fraction:g} of a core"
     cases = [
         Ours("ctxutil_0.01", "ours, sample_rate 0.01, lexical judge, no rate cap", 0.01, None, queue_size),
-        Ours("ctxutil_1.0_io", f"{one}, no rate cap, default CPU budget", 1.0, judge_url, queue_size),
+        Ours("ctxutil_1.0_io", f"{one}, no rate cap, {budget}", 1.0, judge_url, queue_size, 0.0, fraction),
     ]
     if controls:
         defaults = f"{one}, defaults (rate cap 10/s, CPU budget 5% of a core)"
@@ -617,6 +619,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--judge-delay-ms", type=float, default=200.0, help="judge server answer delay")
     parser.add_argument(
         "--queue-size", type=int, default=4, help="our max_queue_size in the timed rounds (backlog bound)"
+    )
+    parser.add_argument(
+        "--cpu-fraction",
+        type=float,
+        default=None,
+        help="max_worker_cpu_fraction of the ctxutil_1.0_io row (default: the shipped default)",
     )
     parser.add_argument("--questions", type=int, default=50, help="sample rows cycled through")
     parser.add_argument("--pending-roots", type=int, default=100_000, help="never-ending roots to start")
