@@ -197,3 +197,35 @@ def make_evaluator() -> Iterator[MakeEvaluator]:
     for evaluator in made:
         evaluator.shutdown(5000)
         assert_accounted(evaluator.stats())
+
+
+def run_in_forked_child(body: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Fork; run ``body`` in the child and return the dict it returns, sent back through a pipe as JSON.
+
+    The child never returns into pytest (``os._exit``); a failure there is written to stderr and the
+    child exits 1, which fails the caller's assertion on the exit status.
+    """
+    import json
+    import sys
+
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        code = 1
+        try:
+            os.close(read_fd)
+            report = body()
+            with os.fdopen(write_fd, "w") as pipe:
+                json.dump(report, pipe)
+            code = 0
+        except BaseException as exc:  # report, never hang the parent
+            sys.stderr.write(f"child failed: {exc!r}\n")
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as pipe:
+        raw = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    result: dict[str, Any] = json.loads(raw)
+    return result

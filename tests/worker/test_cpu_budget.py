@@ -10,9 +10,7 @@ cancelled by shutdown.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -26,7 +24,7 @@ from ctxutil_otel.metric import ContextualUtilization
 from ctxutil_otel.worker import Evaluator
 from ctxutil_otel.worker._engine import Engine
 
-from .conftest import MakeEvaluator, RecordingEmitter, assert_accounted, interaction
+from .conftest import MakeEvaluator, RecordingEmitter, assert_accounted, interaction, run_in_forked_child
 
 ENV = "CTXUTIL_MAX_WORKER_CPU_FRACTION"
 
@@ -362,37 +360,26 @@ def test_a_forked_child_starts_with_a_fresh_budget(make_engine: Any) -> None:
     assert _offer(engine, 2) == [True] * 2
     assert sleep.entered.wait(5)  # the parent waits on its debt
 
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: never return into pytest
-        code = 1
-        try:
-            os.close(read_fd)
-            accepted = _offer(engine, 1)
-            flushed = engine.force_flush(10_000)
-            stats = engine.stats()
-            report = {
-                "accepted": accepted,
-                "flushed": flushed,
-                "evaluated": stats.evaluated,
-                "throttled_s": stats.cpu_throttled_s,
-            }
-            engine.shutdown(0)
-            with os.fdopen(write_fd, "w") as pipe:
-                json.dump(report, pipe)
-            code = 0
-        except BaseException as exc:  # report, never hang the parent
-            sys.stderr.write(f"child failed: {exc!r}\n")
-        finally:
-            os._exit(code)
+    def child() -> dict[str, Any]:
+        accepted = _offer(engine, 1)
+        flushed = engine.force_flush(10_000)
+        stats = engine.stats()
+        report = {
+            "accepted": accepted,
+            "flushed": flushed,
+            "evaluated": stats.evaluated,
+            "throttled_s": stats.cpu_throttled_s,
+        }
+        engine.shutdown(0)
+        return report
 
-    os.close(write_fd)
-    with os.fdopen(read_fd) as pipe:
-        raw = pipe.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
     # The child's bucket starts full: its first evaluation runs at once, nothing waited.
-    assert json.loads(raw) == {"accepted": [True], "flushed": True, "evaluated": 1, "throttled_s": 0.0}
+    assert run_in_forked_child(child) == {
+        "accepted": [True],
+        "flushed": True,
+        "evaluated": 1,
+        "throttled_s": 0.0,
+    }
     stats = engine.stats()  # the parent is still waiting on its debt, its two still queued
     assert (stats.evaluated, stats.queue_size, stats.cpu_throttled) == (1, 2, True)
     engine.shutdown(0)

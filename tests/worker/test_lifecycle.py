@@ -1,18 +1,24 @@
 from __future__ import annotations
 
-import json
 import os
 import random
-import sys
 import threading
 import time
+from typing import Any
 
 import pytest
 
 from ctxutil_otel.metric import ContextualUtilization
 from ctxutil_otel.sampling import TraceIdRatioSampler
 
-from .conftest import GateJudge, MakeEvaluator, RecordingEmitter, assert_accounted, interaction
+from .conftest import (
+    GateJudge,
+    MakeEvaluator,
+    RecordingEmitter,
+    assert_accounted,
+    interaction,
+    run_in_forked_child,
+)
 
 
 def test_force_flush_returns_false_at_its_deadline_then_true(make_evaluator: MakeEvaluator) -> None:
@@ -127,41 +133,25 @@ def test_forked_child_keeps_evaluating(make_evaluator: MakeEvaluator) -> None:
         evaluator.submit(item)
     assert evaluator.force_flush(5000)
 
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: never return into pytest
-        code = 1
-        try:
-            os.close(read_fd)
-            for _ in range(7):
-                item = interaction()
-                evaluator.sample(item.trace_id)
-                evaluator.submit(item)
-            flushed = evaluator.force_flush(10_000)
-            stats = evaluator.stats()
-            report = {
-                "flushed": flushed,
-                "captured": stats.captured,
-                "finished": stats.finished,
-                "scored": stats.evaluated + stats.not_applicable,
-                "emitted": len(emitter.emitted),
-                "thread_alive": evaluator._engine.thread.is_alive(),
-            }
-            report["shutdown"] = evaluator.shutdown(5000)
-            with os.fdopen(write_fd, "w") as pipe:
-                json.dump(report, pipe)
-            code = 0
-        except BaseException as exc:  # report, never hang the parent
-            sys.stderr.write(f"child failed: {exc!r}\n")
-        finally:
-            os._exit(code)
+    def child() -> dict[str, Any]:
+        for _ in range(7):
+            item = interaction()
+            evaluator.sample(item.trace_id)
+            evaluator.submit(item)
+        flushed = evaluator.force_flush(10_000)
+        stats = evaluator.stats()
+        report: dict[str, Any] = {
+            "flushed": flushed,
+            "captured": stats.captured,
+            "finished": stats.finished,
+            "scored": stats.evaluated + stats.not_applicable,
+            "emitted": len(emitter.emitted),
+            "thread_alive": evaluator._engine.thread.is_alive(),
+        }
+        report["shutdown"] = evaluator.shutdown(5000)
+        return report
 
-    os.close(write_fd)
-    with os.fdopen(read_fd) as pipe:
-        raw = pipe.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    report = json.loads(raw)
+    report = run_in_forked_child(child)
     # The child's counters start at zero; it evaluates its own 7 on a fresh thread.
     assert report == {
         "flushed": True,
