@@ -224,3 +224,26 @@ def test_forked_child_starts_with_empty_run_state_and_keeps_capturing(make_rig: 
     rig.flush()
     assert dict(rig.handler.stats().dropped) == {"chain_error": 1}
     assert_accounted(rig)
+
+
+def test_a_root_refused_at_capture_is_dropped_and_no_longer_tracked(make_rig: MakeRig) -> None:
+    # A rate cap of 0.001/s admits one interaction (the bucket's burst), then none for 1000 s.
+    rig = make_rig(max_evaluations_per_second=0.001)
+    chain = rag_chain()
+    chain.invoke(QUESTION, config={"callbacks": [rig.handler]})  # takes the one token
+
+    root, retriever = _start_unfinished(rig.handler)
+    assert retriever is not None
+    # Refused at the first retrieval: counted at once, and the handler holds nothing for this root,
+    # so its later callbacks (documents, the model's answer, the root's end) do no capture work.
+    stats = rig.handler.stats()
+    assert (stats.captured, dict(stats.dropped)) == (2, {"rate_limited": 1})
+    assert rig.handler.pending_runs == 0
+    retriever.on_retriever_end([Document(page_content=chunk) for chunk in CHUNKS])
+    root.on_chain_end({"output": ANSWER})
+
+    rig.flush()
+    stats = rig.handler.stats()
+    assert (stats.evaluated, dict(stats.dropped)) == (1, {"rate_limited": 1})
+    assert len(rig.judge.calls) == 1
+    assert_accounted(rig)

@@ -18,17 +18,18 @@ from .conftest import (
     RaisingJudge,
     RecordingEmitter,
     UsageJudge,
+    assert_accounted,
     interaction,
 )
 
 
 def _offer(evaluator: object, n: int) -> list[bool]:
-    """Sample (at rate 1) and submit ``n`` interactions; return what submit() answered."""
+    """Sample (at rate 1) and submit ``n`` interactions; return whether each was admitted by both
+    (a refusal at sample() means the interaction is already counted and is never submitted)."""
     answers = []
     for _ in range(n):
         item = interaction()
-        assert evaluator.sample(item.trace_id)  # type: ignore[attr-defined]
-        answers.append(evaluator.submit(item))  # type: ignore[attr-defined]
+        answers.append(evaluator.sample(item.trace_id) and evaluator.submit(item))  # type: ignore[attr-defined]
     return answers
 
 
@@ -126,7 +127,11 @@ def test_concurrency_limit_holds(make_evaluator: MakeEvaluator) -> None:
 def test_rate_cap_drops_rate_limited(make_evaluator: MakeEvaluator) -> None:
     # 0.001 evaluations/s: a burst of one, the next token in 1000 s.
     evaluator = make_evaluator(max_evaluations_per_second=0.001)
-    assert _offer(evaluator, 5) == [True, False, False, False, False]
+    items = [interaction() for _ in range(5)]
+    # Refused at sample(), before the caller captures anything; the admitted one took the token.
+    assert [evaluator.sample(item.trace_id) for item in items] == [True, False, False, False, False]
+    assert evaluator.stats().dropped == {"rate_limited": 4}
+    assert evaluator.submit(items[0])  # the cap is not applied twice
     assert evaluator.force_flush(5000)
     stats = evaluator.stats()
     assert stats.dropped == {"rate_limited": 4}
@@ -179,3 +184,34 @@ def test_random_mix_of_failures_keeps_exact_accounting(make_evaluator: MakeEvalu
     stats = evaluator.stats()
     assert stats.dropped.get("not_evaluable", 0) == expected_not_evaluable
     assert stats.captured == stats.finished == 300
+
+
+def test_a_full_queue_refuses_at_sample_and_again_at_submit(make_evaluator: MakeEvaluator) -> None:
+    judge = GateJudge()
+    evaluator = make_evaluator(ContextualUtilization(judge=judge), max_queue_size=2, max_concurrency=1)
+    assert _offer(evaluator, 1) == [True]
+    assert judge.entered.wait(5)  # holds the only slot: what is submitted now stays queued
+    # Three admitted at capture while the queue had room; by their submit it has filled.
+    admitted = [interaction() for _ in range(3)]
+    assert all(evaluator.sample(item.trace_id) for item in admitted)
+    assert [evaluator.submit(item) for item in admitted] == [True, True, False]
+    # Once full, capture itself is refused (the caller stops capturing at once).
+    assert evaluator.sample(interaction().trace_id) is False
+    assert evaluator.stats().dropped == {"queue_full": 2}
+    judge.release()
+    assert evaluator.force_flush(5000)
+    stats = evaluator.stats()
+    assert (stats.evaluated, dict(stats.dropped)) == (3, {"queue_full": 2})
+    assert_accounted(stats)
+
+
+def test_a_spent_token_budget_refuses_at_sample(make_evaluator: MakeEvaluator) -> None:
+    evaluator = make_evaluator(
+        ContextualUtilization(judge=UsageJudge(5000)), judge_token_budget_per_minute=1000
+    )
+    assert _offer(evaluator, 1) == [True]
+    assert evaluator.force_flush(5000)  # 5000 spent of 1000: in debt for minutes
+    assert evaluator.sample(interaction().trace_id) is False
+    stats = evaluator.stats()
+    assert (stats.evaluated, dict(stats.dropped)) == (1, {"token_budget": 1})
+    assert_accounted(stats)

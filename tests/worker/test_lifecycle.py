@@ -62,10 +62,9 @@ def test_shutdown_flushes_what_it_can_then_counts_the_rest(make_evaluator: MakeE
     assert [i.query for i, _, _ in emitter.emitted] == ["quick one", "quick two", "quick three"]
     assert not evaluator._engine.thread.is_alive()  # the blocked judge call was cancelled
 
-    # After shutdown: submits are refused and counted, flush has nothing to wait for.
+    # After shutdown: capture is refused at sample() and counted, flush has nothing to wait for.
     late = interaction()
-    evaluator.sample(late.trace_id)
-    assert evaluator.submit(late) is False
+    assert evaluator.sample(late.trace_id) is False
     assert evaluator.stats().dropped == {"shutdown": 4}
     assert evaluator.force_flush(0) is True
     assert evaluator.shutdown(0) is True  # idempotent

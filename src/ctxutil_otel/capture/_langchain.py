@@ -15,10 +15,12 @@ When is an interaction *captured* (``Evaluator.sample`` is called, which counts 
     root, is captured at its end.)
 
 Every captured interaction then ends in exactly one outcome of the Evaluator's accounting:
-    * ``sampled_out``: ``sample()`` said no; the root's state is freed at once and every later
-      callback of that root costs one lock-free ``dict`` lookup that misses;
+    * ``sampled_out``, or dropped ``rate_limited`` / ``queue_full`` / ``token_budget`` / ``shutdown``:
+      ``sample()`` said no (the evaluator refuses at capture what it could not take anyway); the
+      root's state is freed at once and every later callback of that root costs one lock-free
+      ``dict`` lookup that misses, so a saturated evaluator costs the chain no capture work;
     * ``submit()`` at the root's end (the Evaluator counts evaluated / not_applicable / failed or its
-      own drops: rate_limited, token_budget, queue_full, shutdown);
+      own drops: queue_full when the queue filled meanwhile, token_budget, shutdown);
     * ``discard("not_evaluable")``: the root ended without a query or without any answer (no LLM
       run and no text output), e.g. a retriever invoked on its own as the root run;
     * ``discard("chain_error")``: the root run failed (``on_chain_error`` / ``on_retriever_error`` /

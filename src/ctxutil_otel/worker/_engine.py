@@ -6,6 +6,11 @@ Modelled on the OpenTelemetry SDK's ``BatchProcessor``
 daemon worker thread, ``force_flush``/``shutdown`` with deadlines, and re-initialisation in a forked
 child through ``os.register_at_fork`` holding a weak reference.
 
+Admission happens twice. ``sample()`` (at capture, before the capture path has done any work for the
+interaction) refuses what would be refused anyway: shutdown, a full queue, no rate-cap token (taken
+here, once per interaction), a spent token budget; the caller then stops capturing. ``submit()`` checks
+shutdown, the queue and reserves the token budget again, because the queue may fill in between.
+
 Exactly-once accounting: an admitted interaction is an entry with a sequence number; it lives in the
 queue, then in ``_in_flight``, and its outcome is counted by whoever removes it from there under the
 lock (the worker when it finishes, or ``shutdown`` at its deadline), never twice.
@@ -138,7 +143,22 @@ class Engine:
             self._captured += 1
             if not sampled:
                 self._sampled_out += 1
-        return sampled
+                return False
+            # Admission at capture: refuse now what submit() would refuse, so the capture path
+            # stops tracking it (a refused interaction costs the request path no capture work).
+            if self._shutdown or self._closing:
+                reason = "shutdown"
+            elif len(self._queue) >= self._max_queue_size:
+                reason = "queue_full"  # checked again at submit: the queue may fill meanwhile
+            elif self._limiter is not None and not self._limiter.try_acquire():
+                reason = "rate_limited"  # the token is taken here, once per interaction
+            elif self._budget is not None and self._budget.level() <= 0:
+                reason = "token_budget"  # reserved at submit, when the interaction is queued
+            else:
+                return True
+            suppressed = self._refuse(reason)
+        self._log_refusal(reason, suppressed)
+        return False
 
     def submit(self, interaction: Interaction) -> bool:
         reason: str | None = None
@@ -149,8 +169,6 @@ class Engine:
                 reason = "shutdown"
             elif len(self._queue) >= self._max_queue_size:
                 reason = "queue_full"  # drop the NEWEST: the queued work is older and already paid for
-            elif self._limiter is not None and not self._limiter.try_acquire():
-                reason = "rate_limited"
             else:
                 reserved = None
                 if self._budget is not None:
@@ -164,21 +182,30 @@ class Engine:
                         self._waiting = False
                         wake = (self._loop, self._wake)
             if reason is not None:
-                self._dropped[reason] = self._dropped.get(reason, 0) + 1
-                suppressed = self._log_due(reason)
+                suppressed = self._refuse(reason)
         if reason is not None:
-            if suppressed is not None:
-                level = logging.INFO if reason == "rate_limited" else logging.WARNING
-                _log.log(
-                    level,
-                    "ctxutil evaluator dropped an interaction (reason %s; %d more since the last message)",
-                    reason,
-                    suppressed,
-                )
+            self._log_refusal(reason, suppressed)
             return False
         if wake is not None:
             _call_soon(wake[0], wake[1].set)
         return True
+
+    def _refuse(self, reason: str) -> int | None:
+        """Under the lock: count a drop; returns what :meth:`_log_due` returns for its message."""
+        self._dropped[reason] = self._dropped.get(reason, 0) + 1
+        return self._log_due(reason)
+
+    @staticmethod
+    def _log_refusal(reason: str, suppressed: int | None) -> None:
+        if suppressed is None:
+            return
+        level = logging.INFO if reason == "rate_limited" else logging.WARNING
+        _log.log(
+            level,
+            "ctxutil evaluator dropped an interaction (reason %s; %d more since the last message)",
+            reason,
+            suppressed,
+        )
 
     def discard(self, reason: str) -> None:
         reason = reason or "unknown"

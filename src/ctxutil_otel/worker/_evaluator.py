@@ -121,18 +121,28 @@ class Evaluator:
 
         Deterministic in ``trace_id`` (the 128-bit OpenTelemetry trace id as an ``int``): sampled when
         its low 64 bits are below ``round(sample_rate * 2**64)``, the rule of OpenTelemetry's
-        ``TraceIdRatioBased``. ``False`` is counted ``sampled_out``. A ``True`` obliges the caller to
-        :meth:`submit` or :meth:`discard` the interaction exactly once. Never raises.
+        ``TraceIdRatioBased``. ``False`` is counted ``sampled_out``.
+
+        A sampled interaction is then admitted or refused at once, before the caller spends anything
+        on capturing it: after shutdown -> dropped ``shutdown``; queue at ``max_queue_size`` ->
+        ``queue_full``; rate cap exceeded -> ``rate_limited`` (the cap's token is taken here, so the
+        cap counts interactions admitted at capture); judge token budget spent -> ``token_budget``.
+        A refusal is counted, logged at most once per 10 s per reason, and returns ``False``.
+
+        ``False`` means the interaction is accounted for (sampled out or dropped): capture nothing
+        more. ``True`` obliges the caller to :meth:`submit` or :meth:`discard` it exactly once.
+        Never raises.
         """
         return self._engine.sample(trace_id)
 
     def submit(self, interaction: Interaction) -> bool:
         """Queue a sampled interaction for evaluation; never blocks, never raises.
 
-        Admission, in order: after shutdown -> dropped ``shutdown``; queue at ``max_queue_size`` ->
-        dropped ``queue_full`` (the NEWEST interaction, this one, is dropped); rate cap exceeded ->
-        ``rate_limited``; judge token budget spent -> ``token_budget``. A refusal returns ``False``
-        and logs a warning at most once per 10 s per reason.
+        Checked again, because the queue may have filled since :meth:`sample` admitted it: after
+        shutdown -> dropped ``shutdown``; queue at ``max_queue_size`` -> dropped ``queue_full`` (the
+        NEWEST interaction, this one, is dropped); judge token budget spent -> ``token_budget`` (its
+        expected tokens are reserved here). The rate cap is not applied again. A refusal returns
+        ``False`` and logs a warning at most once per 10 s per reason.
         """
         try:
             return self._engine.submit(interaction)
