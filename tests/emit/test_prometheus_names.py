@@ -40,6 +40,7 @@ def exposition() -> Iterator[tuple[str, list[Sample], dict[str, str]]]:
     emitter.observe(
         lambda: {("evaluated", None): 2, ("failed", "timeout"): 1, ("dropped", "queue_full"): 4},
         lambda: 3,
+        lambda: 12.5,
     )
     text = generate_latest(registry).decode()
     families = list(text_string_to_metric_families(text))
@@ -63,6 +64,7 @@ def test_every_instrument_maps_to_the_documented_prometheus_names(
         n.METRIC_JUDGE_TOKENS,
         n.METRIC_EVALUATIONS,
         n.METRIC_QUEUE_SIZE,
+        n.METRIC_WORKER_CPU_THROTTLED,
     }
 
 
@@ -76,6 +78,7 @@ def test_prometheus_types(exposition: tuple[str, list[Sample], dict[str, str]]) 
     assert type_lines["ctxutil_judge_tokens_total"] == "counter"
     assert type_lines["ctxutil_evaluations_total"] == "counter"
     assert type_lines["ctxutil_queue_size"] == "gauge"
+    assert type_lines["ctxutil_worker_cpu_throttled_seconds_total"] == "counter"
 
 
 def _labels(samples: list[Sample], name: str) -> set[frozenset[str]]:
@@ -106,6 +109,9 @@ def test_label_names(exposition: tuple[str, list[Sample], dict[str, str]]) -> No
     }
     assert by_outcome == {"evaluated": ("", ""), "failed": ("timeout", ""), "dropped": ("", "queue_full")}
     assert _labels(samples, "ctxutil_queue_size") == {frozenset({"ctxutil_application_name"})}
+    assert _labels(samples, "ctxutil_worker_cpu_throttled_seconds_total") == {
+        frozenset({"ctxutil_application_name"})
+    }
     scopes = {s.labels.get("otel_scope_name") for s in samples if s.name != "target_info"}
     assert scopes == {n.INSTRUMENTATION_SCOPE}
 
@@ -129,6 +135,7 @@ def test_values_and_bucket_bounds(exposition: tuple[str, list[Sample], dict[str,
     assert value("ctxutil_evaluations_total", outcome="failed", error_type="timeout") == 1
     assert value("ctxutil_evaluations_total", outcome="dropped", reason="queue_full") == 4
     assert value("ctxutil_queue_size") == 3
+    assert value("ctxutil_worker_cpu_throttled_seconds_total") == 12.5
     # Score labels seen on the histogram: only scored results.
     labels = {
         s.labels["gen_ai_evaluation_score_label"]

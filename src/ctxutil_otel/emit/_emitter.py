@@ -11,13 +11,12 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 
 from opentelemetry import _logs, metrics, trace
 from opentelemetry._logs import LogRecord, SeverityNumber
 from opentelemetry.context import Context
-from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.trace import SpanLimits
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
@@ -35,7 +34,6 @@ from ._attributes import (
     finite,
     interaction_attributes,
     metric_attributes,
-    outcome_observations,
     text_source,
     valid_duration,
 )
@@ -50,13 +48,12 @@ from ._names import (
     METRIC_CHUNKS_UTILIZED,
     METRIC_EVALUATION_DURATION,
     METRIC_EVALUATION_SCORE,
-    METRIC_EVALUATIONS,
     METRIC_JUDGE_TOKENS,
-    METRIC_QUEUE_SIZE,
     SCORE_BUCKETS,
     SPAN_EVALUATION,
     SPAN_INTERACTION,
 )
+from ._observables import ObservableInstruments, OutcomeCounts
 
 __all__ = ["Emitter", "OutcomeCounts"]
 
@@ -66,10 +63,6 @@ try:
     _VERSION: str | None = version("ctxutil-otel")
 except PackageNotFoundError:  # running from a source tree without installed metadata
     _VERSION = None
-
-OutcomeCounts = Mapping[tuple[str, "str | None"], int]
-"""``{(outcome, detail): cumulative count}``; ``detail`` is the ``error.type`` of ``failed``, the
-``reason`` of ``dropped``, else ``None``."""
 
 
 class Emitter:
@@ -148,10 +141,8 @@ class Emitter:
             METRIC_JUDGE_TOKENS, unit="{token}", description="Tokens spent by the judge."
         )
         self._lock = threading.Lock()
-        self._observing = False
-        self._outcomes: Callable[[], OutcomeCounts] | None = None
-        self._queue_size: Callable[[], int] | None = None
         self._failures: Counter[str] = Counter()
+        self._observables = ObservableInstruments(self._meter, self.application_name, self._on_error)
 
     # ------------------------------------------------------------------------------------------ emit
     def emit(
@@ -292,60 +283,32 @@ class Emitter:
         self._tokens.add(count(usage.output_tokens), {**base, ATTR_TOKEN_TYPE: "output"})
 
     # ------------------------------------------------------------------------------- observables
-    def observe(self, outcomes: Callable[[], OutcomeCounts], queue_size: Callable[[], int]) -> None:
-        """Register ``ctxutil.evaluations`` (ObservableCounter) and ``ctxutil.queue.size`` (ObservableGauge).
+    def observe(
+        self,
+        outcomes: Callable[[], OutcomeCounts],
+        queue_size: Callable[[], int],
+        cpu_throttled_s: Callable[[], float] | None = None,
+    ) -> None:
+        """Register the evaluator's observable instruments, read from these callables at collection time
+        only (nothing on the request path):
 
-        Both callables run at collection time only (nothing on the request path). ``outcomes()`` returns
-        cumulative counts ``{(outcome, detail): n}``; each becomes one observation with ``outcome``, plus
-        ``error.type`` = detail for ``failed`` (``_OTHER`` when ``None``) or ``reason`` = detail for
-        ``dropped`` (``unknown`` when ``None``); details of other outcomes are not attributes (their counts
-        merge). Calling again replaces the sources; instruments are registered once.
+        * ``ctxutil.evaluations`` (ObservableCounter, ``{evaluation}``): ``outcomes()`` returns cumulative
+          counts ``{(outcome, detail): n}``; each becomes one observation with ``outcome``, plus
+          ``error.type`` = detail for ``failed`` (``_OTHER`` when ``None``) or ``reason`` = detail for
+          ``dropped`` (``unknown`` when ``None``); details of other outcomes are not attributes (their
+          counts merge).
+        * ``ctxutil.queue.size`` (ObservableGauge, ``{interaction}``): ``queue_size()``, an ``int`` >= 0.
+        * ``ctxutil.worker.cpu_throttled`` (ObservableCounter, unit ``s``; Prometheus
+          ``ctxutil_worker_cpu_throttled_seconds_total``): ``cpu_throttled_s()`` returns the cumulative wall
+          seconds the worker waited on its CPU budget (``EvaluatorStats.cpu_throttled_s``), a finite
+          ``float`` >= 0. Its rate is the share of time the worker was throttled. ``None``: not reported.
+
+        A source that raises or returns an invalid value reports nothing for its instrument at that
+        collection and is counted in :attr:`failures` under the metric's name; the others still report.
+        Calling again replaces all three sources (``None`` stops the throttle counter); the instruments
+        are registered once.
         """
-        with self._lock:
-            self._outcomes = outcomes
-            self._queue_size = queue_size
-            if self._observing:
-                return
-            self._observing = True
-        self._meter.create_observable_counter(
-            METRIC_EVALUATIONS,
-            callbacks=[self._observe_outcomes],
-            unit="{evaluation}",
-            description="Captured interactions by final outcome (sampled_out, dropped, evaluated, "
-            "not_applicable, failed).",
-        )
-        self._meter.create_observable_gauge(
-            METRIC_QUEUE_SIZE,
-            callbacks=[self._observe_queue_size],
-            unit="{interaction}",
-            description="Interactions waiting for evaluation.",
-        )
-
-    def _observe_outcomes(self, options: CallbackOptions) -> Iterable[Observation]:
-        source = self._outcomes
-        if source is None:
-            return []
-        try:
-            counts = dict(source())
-        except Exception as exc:
-            self._on_error(METRIC_EVALUATIONS, exc)
-            return []
-        return [
-            Observation(n, attributes)
-            for attributes, n in outcome_observations(counts, self.application_name, self._on_error)
-        ]
-
-    def _observe_queue_size(self, options: CallbackOptions) -> Iterable[Observation]:
-        source = self._queue_size
-        if source is None:
-            return []
-        try:
-            size = count(source())
-        except Exception as exc:
-            self._on_error(METRIC_QUEUE_SIZE, exc)
-            return []
-        attributes = {ATTR_APPLICATION_NAME: self.application_name} if self.application_name else None
-        return [Observation(size, attributes)]
+        self._observables.observe(outcomes, queue_size, cpu_throttled_s)
 
     # ---------------------------------------------------------------------------------- flushing
     def force_flush(self, timeout_millis: int = 30000) -> bool:

@@ -28,18 +28,19 @@ Every series also carries ``otel_scope_name="ctxutil_otel"``, ``otel_scope_versi
 The Collector's ``prometheus`` exporter follows the same naming rules and derives ``job`` / ``instance``
 from ``service.name`` / ``service.instance.id``.
 
-| OpenTelemetry instrument    | kind         | unit          | Prometheus series                           |
-|-----------------------------|--------------|---------------|---------------------------------------------|
-| gen_ai.evaluation.score     | Histogram    | 1             | gen_ai_evaluation_score_bucket,             |
-|                             |              |               | gen_ai_evaluation_score_sum, _count         |
-| ctxutil.chunks.relevant     | Counter      | {chunk}       | ctxutil_chunks_relevant_total               |
-| ctxutil.chunks.utilized     | Counter      | {chunk}       | ctxutil_chunks_utilized_total               |
-| ctxutil.evaluation.duration | Histogram    | s             | ctxutil_evaluation_duration_seconds_bucket, |
-|                             |              |               | ctxutil_evaluation_duration_seconds_sum,    |
-|                             |              |               | ctxutil_evaluation_duration_seconds_count   |
-| ctxutil.judge.tokens        | Counter      | {token}       | ctxutil_judge_tokens_total                  |
-| ctxutil.evaluations         | Obs. counter | {evaluation}  | ctxutil_evaluations_total                   |
-| ctxutil.queue.size          | Obs. gauge   | {interaction} | ctxutil_queue_size                          |
+| OpenTelemetry instrument     | kind         | unit          | Prometheus series                           |
+|------------------------------|--------------|---------------|---------------------------------------------|
+| gen_ai.evaluation.score      | Histogram    | 1             | gen_ai_evaluation_score_bucket,             |
+|                              |              |               | gen_ai_evaluation_score_sum, _count         |
+| ctxutil.chunks.relevant      | Counter      | {chunk}       | ctxutil_chunks_relevant_total               |
+| ctxutil.chunks.utilized      | Counter      | {chunk}       | ctxutil_chunks_utilized_total               |
+| ctxutil.evaluation.duration  | Histogram    | s             | ctxutil_evaluation_duration_seconds_bucket, |
+|                              |              |               | ctxutil_evaluation_duration_seconds_sum,    |
+|                              |              |               | ctxutil_evaluation_duration_seconds_count   |
+| ctxutil.judge.tokens         | Counter      | {token}       | ctxutil_judge_tokens_total                  |
+| ctxutil.evaluations          | Obs. counter | {evaluation}  | ctxutil_evaluations_total                   |
+| ctxutil.queue.size           | Obs. gauge   | {interaction} | ctxutil_queue_size                          |
+| ctxutil.worker.cpu_throttled | Obs. counter | s             | ctxutil_worker_cpu_throttled_seconds_total  |
 
 (Obs. = Observable.)
 
@@ -54,7 +55,7 @@ Metric attributes (bounded cardinality only: never ids, queries or user data), O
 |                                      | (input / output), [ctxutil.application.name]                      |
 | evaluations                          | outcome; error.type -> error_type (failed); reason (dropped);     |
 |                                      | [ctxutil.application.name]                                        |
-| queue size                           | [ctxutil.application.name]                                        |
+| queue size, worker cpu throttled     | [ctxutil.application.name]                                        |
 
 ``[...]``: only when an application name is configured. One Prometheus family has one label set: the
 exporter writes the union of a family's attribute names and leaves absent ones empty
@@ -69,6 +70,13 @@ Judge tokens are a ``ctxutil.judge.tokens`` counter rather than the conventions'
 histogram on purpose: judge calls run with instrumentation suppressed, and reusing the application-facing
 name would mix evaluation cost into the application's own LLM token dashboards. ``gen_ai.token.type`` and
 its values come from the GenAI conventions.
+
+``ctxutil.worker.cpu_throttled`` counts the wall seconds the evaluation worker waited on its CPU budget
+(``max_worker_cpu_fraction``) with interactions queued, so
+``rate(ctxutil_worker_cpu_throttled_seconds_total[5m])`` is the share of time (0..1 per process) the worker
+was held back: why a queue grows while the judge is fast. The name parallels cAdvisor's
+``container_cpu_cfs_throttled_seconds_total`` (the same idea for a cgroup's CPU quota); the unit ``s`` is
+metadata, not part of the OpenTelemetry name (OpenTelemetry metric naming guidance).
 """
 
 from __future__ import annotations
@@ -116,6 +124,7 @@ __all__ = [
     "METRIC_EVALUATION_SCORE",
     "METRIC_JUDGE_TOKENS",
     "METRIC_QUEUE_SIZE",
+    "METRIC_WORKER_CPU_THROTTLED",
     "PROMETHEUS_NAMES",
     "SCORE_BUCKETS",
     "SPAN_EVALUATION",
@@ -213,6 +222,9 @@ METRIC_EVALUATIONS: Final = "ctxutil.evaluations"
 """ObservableCounter, unit ``{evaluation}``: interactions by final ``outcome`` (accounting invariant)."""
 METRIC_QUEUE_SIZE: Final = "ctxutil.queue.size"
 """ObservableGauge, unit ``{interaction}``: interactions waiting for the worker."""
+METRIC_WORKER_CPU_THROTTLED: Final = "ctxutil.worker.cpu_throttled"
+"""ObservableCounter, unit ``s``: cumulative wall seconds the worker waited on its CPU budget
+(``EvaluatorStats.cpu_throttled_s``); its rate is the share of time throttled."""
 
 SCORE_BUCKETS: Final[tuple[float, ...]] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 """Explicit boundaries of ``gen_ai.evaluation.score`` (DESIGN.md)."""
@@ -255,5 +267,6 @@ PROMETHEUS_NAMES: Final[dict[str, tuple[str, ...]]] = {
     METRIC_JUDGE_TOKENS: ("ctxutil_judge_tokens_total",),
     METRIC_EVALUATIONS: ("ctxutil_evaluations_total",),
     METRIC_QUEUE_SIZE: ("ctxutil_queue_size",),
+    METRIC_WORKER_CPU_THROTTLED: ("ctxutil_worker_cpu_throttled_seconds_total",),
 }
 """OpenTelemetry instrument name -> the Prometheus sample names it produces (the table above, as data)."""

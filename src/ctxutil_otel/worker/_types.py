@@ -23,6 +23,7 @@ class EvaluationEmitter(Protocol):
         self,
         outcomes: Callable[[], Mapping[tuple[str, str | None], int]],
         queue_size: Callable[[], int],
+        cpu_throttled_s: Callable[[], float] | None = None,
     ) -> None: ...
 
 
