@@ -7,8 +7,8 @@ replicas of this receiver; each replica feeds the spans to a
 metrics over OTLP (``OTEL_EXPORTER_OTLP_ENDPOINT``). See examples/serve_behind_collector.md.
 
 * :class:`TraceReceiver`: the listeners, request handling, back-pressure and graceful
-  :meth:`~TraceReceiver.stop` (behaviour and the OTLP specification sections it follows:
-  ``ctxutil_otel.serve._server``).
+  :meth:`~TraceReceiver.stop` (receiver: ``ctxutil_otel.serve._server``; request handling and the OTLP
+  specification sections it follows: ``ctxutil_otel.serve._export``).
 * :func:`serve_until_signal`: run until SIGTERM/SIGINT, then stop gracefully (the CLI uses it).
 * :func:`convert_request`: ``ExportTraceServiceRequest`` -> SDK ``ReadableSpan`` objects.
 """
@@ -16,6 +16,7 @@ metrics over OTLP (``OTEL_EXPORTER_OTLP_ENDPOINT``). See examples/serve_behind_c
 from __future__ import annotations
 
 from ._convert import Conversion, InvalidSpanError, attributes_from, convert_request, convert_span
+from ._export import ExportResult
 from ._http import HEALTH_PATH, TRACES_PATH
 from ._limits import HEALTH_RESERVED_CONNECTIONS
 from ._server import (
@@ -23,7 +24,6 @@ from ._server import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_REQUEST_TIMEOUT_S,
-    ExportResult,
     ReceiverStats,
     TLSFiles,
     TraceReceiver,

@@ -50,7 +50,8 @@ from ._limits import ConnectionSlots, DeadlineReader
 from ._status import bad_request, os_error, retry_info, ssl_context, status_body
 
 if TYPE_CHECKING:
-    from ._server import ExportResult, TraceReceiver
+    from ._export import ExportResult
+    from ._server import TraceReceiver
 
 __all__ = ["HEALTH_PATH", "TRACES_PATH", "start_http_server"]
 

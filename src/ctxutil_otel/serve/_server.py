@@ -1,35 +1,13 @@
-"""``TraceReceiver``: the OTLP trace receiver behind ``ctxutil-otel serve`` (gRPC and HTTP/protobuf listeners
-feeding one :class:`~ctxutil_otel.capture.spans.UtilizationSpanProcessor`), and its graceful shutdown.
+"""``TraceReceiver``: the OTLP trace receiver behind ``ctxutil-otel serve``: its settings, the gRPC and
+HTTP/protobuf listeners (:mod:`._grpc`, :mod:`._http`) feeding one
+:class:`~ctxutil_otel.capture.spans.UtilizationSpanProcessor`, its request counters, and its graceful
+shutdown.
 
-Request handling, the same on both transports (OpenTelemetry protocol specification,
-``specification/protocol/otlp.md``, sections "OTLP/gRPC Response" / "Failures" / "OTLP/gRPC Throttling"
-and "OTLP/HTTP Response" / "Failures" / "Bad Data" / "OTLP/HTTP Throttling"):
-
-1. Bearer token (when configured): ``Authorization: Bearer <token>`` (HTTP header, gRPC metadata
-   ``authorization``), compared with ``hmac.compare_digest``; missing or wrong -> HTTP 401 / gRPC
-   ``UNAUTHENTICATED`` (not retryable). Checked before the body is parsed. The token is never logged or
-   echoed.
-2. Size: at most ``max_request_bytes`` (default 4 MiB, after gzip decompression on HTTP) -> HTTP 413 /
-   gRPC ``RESOURCE_EXHAUSTED`` without ``RetryInfo`` (not retryable: the same request would fail again).
-3. Decoding: a body that is not an ``ExportTraceServiceRequest`` protobuf -> HTTP 400 with a
-   ``google.rpc.Status`` body carrying ``BadRequest`` / gRPC ``INVALID_ARGUMENT`` (the spec's "Bad Data":
-   the client MUST NOT retry). Spans that decode but cannot be represented (bad id lengths) are rejected
-   one by one: a *partial success* (``rejected_spans``, ``error_message``; HTTP 200 / gRPC OK) when others
-   were accepted, "Bad Data" when none were.
-4. Back-pressure (decided): when the evaluator's queue is full (``queue_size >= max_queue_size``) as the
-   request arrives, the whole request is refused with the spec's retryable throttling answer: HTTP 503
-   ``Service Unavailable`` with ``Retry-After: <retry_after_s>`` and a ``Status`` body carrying
-   ``google.rpc.RetryInfo``; gRPC ``UNAVAILABLE`` with ``RetryInfo`` (the spec: "To signal backpressure
-   when using gRPC transport, the server MUST return an error with code Unavailable"), in the standard
-   ``grpc-status-details-bin`` trailer and in ``google.rpc.retryinfo-bin``, the trailer the OpenTelemetry
-   Python exporter reads. Why refuse rather than answer a partial success: the queue only holds sampled
-   RAG turns, and a partial success MUST NOT be retried, so the turns would be lost; refused, they stay in
-   the sender's (Collector's) retry queue until the evaluator has room, and nothing is processed twice
-   (the refusal happens before any span is fed). 503 rather than 429 because the server, not the client,
-   is the limit. A request admitted while the queue is almost full may still have turns dropped with
-   reason ``queue_full`` (counted by the evaluator). While shutting down: the same 503 / ``UNAVAILABLE``.
-5. Otherwise every span is converted (:mod:`._convert`) and fed to ``processor.on_end``, and the answer
-   (``ExportTraceServiceResponse``) goes back at once: evaluation is asynchronous.
+Each export is handled as :mod:`._export` describes (bearer token, size, decoding, back-pressure, feeding
+the processor, and the OpenTelemetry protocol specification sections followed). The receiver adds the
+shutdown gate (an export arriving once :meth:`TraceReceiver.stop` has begun gets the retryable 503 /
+``UNAVAILABLE``), the count of exports in progress that ``stop`` waits for, and the :class:`ReceiverStats`
+counters (refusals logged at most once per outcome every :data:`LOG_INTERVAL_S` seconds).
 
 Traces only: the metrics and logs services are not offered (gRPC answers ``UNIMPLEMENTED``, HTTP 404 for
 ``/v1/metrics`` and ``/v1/logs``). Send only traces to this receiver (a Collector pipeline with only the
@@ -38,22 +16,15 @@ traces signal).
 
 from __future__ import annotations
 
-import hmac
 import logging
 import math
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final
 
-from google.protobuf.message import DecodeError  # type: ignore[import-untyped,unused-ignore]
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
-
-from ._convert import convert_request
+from ._export import ExportResult, bearer_authorized, export_request
 
 if TYPE_CHECKING:
     from ..capture.spans import UtilizationSpanProcessor
@@ -65,7 +36,6 @@ __all__ = [
     "DEFAULT_MAX_REQUEST_BYTES",
     "DEFAULT_REQUEST_TIMEOUT_S",
     "LOG_INTERVAL_S",
-    "ExportResult",
     "ReceiverStats",
     "TLSFiles",
     "TraceReceiver",
@@ -86,8 +56,6 @@ DEFAULT_MAX_CONNECTIONS: Final = 64
 LOG_INTERVAL_S: Final = 10.0
 _QUIET_OUTCOMES: Final = frozenset({"ok", "partial"})
 
-Outcome = Literal["ok", "partial", "bad_request", "overloaded", "unavailable", "internal"]
-
 
 @dataclass(frozen=True)
 class TLSFiles:
@@ -99,26 +67,6 @@ class TLSFiles:
     def read(self) -> tuple[bytes, bytes]:
         """``(key, cert)`` bytes. Raises ``OSError`` naming the file that cannot be read."""
         return self.key_file.read_bytes(), self.cert_file.read_bytes()
-
-
-@dataclass(frozen=True)
-class ExportResult:
-    """The receiver's answer to one export, before a transport renders it.
-
-    Attributes:
-        outcome: ``ok`` / ``partial`` (answered with an ``ExportTraceServiceResponse``), ``bad_request``
-            (not retryable), ``overloaded`` / ``unavailable`` (retryable after ``retry_after_s``),
-            ``internal`` (a bug; logged).
-        response: The serialized ``ExportTraceServiceResponse`` for ``ok`` and ``partial``.
-        message: A developer-facing English message for failures and partial successes.
-        accepted / rejected: Spans fed to the processor / rejected as malformed.
-    """
-
-    outcome: Outcome
-    response: bytes = b""
-    message: str = ""
-    accepted: int = 0
-    rejected: int = 0
 
 
 @dataclass(frozen=True)
@@ -135,7 +83,8 @@ class ReceiverStats:
 
 
 class TraceReceiver:
-    """OTLP/gRPC and OTLP/HTTP trace listeners feeding a span processor (behaviour: module docstring).
+    """OTLP/gRPC and OTLP/HTTP trace listeners feeding a span processor (request handling:
+    :mod:`._export`; the rest: module docstring).
 
     Args:
         processor: The span processor; its evaluator's ``stats().queue_size`` and ``settings.max_queue_size``
@@ -230,14 +179,7 @@ class TraceReceiver:
     def authorized(self, authorization: str | None) -> bool:
         """Whether an ``Authorization`` value (``"Bearer <token>"``, scheme case-insensitive) carries the
         configured token; always ``True`` when no token is configured. Constant-time comparison."""
-        if self._token is None:
-            return True
-        if not authorization:
-            return False
-        scheme, _, presented = authorization.strip().partition(" ")
-        if scheme.lower() != "bearer":
-            return False
-        return hmac.compare_digest(presented.strip().encode("ascii", "replace"), self._token)
+        return bearer_authorized(self._token, authorization)
 
     def count(self, outcome: str) -> None:
         """Count one request by outcome (see :class:`ReceiverStats`); refusals are also logged, at most
@@ -269,8 +211,10 @@ class TraceReceiver:
         return self._accepting
 
     def export(self, payload: bytes) -> ExportResult:
-        """Decode one ``ExportTraceServiceRequest`` body, apply back-pressure, feed the processor.
-        Never raises (a bug becomes outcome ``internal``)."""
+        """Decode one ``ExportTraceServiceRequest`` body, apply back-pressure, feed the processor
+        (:func:`._export.export_request`), counted in :meth:`stats`; outcome ``unavailable`` while not
+        :attr:`accepting` (before :meth:`start`, once :meth:`stop` has begun). Never raises (a bug becomes
+        outcome ``internal``)."""
         with self._cond:
             accepting = self._accepting
             if accepting:
@@ -299,38 +243,8 @@ class TraceReceiver:
         return result
 
     def _export(self, payload: bytes) -> ExportResult:
-        request = ExportTraceServiceRequest()
-        try:
-            request.ParseFromString(payload)
-        except (DecodeError, ValueError, RuntimeError) as exc:
-            _log.debug("ctxutil serve: undecodable export (%s)", type(exc).__name__)
-            return ExportResult(
-                "bad_request", message="the body is not an ExportTraceServiceRequest protobuf"
-            )
-        if self.overloaded():
-            return ExportResult(
-                "overloaded",
-                message=f"the evaluator queue is full ({self._max_queue} interactions); retry later",
-            )
-        conversion = convert_request(request)
-        if conversion.rejected and not conversion.spans:
-            return ExportResult(
-                "bad_request", message=conversion.error_message(), rejected=conversion.rejected
-            )
-        on_end = self.processor.on_end
-        for span in conversion.spans:
-            on_end(span)
-        response = ExportTraceServiceResponse()
-        if conversion.rejected:
-            response.partial_success.rejected_spans = conversion.rejected
-            response.partial_success.error_message = conversion.error_message()
-            _log.debug("ctxutil serve: %s", conversion.error_message())
-        return ExportResult(
-            "partial" if conversion.rejected else "ok",
-            response=response.SerializeToString(),
-            message=conversion.error_message(),
-            accepted=len(conversion.spans),
-            rejected=conversion.rejected,
+        return export_request(
+            payload, self.processor, overloaded=self.overloaded, max_queue_size=self._max_queue
         )
 
     def overloaded(self) -> bool:
