@@ -304,6 +304,51 @@ async def test_refusal_is_an_error(serve: ServeFn, make_judge: MakeJudgeFn) -> N
     assert len(server.requests) == 1
 
 
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ("<html>bad gateway</html>", "not JSON"),
+        ([1, 2, 3], "not a JSON object"),
+        ({"object": "chat.completion", "choices": "none"}, "no 'choices' list"),
+    ],
+)
+async def test_a_reply_that_is_not_a_chat_completion_is_malformed(
+    serve: ServeFn, make_judge: MakeJudgeFn, body: Any, problem: str
+) -> None:
+    server = serve(lambda request: Reply(body=body))
+    with pytest.raises(JudgeError) as info:
+        await make_judge(server).judge(QUERY, ANSWER, CHUNKS)
+    assert info.value.error_type == "malformed_response"
+    assert problem in str(info.value)
+    assert len(server.requests) == 1  # the envelope is broken, not the verdicts: no repair call
+
+
+async def test_a_reply_without_usage_or_choices_counts_no_tokens(
+    serve: ServeFn, make_judge: MakeJudgeFn
+) -> None:
+    good = verdict_handler(decide=table)
+    replies = iter(["empty", "good"])
+
+    def handler(request: RecordedRequest) -> Reply:
+        if next(replies) == "empty":  # no choices: no content, repaired once
+            return Reply(body={"object": "chat.completion", "choices": []})
+        reply = good(request)
+        del reply.body["usage"]
+        return reply
+
+    server = serve(handler)
+    result = await make_judge(server).judge(QUERY, ANSWER, CHUNKS)
+    assert got(result.verdicts) == expected(CHUNKS)
+    assert result.usage == TokenUsage() and len(server.requests) == 2
+
+
+async def test_temperature_none_is_left_out_of_the_request(serve: ServeFn, make_judge: MakeJudgeFn) -> None:
+    server = serve(verdict_handler(decide=table))
+    await make_judge(server, temperature=None).judge(QUERY, ANSWER, CHUNKS)
+    (request,) = server.requests
+    assert "temperature" not in request.body and request.body["model"] == "judge-model"
+
+
 # --- retries, Retry-After, timeouts -------------------------------------------------------------
 
 

@@ -7,10 +7,11 @@ import functools
 import logging
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from ._base import ChunkVerdict, JudgeError, JudgeResult, JudgeTimeoutError, TokenUsage, VerdictMismatchError
+from ._completion import ChatReply, chat_body, read_reply
 from ._prompt import (
     CHUNK_OVERHEAD_TOKENS,
     SCHEMA_NAME,
@@ -40,7 +41,6 @@ from ._retry import (
 
 if TYPE_CHECKING:
     from openai import APIStatusError, AsyncOpenAI
-    from openai.types.chat import ChatCompletion
 
 __all__ = [
     "JudgeAuthError",
@@ -77,12 +77,8 @@ class _Usage:
     def __init__(self) -> None:
         self.total = TokenUsage()
 
-    def add(self, completion: ChatCompletion) -> None:
-        if completion.usage is not None:
-            self.total += TokenUsage(
-                input_tokens=completion.usage.prompt_tokens or 0,
-                output_tokens=completion.usage.completion_tokens or 0,
-            )
+    def add(self, reply: ChatReply) -> None:
+        self.total += reply.usage
 
 
 class OpenAIJudge:
@@ -329,9 +325,7 @@ class OpenAIJudge:
             raise VerdictMismatchError(message)
         raise MalformedResponseError(message)
 
-    def _response_format(self, fmt: OutputFormat, reasons: bool) -> Any:
-        from openai import omit
-
+    def _response_format(self, fmt: OutputFormat, reasons: bool) -> dict[str, Any] | None:
         if fmt == "json_schema":
             return {
                 "type": "json_schema",
@@ -339,27 +333,27 @@ class OpenAIJudge:
             }
         if fmt == "json_object":
             return {"type": "json_object"}
-        return omit
+        return None
 
     async def _chat(
         self, messages: list[dict[str, str]], reasons: bool, usage: _Usage
     ) -> tuple[str | None, str | None]:
-        """One chat request (SDK retries inside, under ``deadline``): ``(content, finish_reason)``."""
+        """One chat request (SDK retries inside, under ``deadline``): ``(content, finish_reason)``.
+
+        Sent with the client's low-level ``post`` and read as plain JSON (see ``_completion``)."""
+        import httpx2
         import openai
 
         client = self._client()
         while True:
             fmt = self._format
             failure: JudgeError | None = None
+            body = chat_body(self._model, messages, self.temperature, self._response_format(fmt, reasons))
             try:
                 request = functools.partial(
-                    client.chat.completions.create,
-                    model=self._model,
-                    messages=cast("Any", messages),
-                    temperature=openai.omit if self.temperature is None else self.temperature,
-                    response_format=self._response_format(fmt, reasons),
+                    client.post, "/chat/completions", body=body, cast_to=httpx2.Response
                 )
-                completion = await within_deadline(request, self.deadline)
+                response = await within_deadline(request, self.deadline)
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
                 if fmt in _FALLBACK and _rejects_format(exc):
                     self._fall_back(fmt)
@@ -370,13 +364,11 @@ class OpenAIJudge:
             if failure is not None:
                 raise failure  # outside the except block: the SDK error (may quote the key) is not chained
             break
-        usage.add(completion)
-        if not completion.choices:
-            return None, None
-        choice = completion.choices[0]
-        if getattr(choice.message, "refusal", None) or choice.finish_reason == "content_filter":
-            raise JudgeRefusalError(f"the model refused to judge (finish_reason={choice.finish_reason})")
-        return choice.message.content, choice.finish_reason
+        reply = read_reply(response.content)
+        usage.add(reply)
+        if reply.refused or reply.finish_reason == "content_filter":
+            raise JudgeRefusalError(f"the model refused to judge (finish_reason={reply.finish_reason})")
+        return reply.content, reply.finish_reason
 
     def _fall_back(self, rejected: OutputFormat) -> None:
         if self._format == rejected:
