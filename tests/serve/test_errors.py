@@ -192,3 +192,30 @@ def test_health_endpoint(make_served: Callable[..., Served]) -> None:
     served.receiver.stop(5.0)
     assert not served.receiver.accepting
     assert served.receiver.export(b"").outcome == "unavailable"
+
+
+def test_gzip_body_of_several_members(make_served: Callable[..., Served], rag_trace: RagTrace) -> None:
+    # RFC 1952 section 2.2: a gzip file is a series of members; a decoder reads them all (Python's
+    # gzip.decompress and Go's compress/gzip do). Split anywhere, the members inflate to the whole request.
+    payload = rag_trace.request_bytes()
+    half = len(payload) // 2
+    body = gzip.compress(payload[:half]) + gzip.compress(payload[half:])
+    status, _, answer = post(served := make_served(), body, headers={"Content-Encoding": "gzip"})
+    assert (status, answer) == (200, b"")
+    assert served.receiver.stats().spans_accepted == len(rag_trace.spans)
+    # A second member past the limit is still too large; a broken second member is not valid gzip.
+    small = make_served(max_request_bytes=len(payload) - 1)
+    status, _, answer = post(small, body, headers={"Content-Encoding": "gzip"})
+    assert status == 413
+    assert "decompressed" in status_of(answer).message
+    status, _, answer = post(served, body + b"\x1f\x8b\x08garbage", headers={"Content-Encoding": "gzip"})
+    assert status == 400
+    assert "not valid gzip" in status_of(answer).message
+
+
+def test_empty_gzip_body_is_not_valid_gzip(make_served: Callable[..., Served]) -> None:
+    served = make_served()
+    for body in (b"", b"\0\0\0\0"):
+        status, _, answer = post(served, body, headers={"Content-Encoding": "gzip"})
+        assert status == 400
+        assert "not valid gzip" in status_of(answer).message

@@ -3,7 +3,8 @@
 Routes and answers (OpenTelemetry protocol specification, ``specification/protocol/otlp.md``, "OTLP/HTTP"):
 
 * ``POST /v1/traces``, ``Content-Type: application/x-protobuf`` (parameters allowed), optionally
-  ``Content-Encoding: gzip`` (the spec: servers MUST support ``none`` and ``gzip``): 200 with an
+  ``Content-Encoding: gzip`` (the spec: servers MUST support ``none`` and ``gzip``; every member of a
+  multi-member body is inflated, RFC 1952 section 2.2): 200 with an
   ``ExportTraceServiceResponse`` (``partial_success`` set when spans were rejected).
 * Errors carry a protobuf ``google.rpc.Status`` body (``Content-Type: application/x-protobuf``), as the
   spec requires for every 4xx/5xx: 400 undecodable body or bad gzip (``BadRequest`` detail); 401 missing or
@@ -272,15 +273,22 @@ class _Handler(BaseHTTPRequestHandler):
         return b"".join(parts)
 
     def _gunzip(self, body: bytes) -> bytes | None:
+        """Inflate every gzip member of ``body`` (at least one; RFC 1952 section 2.2: a series of members;
+        trailing NUL padding ignored, as Python's ``gzip`` does), at most ``max_request_bytes`` in total.
+        ``None`` (answered 413 / 400) when too large or not valid gzip."""
         limit = self.server.receiver.max_request_bytes
-        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        parts: list[bytes] = []
+        size, rest, complete = 0, body, True
         try:
-            out = inflater.decompress(body, limit + 1)
+            while complete and size <= limit and (not parts or rest.strip(b"\0")):
+                inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                parts.append(inflater.decompress(rest, limit + 1 - size))
+                size += len(parts[-1])
+                complete, rest = inflater.eof, inflater.unused_data
         except zlib.error:
-            out, complete = b"", False
-        else:
-            complete = inflater.eof
-        if len(out) > limit:
+            complete = False
+        out = b"".join(parts)
+        if size > limit:
             message = f"decompressed request body exceeds the limit of {limit} bytes"
             self._fail(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, code_pb2.RESOURCE_EXHAUSTED, message, "too_large")
             return None
