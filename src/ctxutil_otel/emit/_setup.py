@@ -28,8 +28,9 @@ import atexit
 import logging
 import os
 import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -62,6 +63,7 @@ DEFAULT_SERVICE_NAME = "ctxutil-otel"
 _SIGNALS = ("traces", "metrics", "logs")
 _PROTOCOLS = {"grpc": "otlp/grpc", "http/protobuf": "otlp/http"}
 _KNOWN_EXPORTERS = ("otlp", "console", "none")
+_SDK_OTLP_TIMEOUT_S = 10.0  # the OTLP exporters' default when no OTEL_EXPORTER_OTLP_*TIMEOUT is set
 
 
 @dataclass
@@ -75,6 +77,9 @@ class TelemetryHandle:
             an empty tuple means the signal is exported nowhere.
         span_exporters / metric_exporters / log_exporters: The exporter instances, in that order.
         is_global: The providers were installed as the OpenTelemetry globals.
+        otlp_timeout_s: The longest export timeout of the OTLP exporters in seconds (the user's
+            ``OTEL_EXPORTER_OTLP_*TIMEOUT``, else ``configure_telemetry(otlp_timeout_s=...)``, else the
+            SDK's 10 s); ``None`` when no signal goes over OTLP.
     """
 
     tracer_provider: TracerProvider
@@ -85,6 +90,7 @@ class TelemetryHandle:
     metric_exporters: tuple[MetricExporter, ...] = ()
     log_exporters: tuple[LogRecordExporter, ...] = ()
     is_global: bool = False
+    otlp_timeout_s: float | None = None
     _shut_down: bool = field(default=False, repr=False)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
@@ -104,32 +110,56 @@ class TelemetryHandle:
         return ok
 
     def shutdown(self, timeout_millis: int = 30000) -> bool:
-        """Flush and shut down the three providers (idempotent; also registered with ``atexit``).
+        """Export what is buffered, once per signal, and shut the three providers down within
+        ``timeout_millis`` (idempotent; also registered with ``atexit``).
 
-        ``timeout_millis`` bounds the final flush and the meter provider's shutdown; the SDK's tracer and
-        logger provider shutdowns take no deadline (their batch processors use their export timeouts).
-        Returns ``True`` when everything flushed and shut down cleanly. Never raises.
+        No ``force_flush`` precedes the shutdowns: the SDK's batch span and log processors export their
+        queues as they shut down, and ``MeterProvider.shutdown`` makes each ``PeriodicExportingMetricReader``
+        run one last collection and export (``opentelemetry/sdk/metrics/_internal/export/__init__.py``), so
+        a flush first would export every metric twice (two identical cumulative points). The three
+        providers shut down in parallel daemon threads that share the deadline, so one slow or unreachable
+        backend does not take the time of the others, and the call returns by the deadline even though the
+        SDK's tracer and logger provider shutdowns take no timeout (an export still running then is
+        abandoned at interpreter exit; the OTLP exporters' own timeout, ``OTEL_EXPORTER_OTLP_TIMEOUT``,
+        bounds their retries). Returns ``True`` when all three finished in time without error. Never raises.
         """
         if self._shut_down:
             return True
         self._shut_down = True
         atexit.unregister(self.shutdown)
         deadline = time.monotonic() + timeout_millis / 1000
-        ok = self.force_flush(timeout_millis)
-        for name, close in (
-            ("tracer_provider", self.tracer_provider.shutdown),
-            ("logger_provider", self.logger_provider.shutdown),
-            (
-                "meter_provider",
-                lambda: self.meter_provider.shutdown(max(0.0, (deadline - time.monotonic()) * 1000)),
-            ),
-        ):
+        failed: list[str] = []
+
+        def remaining_ms() -> float:
+            return max(0.0, (deadline - time.monotonic()) * 1000)
+
+        def close(name: str, shutdown: Callable[[], object]) -> None:
             try:
-                close()
+                shutdown()
             except Exception:
                 _log.debug("shutdown of %s failed", name, exc_info=True)
-                ok = False
-        return ok
+                failed.append(name)
+
+        jobs: list[tuple[str, Callable[[], object]]] = [
+            ("tracer_provider", self.tracer_provider.shutdown),
+            ("logger_provider", self.logger_provider.shutdown),
+            ("meter_provider", lambda: self.meter_provider.shutdown(remaining_ms())),
+        ]
+        threads = []
+        for name, job in jobs:
+            thread = threading.Thread(target=close, args=(name, job), name=f"ctxutil-{name}", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError:  # no new threads (interpreter finalising): shut down in this thread
+                close(name, job)
+                continue
+            threads.append(thread)
+        for thread in threads:
+            thread.join(remaining_ms() / 1000)
+        late = [t.name for t in threads if t.is_alive()]
+        if late:
+            _log.debug("telemetry shutdown deadline (%d ms) passed: %s", timeout_millis, ", ".join(late))
+        return not late and not failed
 
 
 def _env(name: str) -> str | None:
@@ -170,6 +200,20 @@ def exporter_destinations(console: bool = True) -> dict[str, tuple[str, ...]]:
             destinations.append(_otlp_destination(upper) if name == "otlp" else name)
         out[signal] = tuple(destinations)
     return out
+
+
+def _otlp_timeout_from_env(signal: str) -> float | None:
+    """The user's export timeout for ``signal`` in seconds (``OTEL_EXPORTER_OTLP_{SIGNAL}_TIMEOUT``, else
+    ``OTEL_EXPORTER_OTLP_TIMEOUT``); ``None`` when neither is set to a positive number."""
+    for variable in (f"OTEL_EXPORTER_OTLP_{signal.upper()}_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"):
+        raw = _env(variable)
+        if raw is not None:
+            try:
+                value = float(raw)
+            except ValueError:
+                return None  # the exporter warns about it and uses its default
+            return value if value > 0 else None
+    return None
 
 
 def _otlp_destination(upper_signal: str) -> str:
@@ -221,6 +265,7 @@ def configure_telemetry(
     metric_readers: Sequence[MetricReader] = (),
     span_processors: Sequence[SpanProcessor] = (),
     log_record_processors: Sequence[LogRecordProcessor] = (),
+    otlp_timeout_s: float | None = None,
 ) -> TelemetryHandle:
     """Build a TracerProvider, MeterProvider and LoggerProvider exporting per the environment.
 
@@ -240,6 +285,9 @@ def configure_telemetry(
             ``OTEL_METRIC_EXPORT_INTERVAL`` or 60000 ms). ``force_flush``/``shutdown`` export everything.
         metric_readers / span_processors / log_record_processors: Added as well (e.g. a
             ``PrometheusMetricReader`` or in-memory readers).
+        otlp_timeout_s: Timeout of each OTLP export request, seconds (retries included), used only where
+            the user set neither ``OTEL_EXPORTER_OTLP_{SIGNAL}_TIMEOUT`` nor ``OTEL_EXPORTER_OTLP_TIMEOUT``
+            (seconds, as the Python exporters read them); ``None``: the exporters' default (10 s).
 
     Returns:
         A :class:`TelemetryHandle`; call ``shutdown()`` when done (also registered with ``atexit``).
@@ -257,6 +305,7 @@ def configure_telemetry(
     span_exporters: list[SpanExporter] = []
     metric_exporters: list[MetricExporter] = []
     log_exporters: list[LogRecordExporter] = []
+    longest_timeout: float | None = None
     for signal, targets in destinations.items():
         for target in targets:
             if target == "console":
@@ -280,12 +329,17 @@ def configure_telemetry(
                     )
                 continue
             span_cls, metric_cls, log_cls = _otlp_exporters(target)
+            user_timeout = _otlp_timeout_from_env(signal)
+            timeout = user_timeout if user_timeout is not None else otlp_timeout_s
+            effective = timeout if timeout is not None else _SDK_OTLP_TIMEOUT_S
+            longest_timeout = max(longest_timeout or 0.0, effective)
+            kwargs = {} if user_timeout is not None or timeout is None else {"timeout": timeout}
             if signal == "traces":
-                span_exporters.append(span_cls())
+                span_exporters.append(span_cls(**kwargs))
             elif signal == "metrics":
-                metric_exporters.append(metric_cls())
+                metric_exporters.append(metric_cls(**kwargs))
             else:
-                log_exporters.append(log_cls())
+                log_exporters.append(log_cls(**kwargs))
 
     tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     for span_exporter in span_exporters:
@@ -314,6 +368,7 @@ def configure_telemetry(
         span_exporters=tuple(span_exporters),
         metric_exporters=tuple(metric_exporters),
         log_exporters=tuple(log_exporters),
+        otlp_timeout_s=longest_timeout,
     )
     if set_global:
         trace.set_tracer_provider(tracer_provider)
