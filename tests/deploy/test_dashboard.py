@@ -150,3 +150,17 @@ def test_panel_ids_are_unique_and_panels_do_not_overlap() -> None:
             for y in range(pos["y"], pos["y"] + pos["h"]):
                 assert (x, y) not in cells, f"{panel['title']} overlaps {cells[(x, y)]}"
                 cells[(x, y)] = panel["title"]
+
+
+def test_worker_throttling_panel_shows_the_share_of_time_throttled_per_instance() -> None:
+    """The rate of a seconds counter is seconds per second: the share of wall time the worker waited on its
+    CPU budget, per instance (each worker has its own budget), plotted as a percentage capped at 100 %."""
+    panel = next(p for p in _panels() if p["title"] == "Worker CPU throttling")
+    (target,) = panel["targets"]
+    throttled = _names.PROMETHEUS_NAMES[_names.METRIC_WORKER_CPU_THROTTLED][0]
+    pattern = rf"clamp_max\(rate\({throttled}\{{[^}}]*\}}\[\$__rate_interval\]\), 1\)"
+    assert re.fullmatch(pattern, target["expr"]), target["expr"]
+    assert "sum" not in target["expr"]  # not pooled: a share of one worker's time
+    assert "{{instance}}" in target["legendFormat"]
+    defaults = panel["fieldConfig"]["defaults"]
+    assert (defaults["unit"], defaults["min"], defaults["max"]) == ("percentunit", 0, 1)
