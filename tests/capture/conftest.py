@@ -101,6 +101,7 @@ class RecordingEmitter:
         self,
         outcomes: Callable[[], Mapping[tuple[str, str | None], int]],
         queue_size: Callable[[], int],
+        cpu_throttled_s: Callable[[], float] | None = None,
     ) -> None:
         pass
 

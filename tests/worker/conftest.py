@@ -49,9 +49,11 @@ class RecordingEmitter:
         self,
         outcomes: Callable[[], Mapping[tuple[str, str | None], int]],
         queue_size: Callable[[], int],
+        cpu_throttled_s: Callable[[], float] | None = None,
     ) -> None:
         self.outcomes = outcomes
         self.queue_size = queue_size
+        self.cpu_throttled_s = cpu_throttled_s
 
     def labels(self) -> list[str]:
         with self.lock:

@@ -196,6 +196,8 @@ def test_observe_reads_the_counters_at_collection_time(make_evaluator: MakeEvalu
     assert outcomes[("dropped", "ttl_expired")] == 1
     assert outcomes[("evaluated", None)] == 0
     assert emitter.queue_size() == 0
+    assert emitter.cpu_throttled_s is not None  # the worker CPU budget's wait (0 here: budget off)
+    assert emitter.cpu_throttled_s() == evaluator.stats().cpu_throttled_s == 0.0
 
 
 def test_outcomes_in_stats_match_the_observed_mapping(make_evaluator: MakeEvaluator) -> None:

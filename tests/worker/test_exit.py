@@ -33,7 +33,7 @@ _SCRIPT = textwrap.dedent(
         def emit(self, interaction, result, duration_s):
             print("emitted", interaction.id, result.label, flush=True)
 
-        def observe(self, outcomes, queue_size):
+        def observe(self, outcomes, queue_size, cpu_throttled_s=None):
             pass
 
     evaluator = Evaluator(

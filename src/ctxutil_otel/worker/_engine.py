@@ -259,6 +259,9 @@ class Engine:
     def queue_size(self) -> int:
         return len(self._queue)
 
+    def cpu_throttled_s(self) -> float:
+        return 0.0 if self._throttle is None else self._throttle.throttled()[0]
+
     # --- worker thread ------------------------------------------------------------------------
     def _thread_main(self) -> None:
         loop = asyncio.new_event_loop()

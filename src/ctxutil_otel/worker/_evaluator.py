@@ -99,7 +99,11 @@ class Evaluator:
         self._engine = engine
         engine_ref = weakref.ref(engine)
         try:
-            emitter.observe(_weak_outcomes(engine_ref), _weak_queue_size(engine_ref))
+            emitter.observe(
+                _weak_outcomes(engine_ref),
+                _weak_queue_size(engine_ref),
+                cpu_throttled_s=_weak_cpu_throttled_s(engine_ref),
+            )
         except Exception:
             _log.exception("ctxutil evaluator: emitter.observe raised; outcome metrics are not registered")
         # Dropping the Evaluator lets the thread finish the queue and end (the engine outlives it
@@ -221,3 +225,11 @@ def _weak_queue_size(engine_ref: weakref.ReferenceType[Engine]) -> Callable[[], 
         return 0 if engine is None else engine.queue_size()
 
     return queue_size
+
+
+def _weak_cpu_throttled_s(engine_ref: weakref.ReferenceType[Engine]) -> Callable[[], float]:
+    def cpu_throttled_s() -> float:
+        engine = engine_ref()
+        return 0.0 if engine is None else engine.cpu_throttled_s()
+
+    return cpu_throttled_s
