@@ -99,10 +99,8 @@ class Evaluator:
         self._engine = engine
         engine_ref = weakref.ref(engine)
         try:
-            emitter.observe(
-                _weak_outcomes(engine_ref),
-                _weak_queue_size(engine_ref),
-                cpu_throttled_s=_weak_cpu_throttled_s(engine_ref),
+            emitter.observe(  # positional: wrappers forwarding ``*args`` keep working
+                _weak_outcomes(engine_ref), _weak_queue_size(engine_ref), _weak_cpu_throttled_s(engine_ref)
             )
         except Exception:
             _log.exception("ctxutil evaluator: emitter.observe raised; outcome metrics are not registered")
