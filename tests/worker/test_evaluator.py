@@ -4,6 +4,7 @@ import gc
 import logging
 import random
 import weakref
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace.sampling import Decision, TraceIdRatioBased
@@ -257,3 +258,17 @@ def test_discard_with_any_reason_is_counted(make_evaluator: MakeEvaluator, reaso
     evaluator.sample(1)
     evaluator.discard(reason)
     assert evaluator.stats().dropped == {reason or "unknown": 1}
+
+
+def test_observe_sources_are_positional_for_wrappers_forwarding_args(make_evaluator: MakeEvaluator) -> None:
+    # Emitter wrappers (the demo's, users' own) often forward ``observe(*args)``: a keyword would
+    # make them raise, and then no observable metric at all would be registered.
+    class Forwarding(RecordingEmitter):
+        def observe(self, *args: Any) -> None:  # type: ignore[override]
+            super().observe(*args)
+
+    emitter = Forwarding()
+    evaluator = make_evaluator(emitter=emitter)
+    assert emitter.outcomes is not None and emitter.queue_size is not None
+    assert emitter.cpu_throttled_s is not None
+    assert emitter.outcomes() == evaluator.stats().outcomes()
