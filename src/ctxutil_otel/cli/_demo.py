@@ -14,12 +14,14 @@ import argparse
 import math
 import os
 import signal
+import socket
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from langchain_core.runnables import RunnableConfig
 
@@ -82,8 +84,8 @@ class _Collecting:
         self.results[str(interaction.query)] = result
         self.inner.emit(interaction, result, duration_s, **kwargs)
 
-    def observe(self, *args: Any) -> None:
-        self.inner.observe(*args)
+    def observe(self, *args: Any, **kwargs: Any) -> None:
+        self.inner.observe(*args, **kwargs)
 
 
 def _load_rows(path: Path | None, limit: int) -> tuple[list[dict[str, Any]], int]:
@@ -143,6 +145,108 @@ def _loop(run_pass: Callable[[], object], interval_s: float, stop: threading.Eve
     while not stop.wait(max(0.0, interval_s)):
         run_pass()
     return True
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    """The demo's settings: its flags > ``CTXUTIL_*`` > the demo's defaults > the library's.
+
+    The demo's defaults, each only while its variable is unset: no rate cap (the batch arrives at once),
+    no worker CPU budget (a batch run has no request path to protect), application name ``ctxutil-demo``.
+    Raises :class:`SettingsError` naming the setting and its variable.
+    """
+    overrides: dict[str, Any] = {}
+    for name, value in (
+        ("judge", args.judge),
+        ("judge_model", args.model),
+        ("judge_base_url", args.base_url),
+        ("sample_rate", args.sample_rate),
+    ):
+        if value is not None:
+            overrides[name] = value
+    if args.capture_content:
+        overrides["capture_content"] = True
+    if "CTXUTIL_MAX_EVALUATIONS_PER_SECOND" not in os.environ:
+        overrides["max_evaluations_per_second"] = 0
+    if not os.environ.get("CTXUTIL_MAX_WORKER_CPU_FRACTION", "").strip():
+        overrides["max_worker_cpu_fraction"] = 0
+    if "CTXUTIL_APPLICATION_NAME" not in os.environ:
+        overrides["application_name"] = "ctxutil-demo"
+    return Settings(**overrides)
+
+
+# Where the OTLP exporters send when no endpoint variable is set (OTEL_*_EXPORTER=otlp alone).
+_OTLP_DEFAULT_ENDPOINTS = {"otlp/grpc": "http://localhost:4317", "otlp/http": "http://localhost:4318"}
+
+
+def _otlp_targets(
+    destinations: Mapping[str, tuple[str, ...]],
+) -> dict[tuple[str, int], tuple[str, list[str]]]:
+    """``{(host, port): (endpoint shown, [signals])}`` of the OTLP exporters, resolved like the exporters
+    (``OTEL_EXPORTER_OTLP_{SIGNAL}_ENDPOINT`` > ``OTEL_EXPORTER_OTLP_ENDPOINT`` > localhost default; no
+    port: 443 for ``https`` and gRPC, 80 for ``http``). The endpoint shown keeps scheme, host, port and
+    path only: user information and query, where credentials travel, are dropped."""
+    targets: dict[tuple[str, int], tuple[str, list[str]]] = {}
+    for signal_name, kinds in destinations.items():
+        for kind in kinds:
+            if kind not in _OTLP_DEFAULT_ENDPOINTS:
+                continue
+            url = (
+                os.environ.get(f"OTEL_EXPORTER_OTLP_{signal_name.upper()}_ENDPOINT", "").strip()
+                or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+                or _OTLP_DEFAULT_ENDPOINTS[kind]
+            )
+            parts = urlsplit(url if "://" in url else f"//{url}")
+            host = parts.hostname or ""
+            try:
+                port = parts.port or (443 if parts.scheme == "https" or kind == "otlp/grpc" else 80)
+            except ValueError:  # a port that is no number: the exporter reports it
+                continue
+            shown_host = f"[{host}]" if ":" in host else host
+            shown = f"{parts.scheme + '://' if parts.scheme else ''}{shown_host}:{port}{parts.path}"
+            targets.setdefault((host, port), (shown, []))[1].append(signal_name)
+    return targets
+
+
+def _unreachable_otlp_endpoints(
+    destinations: Mapping[str, tuple[str, ...]], timeout_s: float = 1.0
+) -> list[str]:
+    """Try one TCP connection to each OTLP endpoint (in parallel, ``timeout_s`` seconds in all) and return
+    ``"<endpoint> (<signals>): <reason>"`` for each that did not accept one. A reachable endpoint costs
+    one connection set-up; nothing is sent."""
+    targets = _otlp_targets(destinations)
+    results: dict[tuple[str, int], str | None] = {}
+
+    def probe(address: tuple[str, int]) -> None:
+        try:
+            with socket.create_connection(address, timeout=timeout_s):
+                results[address] = None
+        except OSError as exc:
+            results[address] = exc.strerror or str(exc) or type(exc).__name__
+
+    threads = [threading.Thread(target=probe, args=(a,), daemon=True) for a in targets]
+    deadline = time.monotonic() + timeout_s
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    problems = []
+    for address, (shown, signals) in targets.items():
+        if address in results and results[address] is None:
+            continue
+        reason = results.get(address) or f"no answer within {timeout_s:g} s"
+        problems.append(f"{shown} ({', '.join(signals)}): {reason}")
+    return problems
+
+
+def _telemetry_line(destinations: str, exported: bool, budget_s: float, unreachable: Sequence[str]) -> str:
+    """The summary's last line: where telemetry went and how its export at exit ended."""
+    if unreachable:
+        state = "an OTLP endpoint did not accept a connection at the start: probably not delivered"
+    elif exported:
+        state = f"export finished within {budget_s:g} s"
+    else:
+        state = f"export unfinished after {budget_s:g} s: what was still being sent is lost"
+    return f"telemetry ({destinations}): {state}"
 
 
 def render_summary(
@@ -234,31 +338,24 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    overrides: dict[str, Any] = {}
-    for name, value in (
-        ("judge", args.judge),
-        ("judge_model", args.model),
-        ("judge_base_url", args.base_url),
-        ("sample_rate", args.sample_rate),
-    ):
-        if value is not None:
-            overrides[name] = value
-    if args.capture_content:
-        overrides["capture_content"] = True
-    if "CTXUTIL_MAX_EVALUATIONS_PER_SECOND" not in os.environ:
-        # The demo sends its whole batch at once; the production rate cap (10/s) would drop most of it.
-        overrides["max_evaluations_per_second"] = 0
-    if not os.environ.get("CTXUTIL_MAX_WORKER_CPU_FRACTION", "").strip():
-        # A batch run with no request path to protect: the worker's CPU budget would only slow it down.
-        overrides["max_worker_cpu_fraction"] = 0
-    if "CTXUTIL_APPLICATION_NAME" not in os.environ:
-        overrides["application_name"] = "ctxutil-demo"
     try:
-        settings = Settings(**overrides)
+        settings = _settings(args)
     except SettingsError as exc:  # names the setting and its variable
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    telemetry = configure_telemetry(console=not args.quiet, console_format="compact")
+    # OTLP export requests time out with the shutdown deadline unless OTEL_EXPORTER_OTLP_*TIMEOUT says
+    # otherwise, so an unreachable backend costs the exit at most that long (the SDK's default is 10 s per
+    # signal, with retries).
+    try:
+        telemetry = configure_telemetry(
+            console=not args.quiet,
+            console_format="compact",
+            otlp_timeout_s=max(1.0, settings.shutdown_timeout_s),
+        )
+    except ValueError as exc:  # unsupported OTEL_* exporter/protocol values, named
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    export_budget_s = max(1.0, settings.shutdown_timeout_s, telemetry.otlp_timeout_s or 0.0)
     emitter = _Collecting(
         build_emitter(
             settings,
@@ -278,6 +375,13 @@ def run(args: argparse.Namespace) -> int:
         f"{evaluator.metric.judge.name}; telemetry -> {destinations}",
         file=sys.stderr,
     )
+    unreachable = _unreachable_otlp_endpoints(telemetry.destinations)
+    for problem in unreachable:
+        print(
+            f"warning: cannot connect to the OTLP endpoint {problem}; telemetry may not be delivered "
+            f"(the exit waits at most {export_budget_s:g} s for it)",
+            file=sys.stderr,
+        )
     started = time.perf_counter()
     questions = [r["query"] for r in rows]
     config: RunnableConfig = {"callbacks": [handler], "max_concurrency": 4}
@@ -291,10 +395,12 @@ def run(args: argparse.Namespace) -> int:
     flushed = evaluator.force_flush(flush_ms)
     elapsed = time.perf_counter() - started
     evaluator.shutdown(1_000)
-    telemetry.shutdown()  # exports what is buffered
+    # One export per signal (the shutdown exports what is buffered and the last metric collection).
+    exported = telemetry.shutdown(int(export_budget_s * 1000))
     print(
         render_summary(rows, emitter.results, evaluator.stats(), _agreement(rows, emitter.results), elapsed)
     )
+    print(_telemetry_line(destinations, exported, export_budget_s, unreachable))
     if not flushed:
         print("warning: evaluations were still pending at the flush deadline", file=sys.stderr)
     stats = evaluator.stats()

@@ -1,0 +1,132 @@
+"""``ctxutil-otel demo`` at exit: each signal exported once, and an unreachable OTLP endpoint said plainly.
+
+The demo runs in a subprocess (the real command, its real SDK providers and exporters); the OTLP side is
+the real receiver of ``tests/support`` or a 127.0.0.1 port where nothing listens.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from ctxutil_otel.cli._demo import _unreachable_otlp_endpoints
+
+from ..support.otlp_receiver import OTLPReceiver
+
+
+def _run_demo(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CTXUTIL_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "ctxutil_otel", "demo", *args],
+        capture_output=True,
+        text=True,
+        env={**base, **(env or {})},
+        timeout=120,
+        check=False,
+    )
+
+
+def _closed_port() -> int:
+    """A port on 127.0.0.1 where nothing listens (bound, read, closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+@pytest.fixture
+def listening_port() -> Iterator[int]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+@pytest.fixture(autouse=True)
+def clean_otel_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith("OTEL_"):
+            monkeypatch.delenv(key)
+
+
+def test_console_shows_each_metric_point_once() -> None:
+    proc = _run_demo("--limit", "3")
+    assert proc.returncode == 0, proc.stderr
+    metric_lines = [line for line in proc.stdout.splitlines() if line.startswith("[metric] ")]
+    # The demo replays the same answers every run, so each point's line is fully deterministic.
+    score_lines = [line for line in metric_lines if line.startswith("[metric] gen_ai.evaluation.score ")]
+    assert score_lines and sum(int(line.split("count=")[1].split()[0]) for line in score_lines) == 3
+    assert len(metric_lines) == len(set(metric_lines))  # the old exit printed the whole block twice
+    assert "telemetry (traces: console, metrics: console, logs: console): export finished within 5 s" in (
+        proc.stdout
+    )
+
+
+def test_otlp_backend_receives_one_metrics_export() -> None:
+    with OTLPReceiver() as receiver:
+        proc = _run_demo(
+            "--limit", "2", "--quiet", env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.grpc_endpoint}
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert len(receiver.metric_requests) == 1
+        assert len(receiver.metrics("gen_ai.evaluation.score")) == 1
+    assert "warning" not in proc.stderr
+    assert "export finished within" in proc.stdout
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_unreachable_endpoint_is_named_in_a_warning_and_the_summary(protocol: str) -> None:
+    port = _closed_port()
+    proc = _run_demo(
+        "--limit",
+        "2",
+        env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://alice:s3cret@127.0.0.1:{port}/otlp?token=abc123",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
+            "CTXUTIL_SHUTDOWN_TIMEOUT_S": "1",  # the exporters give up within a second
+        },
+    )
+    assert proc.returncode == 0, proc.stderr
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("warning: ")]
+    assert ours == [
+        f"warning: cannot connect to the OTLP endpoint http://127.0.0.1:{port}/otlp (traces, metrics, logs): "
+        "Connection refused; telemetry may not be delivered (the exit waits at most 1 s for it)"
+    ]
+    assert "evaluator: captured 2, sampled out 0, evaluated 2" in proc.stdout
+    assert "did not accept a connection at the start: probably not delivered" in proc.stdout
+    assert not any(secret in proc.stdout for secret in ("alice", "s3cret", "abc123"))
+
+
+def test_user_export_timeout_sets_the_exit_budget() -> None:
+    port = _closed_port()
+    proc = _run_demo(
+        "--limit",
+        "1",
+        "--quiet",
+        env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+            "OTEL_EXPORTER_OTLP_TIMEOUT": "2",  # seconds, as the Python exporters read it
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "CTXUTIL_SHUTDOWN_TIMEOUT_S": "1",
+        },
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "(the exit waits at most 2 s for it)" in proc.stderr
+
+
+def test_probe_reports_only_endpoints_that_refuse(
+    monkeypatch: pytest.MonkeyPatch, listening_port: int
+) -> None:
+    dead = _closed_port()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"127.0.0.1:{listening_port}")  # gRPC form, no scheme
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", f"https://bob:pw@127.0.0.1:{dead}/v1/logs?k=v")
+    destinations = {"traces": ("otlp/grpc",), "metrics": ("otlp/grpc", "console"), "logs": ("otlp/http",)}
+    assert _unreachable_otlp_endpoints(destinations) == [
+        f"https://127.0.0.1:{dead}/v1/logs (logs): Connection refused"
+    ]
+    assert _unreachable_otlp_endpoints({"traces": ("console",), "metrics": (), "logs": ()}) == []
