@@ -32,7 +32,10 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .._settings import Settings
 
 __all__ = ["TLS_CERT_ENV", "TLS_KEY_ENV", "TOKEN_ENV", "register"]
 
@@ -170,6 +173,19 @@ def _token(args: argparse.Namespace) -> str | None:
     return token or None
 
 
+def _settings() -> Settings:
+    """The evaluator settings of ``serve``: ``CTXUTIL_*`` > ``serve``'s default > the library's.
+
+    ``serve``'s one default: no worker CPU budget (``max_worker_cpu_fraction`` 0) while
+    ``CTXUTIL_MAX_WORKER_CPU_FRACTION`` is unset, since a dedicated evaluator process has no request path
+    sharing its GIL. Raises :class:`~ctxutil_otel.SettingsError` naming the setting and its variable.
+    """
+    from .._settings import Settings
+
+    unset = not os.environ.get("CTXUTIL_MAX_WORKER_CPU_FRACTION", "").strip()
+    return Settings(**({"max_worker_cpu_fraction": 0} if unset else {}))
+
+
 def run(args: argparse.Namespace) -> int:
     from ..capture.spans import UtilizationSpanProcessor
     from ..emit._setup import configure_telemetry
@@ -197,11 +213,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        from .._settings import Settings, build_emitter
+        from .._settings import build_emitter
 
-        # A dedicated evaluator process has no request path sharing its GIL: no worker CPU budget unless set.
-        unset = not os.environ.get("CTXUTIL_MAX_WORKER_CPU_FRACTION", "").strip()
-        settings = Settings(**({"max_worker_cpu_fraction": 0} if unset else {}))
+        settings = _settings()
         emitter = build_emitter(
             settings,
             tracer_provider=telemetry.tracer_provider,

@@ -1,0 +1,50 @@
+"""The settings ``demo`` builds: its defaults while the variables are unset, the user's values otherwise.
+
+tests/conftest.py sets ``CTXUTIL_MAX_WORKER_CPU_FRACTION=0`` for the whole suite, so the default case
+deletes it first.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxutil_otel import Settings
+from ctxutil_otel.cli import build_parser
+from ctxutil_otel.cli._demo import _settings
+from ctxutil_otel.worker import Evaluator
+
+from ..conftest import WORKER_CPU_ENV
+
+
+def _demo_settings(*argv: str) -> Settings:
+    return _settings(build_parser().parse_args(["demo", *argv]))
+
+
+def test_worker_cpu_budget_is_off_by_default_in_the_demo(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(WORKER_CPU_ENV)
+    assert Settings().max_worker_cpu_fraction == 0.05  # the library default the demo overrides
+    settings = _demo_settings()
+    assert settings.max_worker_cpu_fraction == 0
+    evaluator = Evaluator(settings=settings)
+    try:
+        assert evaluator.settings.max_worker_cpu_fraction == 0
+    finally:
+        evaluator.shutdown(1000)
+
+
+@pytest.mark.parametrize("value", ["0.2", "0.05"])
+def test_users_worker_cpu_budget_is_respected(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv(WORKER_CPU_ENV, value)
+    assert _demo_settings().max_worker_cpu_fraction == float(value)
+
+
+def test_other_demo_defaults_yield_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("CTXUTIL_MAX_EVALUATIONS_PER_SECOND", "CTXUTIL_APPLICATION_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    settings = _demo_settings("--sample-rate", "0.5")
+    assert (settings.max_evaluations_per_second, settings.application_name) == (0, "ctxutil-demo")
+    assert settings.sample_rate == 0.5
+    monkeypatch.setenv("CTXUTIL_MAX_EVALUATIONS_PER_SECOND", "3")
+    monkeypatch.setenv("CTXUTIL_APPLICATION_NAME", "bot")
+    settings = _demo_settings()
+    assert (settings.max_evaluations_per_second, settings.application_name) == (3, "bot")
