@@ -491,7 +491,14 @@ def never_ending_roots(
         meter_provider=providers.meter_provider,
         logger_provider=providers.logger_provider,
     )
-    evaluator = Evaluator(ContextualUtilization(judge=LexicalJudge()), emitter=emitter, sample_rate=1.0)
+    # Rate cap lifted: the evaluator refuses at capture what it cannot take, and under the default cap
+    # all but the first 10 roots would be refused at their first retrieval and never held.
+    evaluator = Evaluator(
+        ContextualUtilization(judge=LexicalJudge()),
+        emitter=emitter,
+        sample_rate=1.0,
+        max_evaluations_per_second=0,
+    )
     handler = UtilizationCallbackHandler(evaluator, max_pending_runs=args.max_pending_runs)
     bound = args.max_pending_runs
     rss: dict[str, float | None] = {}
