@@ -34,13 +34,13 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 
-from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach, set_value
-
 from ..capture._interaction import Interaction
 from ..metric._contextual_utilization import ContextualUtilization
 from ..metric._results import MetricEvaluationResult
 from ..sampling import TokenBucket, TokenBudget, TraceIdRatioSampler
-from ._convert import Rejection, error_result, to_dataset_item
+from ._convert import Rejection
+from ._drop_log import DropLog
+from ._evaluate import evaluate
 from ._stats import EvaluatorStats
 from ._throttle import CpuThrottle, Sleep
 from ._types import EvaluationEmitter, Outcome, QueueEntry, outcome_of
@@ -108,8 +108,7 @@ class Engine:
         self._dropped: dict[str, int] = {}
         self._failed: dict[str, int] = {}
         self._emit_errors = 0
-        self._next_log: dict[str, float] = {}
-        self._suppressed_logs: dict[str, int] = {}
+        self._drop_log = DropLog(_LOG_INTERVAL_S)
         self._limiter = TokenBucket(self._rate_limit) if self._rate_limit else None
         self._budget = TokenBudget(self._token_budget) if self._token_budget else None
         clock, cpu_clock, sleep = self._clocks
@@ -157,7 +156,7 @@ class Engine:
             else:
                 return True
             suppressed = self._refuse(reason)
-        self._log_refusal(reason, suppressed)
+        self._drop_log.log(reason, suppressed)
         return False
 
     def submit(self, interaction: Interaction) -> bool:
@@ -184,43 +183,21 @@ class Engine:
             if reason is not None:
                 suppressed = self._refuse(reason)
         if reason is not None:
-            self._log_refusal(reason, suppressed)
+            self._drop_log.log(reason, suppressed)
             return False
         if wake is not None:
             _call_soon(wake[0], wake[1].set)
         return True
 
     def _refuse(self, reason: str) -> int | None:
-        """Under the lock: count a drop; returns what :meth:`_log_due` returns for its message."""
+        """Under the lock: count a drop; returns what :meth:`DropLog.due` returns for its message."""
         self._dropped[reason] = self._dropped.get(reason, 0) + 1
-        return self._log_due(reason)
-
-    @staticmethod
-    def _log_refusal(reason: str, suppressed: int | None) -> None:
-        if suppressed is None:
-            return
-        level = logging.INFO if reason == "rate_limited" else logging.WARNING
-        _log.log(
-            level,
-            "ctxutil evaluator dropped an interaction (reason %s; %d more since the last message)",
-            reason,
-            suppressed,
-        )
+        return self._drop_log.due(reason)
 
     def discard(self, reason: str) -> None:
         reason = reason or "unknown"
         with self._lock:
             self._dropped[reason] = self._dropped.get(reason, 0) + 1
-
-    def _log_due(self, key: str) -> int | None:
-        """Under the lock: ``None`` if a message for ``key`` was logged in the last interval, else the
-        number of messages suppressed since (then the caller logs)."""
-        now = time.monotonic()
-        if now < self._next_log.get(key, 0.0):
-            self._suppressed_logs[key] = self._suppressed_logs.get(key, 0) + 1
-            return None
-        self._next_log[key] = now + _LOG_INTERVAL_S
-        return self._suppressed_logs.pop(key, 0)
 
     # --- counters -----------------------------------------------------------------------------
     def _count(self, outcome: Outcome) -> None:
@@ -342,28 +319,13 @@ class Engine:
     async def _evaluate_entry(self, entry: QueueEntry) -> None:
         interaction = entry.interaction
         start = time.perf_counter()
-        converted = to_dataset_item(interaction)
-        if isinstance(converted, Rejection) and converted.outcome == "dropped":
+        result = await evaluate(self._metric, interaction, self._timeout_s)
+        if isinstance(result, Rejection):  # not evaluable: dropped, nothing to emit
             if self._budget is not None and entry.reserved is not None:
                 self._budget.refund(entry.reserved)
-            _log.debug("interaction %s not evaluable: %s", interaction.id, converted.message)
-            self._finish(entry, ("dropped", converted.detail))
+            _log.debug("interaction %s not evaluable: %s", interaction.id, result.message)
+            self._finish(entry, ("dropped", result.detail))
             return
-        if isinstance(converted, Rejection):
-            result = error_result(self._metric, interaction, converted.detail, converted.message)
-        else:
-            # The judge's own calls (HTTP, SDK instrumentation) must not become spans of the app.
-            token = attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
-            try:
-                result = await asyncio.wait_for(self._metric.execute(converted), self._timeout_s)
-            except asyncio.TimeoutError:
-                result = error_result(
-                    self._metric, interaction, "timeout", f"Evaluation timed out after {self._timeout_s:g} s."
-                )
-            except Exception as exc:  # execute() handles judge errors; anything else is still counted
-                result = error_result(self._metric, interaction, type(exc).__name__, "Evaluation raised.")
-            finally:
-                detach(token)
         duration_s = time.perf_counter() - start
         if self._budget is not None and entry.reserved is not None:
             spent = None if result.usage is None else result.usage.total_tokens
