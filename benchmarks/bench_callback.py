@@ -50,7 +50,7 @@ during another configuration's block. In the timed rounds our ``max_queue_size``
 judge, ``max_concurrency`` 8 in flight, about 40 evaluations/s; or by its CPU budget), which only decides
 how long the backlog outlives the block; the refused rest is counted ``dropped: queue_full``. Under the
 CPU budget that backlog drains at the budget's pace (untimed), and the bucket refills while the other
-configurations run, so each of our blocks starts with the budget's 20 ms burst in hand: in blocks of under
+configurations run, so each of our blocks starts with the budget's 5 ms burst in hand: in blocks of under
 a second the worker's share is above the budget's steady 5% (reported per row). The memory runs use the
 default queue (2048).
 

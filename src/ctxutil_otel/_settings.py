@@ -151,7 +151,7 @@ class Settings(BaseSettings):
             "work holding Python's GIL, and the application's threads wait for it, so what the request "
             "path pays follows the worker's CPU share, and the CPU of one evaluation depends on the judge. "
             "Measured on the worker thread's own CPU clock (time.thread_time); while spent (a token "
-            "bucket with a 20 ms burst) the worker waits before starting the next evaluation, "
+            "bucket with a 5 ms burst) the worker waits before starting the next evaluation, "
             "interactions wait in the queue, and a full queue drops the newest, reason queue_full. "
             "Set 0 in a dedicated evaluator process or a batch job (the serve and demo commands do when "
             "it is unset)."

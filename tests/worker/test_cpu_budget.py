@@ -21,6 +21,7 @@ import pytest
 from ctxutil_otel._settings import Settings, SettingsError
 from ctxutil_otel.judges import ChunkVerdict, JudgeResult
 from ctxutil_otel.metric import ContextualUtilization
+from ctxutil_otel.sampling._cpu_budget import DEFAULT_CPU_BURST_S
 from ctxutil_otel.worker import Evaluator
 from ctxutil_otel.worker._engine import Engine
 
@@ -198,12 +199,13 @@ def test_each_evaluation_waits_until_the_cpu_spent_is_paid_back(make_engine: Any
     assert _offer(engine, 4) == [True] * 4  # never refused at submit: the work waits in the queue
     assert engine.force_flush(10_000)
 
-    # Burst 20 ms: the first starts at once; then 50 ms of CPU leaves 30 ms of debt, repaid at 0.1
-    # CPU-s per second (0.3 s), and each later one 50 ms (0.5 s).
-    assert sleep.waits == pytest.approx([0.3, 0.5, 0.5])
+    # Burst 5 ms: the first starts at once; then 50 ms of CPU leaves 45 ms of debt, repaid at 0.1
+    # CPU-s per second (0.45 s), and each later one 50 ms (0.5 s).
+    assert DEFAULT_CPU_BURST_S == 0.005
+    assert sleep.waits == pytest.approx([0.45, 0.5, 0.5])
     stats = engine.stats()
     assert (stats.evaluated, stats.dropped, judge.calls) == (4, {}, 4)
-    assert stats.cpu_throttled_s == pytest.approx(1.3)
+    assert stats.cpu_throttled_s == pytest.approx(1.45)
     assert stats.cpu_throttled is False
 
 
@@ -212,14 +214,16 @@ def test_the_wait_follows_the_cpu_each_evaluation_took(make_engine: Any) -> None
     sleep = FakeSleep(wall)
     judge = CpuJudge(cpu, cost_s=0.005)
     engine = make_engine(judge, cpu_fraction=0.05, clock=wall, cpu_clock=cpu, sleep=sleep)
-    _offer(engine, 6)  # the 20 ms burst pays for four; the fifth leaves 5 ms of debt
-    assert engine.force_flush(10_000)
-    assert sleep.waits == pytest.approx([0.1])  # 5 ms at 5% of a core, before the sixth
+    _offer(engine, 6)  # the 5 ms burst pays for the first; the second (started at level 0) leaves 5 ms
+    assert engine.force_flush(10_000)  # of debt, and so does each later one
+    assert sleep.waits == pytest.approx([0.1] * 4)  # 5 ms at 5% of a core, before the third to sixth
     judge.cost_s = 0.04
-    wall.advance(10.0)  # idle: the bucket refills to its 20 ms burst, no more
+    wall.advance(10.0)  # idle: the bucket refills to its 5 ms burst, no more
     _offer(engine, 2)
     assert engine.force_flush(10_000)
-    assert sleep.waits[1:] == pytest.approx([0.4])  # 40 ms - the 20 ms burst = 20 ms, at 5%
+    # The first of the two holds the expected 5 ms and then spends 40: 40 ms - the 5 ms burst = 35 ms
+    # of debt, at 5% of a core.
+    assert sleep.waits[4:] == pytest.approx([0.7])
 
 
 def test_concurrent_starts_are_paced_by_their_expected_cpu(make_engine: Any) -> None:
@@ -230,14 +234,14 @@ def test_concurrent_starts_are_paced_by_their_expected_cpu(make_engine: Any) -> 
     for _ in range(3):  # 5 ms between finishes: the expected CPU of the next evaluations
         _offer(engine, 1)
         assert engine.force_flush(10_000)
+        wall.advance(10.0)  # idle: the budget refills to its 5 ms burst
     assert sleep.waits == []
-    wall.advance(10.0)  # idle: the budget refills to its 20 ms burst
     judge.gate(expect=8)
     _offer(engine, 8)
     assert judge.waiting.wait(10)  # all 8 in flight, none has spent CPU yet
-    # The burst pays for 5 starts at the expected 5 ms each; then one per 5 ms / 5% = 0.1 s,
-    # rather than all 8 at once.
-    assert sleep.waits == pytest.approx([0.1, 0.1, 0.1])
+    # The burst pays for 1 start at the expected 5 ms, the next starts at level 0; then one per
+    # 5 ms / 5% = 0.1 s, rather than all 8 at once.
+    assert sleep.waits == pytest.approx([0.1] * 6)
     judge.release()
     assert engine.force_flush(10_000)
     assert engine.stats().evaluated == 11
@@ -310,11 +314,11 @@ def test_a_judge_burning_cpu_is_paced_to_its_share_of_a_core(make_evaluator: Mak
     assert stats.evaluated == 8 and stats.dropped == {}
     assert stats.cpu_throttled_s > 0
     # Each evaluation started only while the worker thread's CPU since its start was within the
-    # 20 ms burst plus 0.2 x the wall time elapsed (5 ms allowed for the work between the budget's
-    # check and the judge's entry). Unpaced, 8 x 10 ms back to back would break this from the 4th on.
+    # 5 ms burst plus 0.2 x the wall time elapsed (5 ms allowed for the work between the budget's
+    # check and the judge's entry). Unpaced, 8 x 10 ms back to back would break this from the 2nd on.
     first_cpu = judge.entries[0][0]
     for cpu, wall in judge.entries[1:]:
-        assert cpu - first_cpu <= 0.02 + 0.2 * (wall - began) + 0.005, judge.entries
+        assert cpu - first_cpu <= DEFAULT_CPU_BURST_S + 0.2 * (wall - began) + 0.005, judge.entries
 
 
 # --- lifecycle, with real (cancelled) sleeps ------------------------------------------------------------

@@ -8,8 +8,11 @@ from collections.abc import Callable
 
 __all__ = ["DEFAULT_CPU_BURST_S", "CpuBudget"]
 
-#: CPU-seconds the bucket holds at most: how much work may run back to back after an idle spell.
-DEFAULT_CPU_BURST_S = 0.02
+#: CPU-seconds the bucket holds at most: how much work may run back to back after an idle spell. 5 ms is
+#: CPython's default GIL switch interval (``sys.getswitchinterval()``): after an idle spell the worker
+#: runs ahead of its share by about one slice, so the application's threads, which share the GIL with
+#: it, never meet a long burst of its work (20 ms cost the chain measurably more: benchmarks/README.md).
+DEFAULT_CPU_BURST_S = 0.005
 # A debt this small (1 ns of CPU) is rounding, not work: waiting it out could spin on a clock whose
 # resolution is coarser than the wait.
 _EPSILON_S = 1e-9
@@ -42,7 +45,7 @@ class CpuBudget:
 
     Args:
         fraction: Share of one core, in (0, 1]: CPU-seconds per wall second.
-        burst_s: Capacity in CPU-seconds (> 0); default 0.02 (20 ms).
+        burst_s: Capacity in CPU-seconds (> 0); default 0.005 (5 ms, see ``DEFAULT_CPU_BURST_S``).
         clock: Monotonic wall clock in seconds (default :func:`time.monotonic`); injectable for tests.
         cpu_clock: CPU clock of the paced thread in seconds (default :func:`time.thread_time`);
             injectable for tests. It is read on the thread that calls the methods.
