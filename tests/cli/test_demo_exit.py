@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ctxutil_otel.cli._demo import _unreachable_otlp_endpoints
+from ctxutil_otel.emit._endpoints import unreachable_otlp_endpoints
 
 from ..support.otlp_receiver import OTLPReceiver
 
@@ -126,7 +126,7 @@ def test_probe_reports_only_endpoints_that_refuse(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"127.0.0.1:{listening_port}")  # gRPC form, no scheme
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", f"https://bob:pw@127.0.0.1:{dead}/v1/logs?k=v")
     destinations = {"traces": ("otlp/grpc",), "metrics": ("otlp/grpc", "console"), "logs": ("otlp/http",)}
-    assert _unreachable_otlp_endpoints(destinations) == [
+    assert unreachable_otlp_endpoints(destinations) == [
         f"https://127.0.0.1:{dead}/v1/logs (logs): Connection refused"
     ]
-    assert _unreachable_otlp_endpoints({"traces": ("console",), "metrics": (), "logs": ()}) == []
+    assert unreachable_otlp_endpoints({"traces": ("console",), "metrics": (), "logs": ()}) == []

@@ -14,19 +14,18 @@ import argparse
 import math
 import os
 import signal
-import socket
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from langchain_core.runnables import RunnableConfig
 
 from .._settings import Settings, SettingsError, build_emitter
 from ..capture._interaction import Interaction
+from ..emit._endpoints import unreachable_otlp_endpoints
 from ..metric._agreement import AgreementReport, LabelledRow, agreement
 from ..metric._results import MetricEvaluationResult
 
@@ -174,70 +173,6 @@ def _settings(args: argparse.Namespace) -> Settings:
     return Settings(**overrides)
 
 
-# Where the OTLP exporters send when no endpoint variable is set (OTEL_*_EXPORTER=otlp alone).
-_OTLP_DEFAULT_ENDPOINTS = {"otlp/grpc": "http://localhost:4317", "otlp/http": "http://localhost:4318"}
-
-
-def _otlp_targets(
-    destinations: Mapping[str, tuple[str, ...]],
-) -> dict[tuple[str, int], tuple[str, list[str]]]:
-    """``{(host, port): (endpoint shown, [signals])}`` of the OTLP exporters, resolved like the exporters
-    (``OTEL_EXPORTER_OTLP_{SIGNAL}_ENDPOINT`` > ``OTEL_EXPORTER_OTLP_ENDPOINT`` > localhost default; no
-    port: 443 for ``https`` and gRPC, 80 for ``http``). The endpoint shown keeps scheme, host, port and
-    path only: user information and query, where credentials travel, are dropped."""
-    targets: dict[tuple[str, int], tuple[str, list[str]]] = {}
-    for signal_name, kinds in destinations.items():
-        for kind in kinds:
-            if kind not in _OTLP_DEFAULT_ENDPOINTS:
-                continue
-            url = (
-                os.environ.get(f"OTEL_EXPORTER_OTLP_{signal_name.upper()}_ENDPOINT", "").strip()
-                or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
-                or _OTLP_DEFAULT_ENDPOINTS[kind]
-            )
-            parts = urlsplit(url if "://" in url else f"//{url}")
-            host = parts.hostname or ""
-            try:
-                port = parts.port or (443 if parts.scheme == "https" or kind == "otlp/grpc" else 80)
-            except ValueError:  # a port that is no number: the exporter reports it
-                continue
-            shown_host = f"[{host}]" if ":" in host else host
-            shown = f"{parts.scheme + '://' if parts.scheme else ''}{shown_host}:{port}{parts.path}"
-            targets.setdefault((host, port), (shown, []))[1].append(signal_name)
-    return targets
-
-
-def _unreachable_otlp_endpoints(
-    destinations: Mapping[str, tuple[str, ...]], timeout_s: float = 1.0
-) -> list[str]:
-    """Try one TCP connection to each OTLP endpoint (in parallel, ``timeout_s`` seconds in all) and return
-    ``"<endpoint> (<signals>): <reason>"`` for each that did not accept one. A reachable endpoint costs
-    one connection set-up; nothing is sent."""
-    targets = _otlp_targets(destinations)
-    results: dict[tuple[str, int], str | None] = {}
-
-    def probe(address: tuple[str, int]) -> None:
-        try:
-            with socket.create_connection(address, timeout=timeout_s):
-                results[address] = None
-        except OSError as exc:
-            results[address] = exc.strerror or str(exc) or type(exc).__name__
-
-    threads = [threading.Thread(target=probe, args=(a,), daemon=True) for a in targets]
-    deadline = time.monotonic() + timeout_s
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    problems = []
-    for address, (shown, signals) in targets.items():
-        if address in results and results[address] is None:
-            continue
-        reason = results.get(address) or f"no answer within {timeout_s:g} s"
-        problems.append(f"{shown} ({', '.join(signals)}): {reason}")
-    return problems
-
-
 def _telemetry_line(destinations: str, exported: bool, budget_s: float, unreachable: Sequence[str]) -> str:
     """The summary's last line: where telemetry went and how its export at exit ended."""
     if unreachable:
@@ -375,7 +310,7 @@ def run(args: argparse.Namespace) -> int:
         f"{evaluator.metric.judge.name}; telemetry -> {destinations}",
         file=sys.stderr,
     )
-    unreachable = _unreachable_otlp_endpoints(telemetry.destinations)
+    unreachable = unreachable_otlp_endpoints(telemetry.destinations)
     for problem in unreachable:
         print(
             f"warning: cannot connect to the OTLP endpoint {problem}; telemetry may not be delivered "
