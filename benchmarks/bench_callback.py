@@ -18,13 +18,13 @@ Configurations, each run for ``--iterations`` invocations in the same process:
 * ``floor_again``: the same, measured as a separate configuration: an A/A control whose distance from 1.0
   shows how much of a ratio this machine's noise can explain;
 * ``ctxutil_0.01``: our handler, ``sample_rate`` 0.01, the lexical judge, no rate cap, the default worker
-  CPU budget (``max_worker_cpu_fraction`` 0.05);
+  CPU budget (``max_worker_cpu_fraction`` 0.03);
 * ``ctxutil_1.0_io``: our handler, ``sample_rate`` 1.0, ``OpenAIJudge`` against the OpenAI-compatible
   test server answering after ``--judge-delay-ms`` (in a child process, as a remote judge would be),
-  ``max_evaluations_per_second`` 0 (rate cap lifted), the default CPU budget (5% of one core;
+  ``max_evaluations_per_second`` 0 (rate cap lifted), the default CPU budget (3% of one core;
   ``--cpu-fraction`` sets another), default ``max_concurrency`` (8);
 * ``ctxutil_1.0_io_default``: the same judge at the shipped defaults: rate cap 10 evaluations/s and CPU
-  budget 5% of one core (no setting passed);
+  budget 3% of one core (no setting passed);
 * ``ctxutil_1.0_io_cap10``: rate cap 10/s, CPU budget off (no target: a rate cap alone bounds the
   evaluations, not their CPU). The token bucket refills between blocks, so each block starts with a
   burst of 10: the rate within blocks (reported) is above the cap's steady 10/s;
@@ -51,7 +51,7 @@ judge, ``max_concurrency`` 8 in flight, about 40 evaluations/s; or by its CPU bu
 how long the backlog outlives the block; the refused rest is counted ``dropped: queue_full``. Under the
 CPU budget that backlog drains at the budget's pace (untimed), and the bucket refills while the other
 configurations run, so each of our blocks starts with the budget's 5 ms burst in hand: in blocks of under
-a second the worker's share is above the budget's steady 5% (reported per row). The memory runs use the
+a second the worker's share is above the budget's steady 3% (reported per row). The memory runs use the
 default queue (2048).
 
 Memory: (1) resident memory (VmRSS, after ``gc.collect()``) before and after ``--iterations`` consecutive
@@ -354,7 +354,7 @@ def ours(args: argparse.Namespace, judge_url: str, queue_size: int, controls: bo
         Ours("ctxutil_1.0_io", f"{one}, no rate cap, {budget}", 1.0, judge_url, queue_size, 0.0, fraction),
     ]
     if controls:
-        defaults = f"{one}, defaults (rate cap 10/s, CPU budget 5% of a core)"
+        defaults = f"{one}, defaults (rate cap 10/s, CPU budget 3% of a core)"
         cases.append(Ours("ctxutil_1.0_io_default", defaults, 1.0, judge_url, queue_size, rate_cap=None))
         cap = f"{one}, rate cap 10/s, no CPU budget"
         cases.append(Ours("ctxutil_1.0_io_cap10", cap, 1.0, judge_url, queue_size, 10.0, cpu_fraction=0))

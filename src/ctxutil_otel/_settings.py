@@ -141,15 +141,16 @@ class Settings(BaseSettings):
         ),
     )
     max_worker_cpu_fraction: float | None = Field(
-        default=0.05,
+        default=0.03,
         ge=0.0,
         le=1.0,
         description=(
             "CPU budget of the evaluation worker as a share of ONE core, in CPU-seconds per wall second, "
-            "0..1 (CTXUTIL_MAX_WORKER_CPU_FRACTION, default 0.05 = 5% of one core; 0 or None = "
+            "0..1 (CTXUTIL_MAX_WORKER_CPU_FRACTION, default 0.03 = 3% of one core; 0 or None = "
             "unlimited). Why CPU and not only evaluations/s: the worker's thread runs all judge and emit "
             "work holding Python's GIL, and the application's threads wait for it, so what the request "
-            "path pays follows the worker's CPU share, and the CPU of one evaluation depends on the judge. "
+            "path pays follows the worker's CPU share (measured: the chain slows by about twice that "
+            "share), and the CPU of one evaluation depends on the judge. "
             "Measured on the worker thread's own CPU clock (time.thread_time); while spent (a token "
             "bucket with a 5 ms burst) the worker waits before starting the next evaluation, "
             "interactions wait in the queue, and a full queue drops the newest, reason queue_full. "

@@ -22,7 +22,7 @@ def _demo_settings(*argv: str) -> Settings:
 
 def test_worker_cpu_budget_is_off_by_default_in_the_demo(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(WORKER_CPU_ENV)
-    assert Settings().max_worker_cpu_fraction == 0.05  # the library default the demo overrides
+    assert Settings().max_worker_cpu_fraction == 0.03  # the library default the demo overrides
     settings = _demo_settings()
     assert settings.max_worker_cpu_fraction == 0
     evaluator = Evaluator(settings=settings)

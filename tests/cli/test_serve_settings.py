@@ -16,7 +16,7 @@ from ..conftest import WORKER_CPU_ENV
 
 def test_worker_cpu_budget_is_off_by_default_in_serve(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(WORKER_CPU_ENV)
-    assert Settings().max_worker_cpu_fraction == 0.05  # the library default serve overrides
+    assert Settings().max_worker_cpu_fraction == 0.03  # the library default serve overrides
     assert _settings().max_worker_cpu_fraction == 0
 
 

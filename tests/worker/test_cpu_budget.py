@@ -264,7 +264,7 @@ def test_the_settings_reach_the_engine(
     make_evaluator: MakeEvaluator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(ENV, raising=False)
-    assert make_evaluator().settings.max_worker_cpu_fraction == 0.05  # the default: 5% of one core
+    assert make_evaluator().settings.max_worker_cpu_fraction == 0.03  # the default: 3% of one core
     assert make_evaluator()._engine._throttle is not None
     monkeypatch.setenv(ENV, "0.25")
     assert make_evaluator()._engine._throttle._budget.fraction == 0.25  # type: ignore[union-attr]

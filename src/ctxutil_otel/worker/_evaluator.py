@@ -39,7 +39,7 @@ class Evaluator:
     if the providers were created first (``atexit`` runs last-registered first), so create the
     providers before the evaluator, or call ``shutdown()`` yourself before shutting them down.
 
-    The worker thread's CPU is budgeted (``max_worker_cpu_fraction``, default 5% of one core): it
+    The worker thread's CPU is budgeted (``max_worker_cpu_fraction``, default 3% of one core): it
     shares Python's GIL with the application's threads, so its CPU share, not its number of
     evaluations, is what the request path pays. While the budget is spent the worker waits before
     starting the next evaluation; interactions wait in the queue (when it is full, submits are
