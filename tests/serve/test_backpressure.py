@@ -142,3 +142,22 @@ def test_real_exporter_waits_as_told_then_gets_through(gated: Any, transport: st
     assert results == [SpanExportResult.SUCCESS]
     served.flush()
     assert len(served.sink.spans("contextual_utilization")) == 3
+
+
+def test_a_concurrent_stop_waits_for_the_first_and_shares_its_result(gated: Any) -> None:
+    served, judge = gated
+    _fill(served, judge)  # the first stop's flush waits on the gated evaluation
+    first: list[bool] = []
+    stopper = threading.Thread(target=lambda: first.append(served.receiver.stop(10.0)))
+    stopper.start()
+    receiver = served.receiver
+    with receiver._cond:  # the first stop has begun (it notifies when it does)
+        assert receiver._cond.wait_for(lambda: receiver._stopping, 10)
+    # A second signal while the first stop flushes: it waits (here 0.2 s) and does not claim success.
+    assert served.receiver.stop(0.2) is False
+    judge.gate.set()
+    stopper.join(15)
+    assert first == [True]
+    assert served.receiver.stop(0.0) is True  # later calls return the first call's result
+    stats = served.evaluator.stats()
+    assert stats.evaluated + stats.not_applicable == 2 and stats.queue_size == 0

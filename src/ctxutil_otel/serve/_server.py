@@ -168,7 +168,8 @@ class TraceReceiver:
         self._spans = [0, 0]  # accepted, rejected
         self._grpc: Any = None
         self._http: Any = None
-        self._stopped = False
+        self._stopping = False
+        self._stop_result: bool | None = None
         self._logged_internal = False
 
     # --- shared request handling (called by both transports) -------------------------------------
@@ -297,13 +298,30 @@ class TraceReceiver:
 
         ``timeout_s`` (seconds; default: the ``shutdown_timeout_s`` setting) bounds everything but the
         telemetry shutdown, which gets ``telemetry_timeout_s`` of its own (exports over the network).
-        Returns ``True`` when everything submitted was evaluated and exported in time. Idempotent.
+        Returns ``True`` when everything submitted was evaluated and exported in time. Idempotent: a
+        later call returns the first call's result; a concurrent call (a second signal while the first
+        stop flushes) waits for it, at most ``timeout_s``, and returns ``False`` if it is still running.
         """
-        if self._stopped:
-            return True
-        self._stopped = True
         if timeout_s is None:
             timeout_s = float(self.processor.evaluator.settings.shutdown_timeout_s)
+        with self._cond:
+            if self._stopping:
+                done = self._cond.wait_for(lambda: self._stop_result is not None, timeout_s)
+                return bool(done and self._stop_result)
+            self._stopping = True
+            self._cond.notify_all()
+        try:
+            result = self._stop(timeout_s, telemetry_timeout_s)
+        except BaseException:
+            result = False
+            raise
+        finally:
+            with self._cond:
+                self._stop_result = result
+                self._cond.notify_all()
+        return result
+
+    def _stop(self, timeout_s: float, telemetry_timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         with self._cond:
             self._accepting = False
