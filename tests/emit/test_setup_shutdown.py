@@ -78,6 +78,23 @@ def test_shutdown_prints_each_metric_point_and_span_once() -> None:
     assert printed.count("[span] work ") == 1
 
 
+@pytest.mark.parametrize("how", ["environment", "argument"])
+def test_an_infinite_metric_interval_still_exports_once_at_shutdown(
+    monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    # OTEL_METRIC_EXPORT_INTERVAL=inf: the SDK's reader runs no thread and collects on force_flush only.
+    kwargs: dict[str, float] = {}
+    if how == "environment":
+        monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "inf")
+    else:
+        kwargs["metric_export_interval_millis"] = float("inf")
+    out = io.StringIO()
+    handle = configure_telemetry(console_out=out, console_format="compact", **kwargs)
+    handle.meter_provider.get_meter("tests").create_counter("tests.requests").add(2)
+    assert handle.shutdown(5000) is True
+    assert out.getvalue().count("[metric] tests.requests {} 2") == 1
+
+
 def test_shutdown_exports_one_collection_per_periodic_reader() -> None:
     exporter = CountingMetricExporter()
     reader = PeriodicExportingMetricReader(exporter, export_interval_millis=60_000)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import math
 import os
 import sys
 import threading
@@ -92,6 +93,9 @@ class TelemetryHandle:
     is_global: bool = False
     otlp_timeout_s: float | None = None
     _shut_down: bool = field(default=False, repr=False)
+    # The exporting readers built here have an infinite interval (OTEL_METRIC_EXPORT_INTERVAL=inf): the
+    # SDK's reader then has no thread and collects on force_flush only, not at shutdown.
+    _collect_at_shutdown: bool = field(default=False, repr=False)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Export everything buffered in the three providers within ``timeout_millis`` (shared deadline).
@@ -143,7 +147,7 @@ class TelemetryHandle:
         jobs: list[tuple[str, Callable[[], object]]] = [
             ("tracer_provider", self.tracer_provider.shutdown),
             ("logger_provider", self.logger_provider.shutdown),
-            ("meter_provider", lambda: self.meter_provider.shutdown(remaining_ms())),
+            ("meter_provider", self._shutdown_meters(remaining_ms)),
         ]
         threads = []
         for name, job in jobs:
@@ -160,6 +164,26 @@ class TelemetryHandle:
         if late:
             _log.debug("telemetry shutdown deadline (%d ms) passed: %s", timeout_millis, ", ".join(late))
         return not late and not failed
+
+    def _shutdown_meters(self, remaining_ms: Callable[[], float]) -> Callable[[], object]:
+        def shutdown() -> None:
+            if self._collect_at_shutdown:  # once: these readers do not collect at shutdown themselves
+                self.meter_provider.force_flush(remaining_ms())
+            self.meter_provider.shutdown(remaining_ms())
+
+        return shutdown
+
+
+def _infinite_interval(millis: float | None) -> bool:
+    """Whether the exporting readers' interval (the argument, else ``OTEL_METRIC_EXPORT_INTERVAL``, as
+    the SDK reads it) is infinite, so that they export on ``force_flush`` only."""
+    if millis is None:
+        raw = _env("OTEL_METRIC_EXPORT_INTERVAL")
+        try:
+            millis = float(raw) if raw is not None else None
+        except ValueError:
+            return False
+    return millis is not None and math.isinf(millis)
 
 
 def _env(name: str) -> str | None:
@@ -369,6 +393,7 @@ def configure_telemetry(
         metric_exporters=tuple(metric_exporters),
         log_exporters=tuple(log_exporters),
         otlp_timeout_s=longest_timeout,
+        _collect_at_shutdown=bool(metric_exporters) and _infinite_interval(metric_export_interval_millis),
     )
     if set_global:
         trace.set_tracer_provider(tracer_provider)
