@@ -68,7 +68,8 @@ def main(endpoint: str | None) -> int:
         max_evaluations_per_second=20,
         max_queue_size=256,
         max_concurrency=4,
-    )
+        max_worker_cpu_fraction=0.05,  # the worker's CPU, as a share of one core: what evaluating may cost
+    )  # the request threads (they share the GIL with it); over it, evaluations wait in the queue
     handler = UtilizationCallbackHandler(evaluator=evaluator)
 
     rows = load_sample(limit=20)
