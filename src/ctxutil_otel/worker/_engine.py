@@ -42,6 +42,7 @@ from ._convert import Rejection
 from ._drop_log import DropLog
 from ._evaluate import evaluate
 from ._stats import EvaluatorStats
+from ._tally import Tally
 from ._throttle import CpuThrottle, Sleep
 from ._types import EvaluationEmitter, Outcome, QueueEntry, outcome_of
 
@@ -101,13 +102,7 @@ class Engine:
         self._queue: deque[QueueEntry] = deque()
         self._in_flight: dict[int, QueueEntry] = {}
         self._seq = 0
-        self._captured = 0
-        self._sampled_out = 0
-        self._evaluated = 0
-        self._not_applicable = 0
-        self._dropped: dict[str, int] = {}
-        self._failed: dict[str, int] = {}
-        self._emit_errors = 0
+        self._tally = Tally()
         self._drop_log = DropLog(_LOG_INTERVAL_S)
         self._limiter = TokenBucket(self._rate_limit) if self._rate_limit else None
         self._budget = TokenBudget(self._token_budget) if self._token_budget else None
@@ -139,9 +134,9 @@ class Engine:
         except Exception:  # a non-int trace id from a capture bug: not sampled, still counted
             sampled = False
         with self._lock:
-            self._captured += 1
+            self._tally.captured += 1
             if not sampled:
-                self._sampled_out += 1
+                self._tally.sampled_out += 1
                 return False
             # Admission at capture: refuse now what submit() would refuse, so the capture path
             # stops tracking it (a refused interaction costs the request path no capture work).
@@ -191,41 +186,21 @@ class Engine:
 
     def _refuse(self, reason: str) -> int | None:
         """Under the lock: count a drop; returns what :meth:`DropLog.due` returns for its message."""
-        self._dropped[reason] = self._dropped.get(reason, 0) + 1
+        self._tally.drop(reason)
         return self._drop_log.due(reason)
 
     def discard(self, reason: str) -> None:
         reason = reason or "unknown"
         with self._lock:
-            self._dropped[reason] = self._dropped.get(reason, 0) + 1
+            self._tally.drop(reason)
 
     # --- counters -----------------------------------------------------------------------------
-    def _count(self, outcome: Outcome) -> None:
-        kind, detail = outcome
-        if kind == "evaluated":
-            self._evaluated += 1
-        elif kind == "not_applicable":
-            self._not_applicable += 1
-        elif kind == "failed":
-            key = detail or "unknown"
-            self._failed[key] = self._failed.get(key, 0) + 1
-        else:
-            key = detail or "unknown"
-            self._dropped[key] = self._dropped.get(key, 0) + 1
-
     def stats(self) -> EvaluatorStats:
         throttled_s, throttled = (0.0, False) if self._throttle is None else self._throttle.throttled()
         with self._lock:
-            return EvaluatorStats(
-                captured=self._captured,
-                sampled_out=self._sampled_out,
-                dropped=self._dropped,
-                evaluated=self._evaluated,
-                not_applicable=self._not_applicable,
-                failed=self._failed,
+            return self._tally.snapshot(
                 in_flight=len(self._in_flight),
                 queue_size=len(self._queue),
-                emit_errors=self._emit_errors,
                 cpu_throttled_s=throttled_s,
                 cpu_throttled=throttled,
             )
@@ -345,8 +320,8 @@ class Engine:
             self._emitter.emit(interaction, result, duration_s)
         except Exception:
             with self._lock:
-                self._emit_errors += 1
-                first = self._emit_errors == 1
+                self._tally.emit_errors += 1
+                first = self._tally.emit_errors == 1
             if first:
                 _log.exception("ctxutil evaluator: the emitter raised (logged once; counted in emit_errors)")
             else:
@@ -356,7 +331,7 @@ class Engine:
         with self._lock:
             if self._in_flight.pop(entry.seq, None) is None:
                 return
-            self._count(outcome)
+            self._tally.count(outcome)
             self._cond.notify_all()
 
     # --- flush and shutdown -------------------------------------------------------------------
@@ -391,13 +366,13 @@ class Engine:
         with self._lock:
             left = len(self._queue)
             for queued in self._queue:
-                self._count(("dropped", "shutdown"))
+                self._tally.count(("dropped", "shutdown"))
                 if queued.reserved is not None:
                     refunds.append(queued.reserved)
             self._queue.clear()
             for running in self._in_flight.values():
                 # Evaluated and being emitted: its real outcome; otherwise abandoned at the deadline.
-                self._count(running.outcome or ("dropped", "shutdown"))
+                self._tally.count(running.outcome or ("dropped", "shutdown"))
                 left += running.outcome is None
             self._in_flight.clear()
             self._stop = True
