@@ -1,4 +1,5 @@
-"""Run state: errors free it, runs that never end are evicted (TTL, size bound), late events are ignored.
+"""Run state: errors free it, runs that never end are evicted (TTL: ``ttl_expired``; size bound:
+``pending_full``), late events are ignored.
 
 Runs that never end are driven through LangChain's real ``CallbackManager`` (the same object a chain
 uses to call its handlers), stopping before the end callbacks.
@@ -151,7 +152,8 @@ def test_runs_that_never_end_expire_after_the_ttl(make_rig: MakeRig) -> None:
 
 
 def test_pending_runs_stay_within_max_pending_runs(make_rig: MakeRig) -> None:
-    rig = make_rig(max_pending_runs=5)
+    clock = Clock()  # never advanced: every eviction here is for the bound, none for age
+    rig = make_rig(max_pending_runs=5, clock=clock)
     started = []
     for _ in range(20):
         started.append(_start_unfinished(rig.handler))
@@ -159,7 +161,7 @@ def test_pending_runs_stay_within_max_pending_runs(make_rig: MakeRig) -> None:
     # Each root holds 2 runs (itself and its retriever): the oldest were evicted as they came.
     alive = rig.handler.pending_runs // 2
     assert alive >= 1
-    assert rig.handler.stats().dropped["ttl_expired"] == 20 - alive
+    assert dict(rig.handler.stats().dropped) == {"pending_full": 20 - alive}
 
     # The handler keeps working at the bound, and the tail of stuck roots can still finish.
     rag_chain().invoke(QUESTION, config={"callbacks": [rig.handler]})
@@ -171,8 +173,44 @@ def test_pending_runs_stay_within_max_pending_runs(make_rig: MakeRig) -> None:
     stats = rig.handler.stats()
     assert stats.captured == 21
     # The evicted roots' errors are ignored (already counted); only the live ones are chain errors.
-    assert dict(stats.dropped) == {"ttl_expired": 20 - alive, "chain_error": alive}
+    assert dict(stats.dropped) == {"pending_full": 20 - alive, "chain_error": alive}
     assert stats.evaluated + stats.not_applicable == 1
+    assert_accounted(rig)
+
+
+def test_eviction_for_room_counts_an_expired_root_as_ttl_expired_and_a_young_one_as_pending_full(
+    make_rig: MakeRig,
+) -> None:
+    """At the bound, a child's start makes room: a root already past ``run_ttl_s`` (that no root start
+    swept yet) is ``ttl_expired``, a younger oldest root evicted for room is ``pending_full``."""
+    clock = Clock()
+    rig = make_rig(run_ttl_s=10.0, max_pending_runs=4, clock=clock)
+    old_root, old_retriever = _start_unfinished(rig.handler)  # 2 runs
+    clock.now += 5.0
+    young_root, young_retriever = _start_unfinished(rig.handler)  # 4 runs: the table is full
+    assert rig.handler.pending_runs == 4 and not rig.handler.stats().dropped
+
+    clock.now += 5.0  # the old root is 10 s old: expired, but only a sweep evicts it
+    young_root.get_child().on_chain_start({"name": "prompt"}, {"question": QUESTION})  # needs room
+    assert dict(rig.handler.stats().dropped) == {"ttl_expired": 1}
+    assert rig.handler.pending_runs == 3  # the young root, its retriever and the new step
+
+    new_root, new_retriever = _start_unfinished(rig.handler)  # its retriever needs room
+    assert dict(rig.handler.stats().dropped) == {"ttl_expired": 1, "pending_full": 1}
+    assert rig.handler.pending_runs == 2  # the young root (5 s old) was evicted with its runs
+
+    # Late events of both evicted roots are ignored; the survivor still ends in one outcome.
+    assert old_retriever is not None and young_retriever is not None and new_retriever is not None
+    for retriever in (old_retriever, young_retriever, new_retriever):
+        retriever.on_retriever_end([Document(page_content=CHUNKS[0])])
+    old_root.on_chain_end({"answer": ANSWER})
+    young_root.on_chain_end({"answer": ANSWER})
+    new_root.on_chain_error(RuntimeError("cancelled"))
+    rig.flush()
+    stats = rig.handler.stats()
+    assert stats.captured == 3
+    assert dict(stats.dropped) == {"ttl_expired": 1, "pending_full": 1, "chain_error": 1}
+    assert rig.judge.calls == []
     assert_accounted(rig)
 
 

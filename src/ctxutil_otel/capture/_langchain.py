@@ -25,8 +25,10 @@ Every captured interaction then ends in exactly one outcome of the Evaluator's a
       run and no text output), e.g. a retriever invoked on its own as the root run;
     * ``discard("chain_error")``: the root run failed (``on_chain_error`` / ``on_retriever_error`` /
       ``on_tool_error`` on the root);
-    * ``discard("ttl_expired")``: the root never ended within ``run_ttl_s``, or was the oldest when
-      more than ``max_pending_runs`` runs were tracked;
+    * ``discard("ttl_expired")``: the root never ended within ``run_ttl_s`` (raise it, or find why
+      the application's runs never end);
+    * ``discard("pending_full")``: the root, younger than ``run_ttl_s``, was the oldest when more than
+      ``max_pending_runs`` runs were tracked (more concurrent runs than the bound: raise it);
     * ``discard("capture_error")``: an unexpected error in this handler while finishing the root.
 
 Hot path: ``run_inline = True`` (the async callback manager calls the handler on the event loop, in
@@ -60,7 +62,7 @@ from opentelemetry import trace
 
 from . import _extract
 from ._evaluator_args import resolve_evaluator
-from ._runs import SAMPLED, UNDECIDED, RootRun, RunTable
+from ._runs import SAMPLED, UNDECIDED, Evicted, RootRun, RunTable
 
 if TYPE_CHECKING:
     from .._settings import Settings
@@ -415,10 +417,10 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         else:
             self.evaluator.submit(interaction)
 
-    def _account_evicted(self, evicted: list[RootRun]) -> None:
-        for root in evicted:
+    def _account_evicted(self, evicted: Evicted) -> None:
+        for root, reason in evicted:
             if root.decision == SAMPLED:
-                self.evaluator.discard("ttl_expired")
+                self.evaluator.discard(reason)
 
     def _failed(self, callback: str, exc: BaseException) -> None:
         with self._errors_lock:

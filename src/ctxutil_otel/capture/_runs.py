@@ -9,10 +9,13 @@ Reads on the hot path (``root_of``) are one lock-free ``dict.get`` (atomic in CP
 free-threaded build); every mutation takes the lock for a few dictionary operations only. The dicts are
 keyed by ``run_id.int``: ``UUID.__hash__`` is a Python-level method, an ``int`` hashes in C.
 
-Bounds: a root is evicted when it has been unfinished for ``run_ttl_s`` seconds, or, oldest first,
-while more than ``max_pending_runs`` runs are tracked. Roots are kept in start order and the clock is
-monotonic, so expired roots are always a prefix of ``roots``: the sweep on each root start inspects
-the oldest root only (amortised O(1)), there is no timer thread.
+Bounds: a root is evicted when it has been unfinished for ``run_ttl_s`` seconds (reason
+``ttl_expired``), or, oldest first, while more than ``max_pending_runs`` runs are tracked (reason
+``pending_full``). Roots are kept in start order and the clock is monotonic, so expired roots are always
+a prefix of ``roots``: the sweep on each root start inspects the oldest root only (amortised O(1)), there
+is no timer thread. A sweep for room (the table full at a child's start) evicts the expired prefix first,
+so a root counted ``pending_full`` was always younger than the TTL: the two reasons tell "runs never
+finish" from "more concurrent runs than the bound" however lazily the TTL is applied.
 
 After ``os.fork()`` the child starts with an empty table and a new lock (the parent's lock may have
 been held by a thread that does not exist in the child): runs the parent started belong to the
@@ -30,7 +33,9 @@ from uuid import UUID
 
 from opentelemetry.trace import SpanContext
 
-__all__ = ["RootRun", "RunTable"]
+from ._reasons import PENDING_FULL, TTL_EXPIRED
+
+__all__ = ["Evicted", "RootRun", "RunTable"]
 
 UNDECIDED = 0
 SAMPLED = 1
@@ -80,6 +85,10 @@ class RootRun:
     alive: bool = True
 
 
+#: Roots evicted by one mutation, each with its drop reason (``ttl_expired`` or ``pending_full``).
+Evicted = list[tuple[RootRun, str]]
+
+
 class RunTable:
     """Bounded, thread-safe map from ``run_id`` to the :class:`RootRun` it belongs to.
 
@@ -88,8 +97,10 @@ class RunTable:
         max_pending_runs: Tracked runs (roots and descendants) at most (>= 1).
         clock: Monotonic clock in seconds (``time.monotonic``; injectable for tests).
 
-    Evicted roots are handed back to the caller (never to a callback under the lock), so that it can
-    account for them outside the critical section.
+    Evicted roots are handed back to the caller as ``(root, reason)`` pairs (never to a callback under
+    the lock), so that it can account for them outside the critical section with that drop reason:
+    ``ttl_expired`` (unfinished for ``run_ttl_s``) or ``pending_full`` (the oldest, evicted to stay
+    within ``max_pending_runs``).
     """
 
     __slots__ = ("__weakref__", "_clock", "_lock", "_max", "_owner", "_roots", "_ttl")
@@ -135,13 +146,14 @@ class RunTable:
 
     # --- mutations (each one short critical section) ---------------------------------------------
 
-    def start_root(self, root: RootRun) -> tuple[RootRun, list[RootRun]]:
+    def start_root(self, root: RootRun) -> tuple[RootRun, Evicted]:
         """Track a new root; first evict expired roots and, while the table is full, the oldest ones.
         A second start of the same ``run_id`` (the handler attached twice, e.g. through ``config`` and
         ``with_config``) keeps the first.
 
         Returns:
-            The tracked root, and the evicted roots (already removed) for the caller to account for.
+            The tracked root, and the evicted ``(root, reason)`` pairs (already removed) for the caller
+            to account for.
         """
         key = root.run_id.int
         with self._lock:
@@ -153,16 +165,17 @@ class RunTable:
             self._owner[key] = root
         return root, evicted
 
-    def add_child(self, run_id: UUID, root: RootRun) -> list[RootRun]:
+    def add_child(self, run_id: UUID, root: RootRun) -> Evicted:
         """Track ``run_id`` as a descendant of ``root`` (no-op when the root has left the table).
 
         Returns:
-            Roots evicted to stay within ``max_pending_runs`` (possibly ``root`` itself).
+            ``(root, reason)`` pairs evicted to make room within ``max_pending_runs``: the expired
+            roots first, then the oldest (possibly ``root`` itself).
         """
         with self._lock:
             if not root.alive:
                 return []
-            evicted = self._sweep(None, room=1) if len(self._owner) >= self._max else []
+            evicted = self._sweep(self._clock(), room=1) if len(self._owner) >= self._max else []
             if root.alive:  # the sweep may have evicted this very root
                 key = run_id.int
                 self._owner[key] = root
@@ -171,7 +184,7 @@ class RunTable:
 
     def add_retrieval(
         self, run_id: UUID, root: RootRun, query: object, sample: Callable[[int], bool]
-    ) -> list[RootRun]:
+    ) -> Evicted:
         """Track a retriever run under ``root`` (``run_id`` may be the root itself) and, on the root's
         first retrieval, make the sampling decision with ``sample(trace_id)`` (which counts the root
         as captured). It runs inside the lock so that concurrent retrievers of one root
@@ -179,18 +192,19 @@ class RunTable:
         from the table with all its runs at once.
 
         Returns:
-            Roots evicted to stay within ``max_pending_runs`` (possibly ``root`` itself).
+            ``(root, reason)`` pairs evicted to make room within ``max_pending_runs`` (as
+            :meth:`add_child`; possibly ``root`` itself).
         """
         with self._lock:
             if not root.alive:
                 return []
-            evicted: list[RootRun] = []
+            evicted: Evicted = []
             key = run_id.int
             if key in root.slots:  # the same retriever run reported twice
                 return evicted
             if run_id != root.run_id:
                 if len(self._owner) >= self._max:
-                    evicted = self._sweep(None, room=1)
+                    evicted = self._sweep(self._clock(), room=1)
                     if not root.alive:
                         return evicted
                 self._owner[key] = root
@@ -266,21 +280,20 @@ class RunTable:
         root.runs = set()
         root.tokens = {}
 
-    def _sweep(self, now: float | None, room: int) -> list[RootRun]:
-        """Evict expired roots (when ``now`` is given), then the oldest while fewer than ``room``
-        slots are free."""
-        evicted: list[RootRun] = []
+    def _sweep(self, now: float, room: int) -> Evicted:
+        """Evict the roots expired at clock time ``now`` (``TTL_EXPIRED``), then the oldest while fewer
+        than ``room`` slots are free (``PENDING_FULL``: each of those is younger than the TTL)."""
+        evicted: Evicted = []
         roots = self._roots
-        if now is not None:
-            deadline = now - self._ttl
-            while roots:
-                oldest = next(iter(roots.values()))
-                if oldest.started_at > deadline:
-                    break
-                self._remove(oldest)
-                evicted.append(oldest)
+        deadline = now - self._ttl
+        while roots:
+            oldest = next(iter(roots.values()))
+            if oldest.started_at > deadline:
+                break
+            self._remove(oldest)
+            evicted.append((oldest, TTL_EXPIRED))
         while roots and len(self._owner) + room > self._max:
             oldest = next(iter(roots.values()))
             self._remove(oldest)
-            evicted.append(oldest)
+            evicted.append((oldest, PENDING_FULL))
         return evicted
