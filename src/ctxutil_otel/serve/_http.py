@@ -13,7 +13,10 @@ Routes and answers (OpenTelemetry protocol specification, ``specification/protoc
   413 body larger than ``max_request_bytes`` (checked on ``Content-Length`` before reading, and on the
   decompressed size); 415 any other content type or encoding (OTLP/HTTP JSON, ``application/json``, is
   optional in the spec and not implemented); 503 with ``Retry-After`` and ``RetryInfo`` when the
-  evaluator's queue is full or the receiver is shutting down (retryable); 500 on a bug.
+  evaluator's queue is full or the receiver is shutting down (retryable); 500 on a bug. The requests the
+  standard library's parser refuses itself get the same kind of answer, counted and never quoting the
+  request (:func:`._status.parser_error`): 400 malformed request line; 414 / 431 request line or headers
+  over its limits; 501 any method but GET and POST (HEAD: the same head, no body); 505 HTTP/2 or later.
 * ``GET /healthz``: ``200 ok`` while accepting, ``503 shutting down`` after; no token needed (for probes).
   This is the endpoint to probe: the gRPC health service is registered only when ``grpcio-health-checking``
   is installed.
@@ -48,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Final
 from google.rpc import code_pb2  # type: ignore[import-untyped,unused-ignore]
 
 from ._limits import ConnectionSlots, DeadlineReader
-from ._status import bad_request, os_error, retry_info, ssl_context, status_body
+from ._status import bad_request, os_error, parser_error, retry_info, ssl_context, status_body
 
 if TYPE_CHECKING:
     from ._export import ExportResult
@@ -304,6 +307,18 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return out
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The standard library's parser found the request unusable (malformed or over-long request line,
+        too many or too long headers, unsupported method or HTTP version): counted and answered like the
+        listener's own errors (:func:`._status.parser_error`), connection closed. Its ``message`` and
+        ``explain`` quote the request line, so they are neither sent nor logged."""
+        rpc_code, text, outcome = parser_error(code)
+        _log.debug("ctxutil serve: HTTP %d from the request parser (outcome %s)", code, outcome)
+        self._in_headers = False  # answered: not "incomplete"
+        if self.request_version == "HTTP/0.9":  # the default (not parsed): answer with a status line too
+            self.request_version = self.protocol_version
+        self._fail(HTTPStatus(code), rpc_code, text, outcome)
+
     def _answer(self, result: ExportResult) -> None:
         receiver = self.server.receiver
         if result.outcome in ("ok", "partial"):
@@ -341,7 +356,8 @@ class _Handler(BaseHTTPRequestHandler):
             for name, value in headers:
                 self.send_header(name, value)
             self.end_headers()
-            self.wfile.write(body)
+            if self.command != "HEAD":  # HEAD (answered by send_error): the same head, no body
+                self.wfile.write(body)
         except OSError:
             self.close_connection = True  # the sender went away before reading the answer
 

@@ -3,21 +3,49 @@
 The OTLP specification (``specification/protocol/otlp.md``, "Failures") has HTTP error bodies carry a
 protobuf ``google.rpc.Status`` and gRPC errors carry one in the ``grpc-status-details-bin`` trailer, with
 ``google.rpc.RetryInfo`` for retryable throttling and ``google.rpc.BadRequest`` for bad data
-(``google/rpc/error_details.proto``).
+(``google/rpc/error_details.proto``). :func:`parser_error` renders the errors the standard library's HTTP
+request parser finds the same way.
 """
 
 from __future__ import annotations
 
 import ssl
-from typing import TYPE_CHECKING, Any
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any, Final
 
 from google.protobuf.any_pb2 import Any as AnyProto  # type: ignore[import-untyped,unused-ignore]
-from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped,unused-ignore]
+from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[import-untyped,unused-ignore]
 
 if TYPE_CHECKING:
     from ._server import TLSFiles
 
-__all__ = ["bad_request", "os_error", "retry_info", "ssl_context", "status_body"]
+__all__ = ["bad_request", "os_error", "parser_error", "retry_info", "ssl_context", "status_body"]
+
+# HTTP status -> (google.rpc.Code, message, ReceiverStats outcome). The limits are http.server's (request
+# line) and http.client's (each header line; at most 100 header lines).
+_PARSER_ERRORS: Final[dict[int, tuple[int, str, str]]] = {
+    400: (
+        code_pb2.INVALID_ARGUMENT,
+        "malformed HTTP request line: expected METHOD /path HTTP/1.1",
+        "bad_request",
+    ),
+    414: (code_pb2.RESOURCE_EXHAUSTED, "request line too long: at most 65536 bytes", "too_large"),
+    431: (
+        code_pb2.RESOURCE_EXHAUSTED,
+        "request headers too large: at most 100 header lines of at most 65536 bytes each",
+        "too_large",
+    ),
+    501: (
+        code_pb2.UNIMPLEMENTED,
+        "unsupported method: OTLP/HTTP exports are POST requests (health probes: GET)",
+        "not_implemented",
+    ),
+    505: (
+        code_pb2.UNIMPLEMENTED,
+        "unsupported HTTP version: this OTLP/HTTP port speaks HTTP/1.1; OTLP/gRPC has its own port",
+        "not_implemented",
+    ),
+}
 
 
 def status_body(code: int, message: str, *details: Any) -> bytes:
@@ -28,6 +56,31 @@ def status_body(code: int, message: str, *details: Any) -> bytes:
         packed.Pack(detail)
         status.details.append(packed)
     return bytes(status.SerializeToString())
+
+
+def parser_error(status: int) -> tuple[int, str, str]:
+    """``(code, message, outcome)`` for an HTTP error ``status`` (400-599) that the standard library's
+    request parser answers itself (``BaseHTTPRequestHandler.send_error``): the ``google.rpc.Code``, a message
+    that never quotes the request, and the ``ReceiverStats.requests`` outcome.
+
+    Codes per the HTTP mappings in ``google/rpc/code.proto``: 400 ``INVALID_ARGUMENT`` (``bad_request``);
+    501 (unknown method) and 505 (e.g. HTTP/2: an OTLP/gRPC exporter at this port) ``UNIMPLEMENTED``
+    (``not_implemented``); 414 and 431 (request line or headers over the parser's limits) are size limits
+    like the 413 for the body: ``RESOURCE_EXHAUSTED`` (``too_large``), also gRPC's code for metadata over
+    its limit. (OTLP/HTTP senders decide retries on the HTTP status, and 414/431 are not retryable.) Any
+    other status: 4xx ``INVALID_ARGUMENT`` (``bad_request``), 5xx ``INTERNAL`` (``internal``), with the
+    status's standard phrase.
+
+    Raises:
+        ValueError: when ``status`` is not an HTTP status code.
+    """
+    known = _PARSER_ERRORS.get(status)
+    if known is not None:
+        return known
+    phrase = HTTPStatus(status).phrase
+    if status < 500:
+        return code_pb2.INVALID_ARGUMENT, phrase, "bad_request"
+    return code_pb2.INTERNAL, phrase, "internal"
 
 
 def retry_info(seconds: int) -> error_details_pb2.RetryInfo:
