@@ -148,15 +148,32 @@ def test_count_and_byte_bounds_evict_the_oldest() -> None:
         buf.add(retrieval("x"), ctx(trace_id), 99, 1, 2)
         buf.add(generation(), ctx(trace_id), 99, 3, 4)
     assembled, evicted = buf.add(retrieval("y"), ctx(3), 99, 5, 6)
-    assert assembled == [] and [t.trace_id for t in evicted] == [1]
+    assert assembled == [] and [(t.trace_id, reason) for t, reason in evicted] == [(1, "pending_full")]
     assert list(buf.traces) == [2, 3]
 
     small = buffer(max_bytes=1000)
     small.add(retrieval("a" * 300), ctx(1), 99, 1, 2)
     small.add(generation(), ctx(1), 99, 3, 4)
     _, evicted = small.add(retrieval("b" * 500), ctx(2), 99, 5, 6)
-    assert [t.trace_id for t in evicted] == [1]
+    assert [(t.trace_id, reason) for t, reason in evicted] == [(1, "pending_full")]
     assert 500 < small.size <= 1000 and list(small.traces) == [2]
+
+
+def test_a_trace_evicted_for_room_past_the_ttl_is_ttl_expired() -> None:
+    """``expire`` is lazy and bounded: the count bound may meet an expired trace first. Its reason is
+    its age (``ttl_expired``); a younger trace evicted for room is ``pending_full``."""
+    clock = FakeClock()
+    buf = buffer(clock, ttl_s=10.0, max_traces=2)
+    for trace_id in (1, 2):
+        buf.add(retrieval("x"), ctx(trace_id), 99, 1, 2)
+        buf.add(generation(), ctx(trace_id), 99, 3, 4)
+        clock.advance(5)
+    # now: trace 1 is 10 s old (expired), trace 2 is 5 s old
+    _, evicted = buf.add(retrieval("y"), ctx(3), 99, 5, 6)
+    assert [(t.trace_id, reason) for t, reason in evicted] == [(1, "ttl_expired")]
+    _, evicted = buf.add(retrieval("z"), ctx(4), 99, 7, 8)
+    assert [(t.trace_id, reason) for t, reason in evicted] == [(2, "pending_full")]
+    assert list(buf.traces) == [3, 4]
 
 
 def test_buffer_rejects_bad_bounds() -> None:

@@ -1,5 +1,6 @@
 """UtilizationSpanProcessor on real SDK spans: the GenAI and OpenLLMetry fixtures produced by a real
-tracer, turns and accounting, out-of-order ends, TTL/capacity eviction, self-skip, robustness."""
+tracer, turns and accounting, out-of-order ends, TTL eviction (``ttl_expired``) and capacity eviction
+(``pending_full``), self-skip, robustness."""
 
 from __future__ import annotations
 
@@ -222,11 +223,27 @@ def test_capacity_bounds_evict_the_oldest_trace(make_harness: Make) -> None:
             with h.tracer.start_as_current_span("chat m", attributes=chat_attrs("a")):
                 pass
     assert h.processor.pending_traces == 1
-    assert dict(h.evaluator.stats().dropped) == {"ttl_expired": 1}
+    assert dict(h.evaluator.stats().dropped) == {"pending_full": 1}  # the bound, not the age
     roots[1].end()
     roots[0].end()
     stats = h.flush()
     assert stats.captured == 2 and len(h.judge.calls) == 1
+    assert dict(stats.dropped) == {"pending_full": 1}
+
+    small = make_harness(processor_kwargs={"max_buffered_bytes": 2000})
+    roots = [small.tracer.start_span(f"root {n}") for n in (1, 2)]
+    for root, text in zip(roots, ("a" * 300, "b" * 800), strict=True):
+        with trace.use_span(root):
+            with small.tracer.start_as_current_span("retrieval kb", attributes=retrieval_attrs("q", text)):
+                pass
+            with small.tracer.start_as_current_span("chat m", attributes=chat_attrs("a")):
+                pass
+    assert small.processor.pending_traces == 1 and small.processor.buffered_bytes <= 2000
+    for root in roots:
+        root.end()
+    stats = small.flush()
+    assert stats.captured == 2 and dict(stats.dropped) == {"pending_full": 1}
+    assert len(small.judge.calls) == 1 and small.judge.calls[0][2] == ["b" * 800]
 
     tiny = make_harness(processor_kwargs={"max_buffered_bytes": 100})
     with tiny.tracer.start_as_current_span("root"):
@@ -236,6 +253,37 @@ def test_capacity_bounds_evict_the_oldest_trace(make_harness: Make) -> None:
         with tiny.tracer.start_as_current_span("chat m", attributes=chat_attrs("a")):
             pass
     assert tiny.flush().captured == 0  # a lone retrieval evicted is not a turn: nothing to count
+
+
+@pytest.mark.parametrize(("elapsed", "reason"), [(29.0, "pending_full"), (31.0, "ttl_expired")])
+def test_a_trace_evicted_for_room_is_ttl_expired_once_past_the_ttl(
+    make_harness: Make, elapsed: float, reason: str
+) -> None:
+    """The byte bound evicts the oldest trace while a span of another buffered trace ends (no lazy TTL
+    sweep runs before that): the reason is the evicted trace's age, not the path that evicted it."""
+    h = make_harness(processor_kwargs={"run_ttl_s": 30, "max_buffered_bytes": 2000})
+    old = h.tracer.start_span("request that never ends")
+    with trace.use_span(old):
+        with h.tracer.start_as_current_span("retrieval kb", attributes=retrieval_attrs("q", "a" * 300)):
+            pass
+        with h.tracer.start_as_current_span("chat m", attributes=chat_attrs("a")):
+            pass
+    h.clock.advance(20)
+    young = h.tracer.start_span("request")
+    with trace.use_span(young):
+        with h.tracer.start_as_current_span("retrieval kb", attributes=retrieval_attrs("q", "b")):
+            pass
+        assert h.processor.pending_traces == 2 and not h.evaluator.stats().dropped
+        h.clock.advance(elapsed - 20)  # the old trace is now `elapsed` seconds old
+        with h.tracer.start_as_current_span("retrieval kb", attributes=retrieval_attrs("q", "c" * 800)):
+            pass  # the young trace's record goes over the byte bound: the old trace is evicted
+    assert h.processor.pending_traces == 1
+    assert dict(h.evaluator.stats().dropped) == {reason: 1}
+    old.end()  # ending it late changes nothing
+    young.end()  # two retrievals, no generation: not a turn
+    stats = h.flush()
+    assert (stats.captured, dict(stats.dropped)) == (1, {reason: 1})
+    assert h.judge.calls == [] and h.processor.pending_traces == 0
 
 
 def test_sampling_is_decided_from_the_trace_id_before_buffering(make_harness: Make) -> None:

@@ -22,13 +22,17 @@ Out-of-order ends (decided): a record whose ancestor already ended (a streamed g
 its chain span) waits on a span that will not end again, so it is assembled when the trace's local root
 ends, still parented to its own span. A record that ends after its local root starts a new buffered
 trace that no root closes: it is evicted after the TTL (counted as ``ttl_expired`` if it pairs into a
-turn). OTLP receivers: build the parent ``SpanContext`` with ``is_remote`` from the OTLP span flags, so
-that each service's local root closes its own spans.
+turn), or earlier as the oldest when a bound is full (``pending_full``). OTLP receivers: build the
+parent ``SpanContext`` with ``is_remote`` from the OTLP span flags, so that each service's local root
+closes its own spans.
 
 Bounds: at most ``max_traces`` buffered traces and ``max_bytes`` of buffered text (approximate, see
 ``Retrieval.size``), each for at most ``ttl_s`` seconds; beyond that the oldest trace is evicted and
-its records paired into turns that the caller counts as dropped ``ttl_expired``. Traces are kept in
-creation order, so expired ones are a prefix: each sweep looks at the oldest only (bounded work).
+its records paired into turns that the caller counts as dropped, with the reason the eviction reports:
+``ttl_expired`` for a trace buffered ``ttl_s`` seconds or more (by :meth:`TraceBuffer.expire`, or met
+first when a bound is full), ``pending_full`` for a younger trace evicted because the count or byte
+bound was full (more concurrent unfinished traces than the bounds hold). Traces are kept in creation
+order, so expired ones are a prefix: each sweep looks at the oldest only (bounded work).
 
 Not thread-safe: the span processor calls it under its lock. ``traces`` may be read without the lock
 (one ``dict`` membership test, atomic in CPython).
@@ -43,9 +47,10 @@ from dataclasses import dataclass, field
 from opentelemetry.trace import SpanContext
 
 from .._interaction import Interaction
+from .._reasons import PENDING_FULL, TTL_EXPIRED
 from ._model import Chunk, Generation, Retrieval
 
-__all__ = ["BufferedPart", "TraceBuffer", "Turn", "pair", "to_interaction"]
+__all__ = ["BufferedPart", "Evicted", "TraceBuffer", "Turn", "pair", "to_interaction"]
 
 SOURCE = "span_processor"
 
@@ -98,6 +103,8 @@ class _Trace:
 
 
 Pairs = list[tuple[tuple[BufferedPart, ...], BufferedPart]]
+#: Turns of evicted traces, each with its drop reason (``ttl_expired`` or ``pending_full``).
+Evicted = list[tuple[Turn, str]]
 
 
 def pair(parts: Iterable[BufferedPart]) -> tuple[Pairs, list[BufferedPart]]:
@@ -175,19 +182,21 @@ class TraceBuffer:
         parent_span_id: int | None,
         start_ns: int,
         end_ns: int,
-    ) -> tuple[list[Turn], list[Turn]]:
+    ) -> tuple[list[Turn], Evicted]:
         """Buffer the record of a span that just ended, then close what that span encloses.
 
-        ``parent_span_id`` is ``None`` for a local root. Returns ``(assembled, evicted)`` turns; the
-        evicted ones (capacity) are to be counted ``ttl_expired``.
+        ``parent_span_id`` is ``None`` for a local root. Returns the assembled turns and the
+        ``(turn, reason)`` pairs of the traces evicted to stay within the count and byte bounds:
+        ``pending_full``, or ``ttl_expired`` for an evicted trace already past the TTL.
         """
         trace_id = context.trace_id
-        evicted: list[Turn] = []
+        evicted: Evicted = []
         trace = self.traces.get(trace_id)
         if trace is None:
+            now = self.clock()
             while len(self.traces) >= self.max_traces:
-                evicted.extend(self._evict_oldest())
-            trace = _Trace(trace_id, self.clock())
+                self._evict_for_room(now, evicted)
+            trace = _Trace(trace_id, now)
             self.traces[trace_id] = trace
             if len(self.traces) == 1:
                 self.next_deadline = trace.created + self.ttl_s
@@ -201,8 +210,10 @@ class TraceBuffer:
             turns = self._close_root(trace, start_ns, end_ns)
         else:
             turns = self.span_ended(trace_id, context.span_id, parent_span_id, start_ns, end_ns)
-        while self.size > self.max_bytes and self.traces:
-            evicted.extend(self._evict_oldest())
+        if self.size > self.max_bytes:
+            now = self.clock()
+            while self.size > self.max_bytes and self.traces:
+                self._evict_for_room(now, evicted)
         return turns, evicted
 
     def span_ended(
@@ -227,8 +238,8 @@ class TraceBuffer:
         return [Turn(trace_id, retrievals, generation, start_ns, end_ns) for retrievals, generation in pairs]
 
     def expire(self, now: float, limit: int) -> list[Turn]:
-        """Evict at most ``limit`` traces older than the TTL at clock time ``now``; returns their turns
-        (to be counted ``ttl_expired``)."""
+        """Evict at most ``limit`` traces buffered ``ttl_s`` seconds or more at clock time ``now``;
+        returns their turns (to be counted ``ttl_expired``)."""
         evicted: list[Turn] = []
         while limit > 0 and now >= self.next_deadline:
             evicted.extend(self._evict_oldest())
@@ -250,6 +261,12 @@ class TraceBuffer:
         return [
             Turn(trace.trace_id, retrievals, generation, start_ns, end_ns) for retrievals, generation in pairs
         ]
+
+    def _evict_for_room(self, now: float, evicted: Evicted) -> None:
+        """Evict the oldest trace for room; append its turns to ``evicted`` with the reason: past the
+        TTL at ``now`` (the lazy sweep had not reached it yet), else the bound was full."""
+        reason = TTL_EXPIRED if now >= self.next_deadline else PENDING_FULL
+        evicted.extend([(turn, reason) for turn in self._evict_oldest()])
 
     def _evict_oldest(self) -> list[Turn]:
         trace = next(iter(self.traces.values()))

@@ -17,9 +17,12 @@ Sampling and accounting (exact, per turn):
     once (one ``captured``; it returns ``True``, the same rule), then exactly one of:
     ``submit(interaction)``; ``discard("not_evaluable")`` (content not captured by the instrumentation,
     or unreadable: malformed/truncated attributes, no query, no answer); ``discard("ttl_expired")``
-    (the trace was evicted, by age or by the count/byte bounds, before its local root ended);
-    ``discard("shutdown")`` (still buffered at shutdown). A trace holding several turns is counted once
-    per turn. Records that never pair into a turn are not interactions and are not counted.
+    (the trace was buffered ``run_ttl_s`` seconds without its local root ending);
+    ``discard("pending_full")`` (younger than that, it was the oldest trace when the
+    ``max_pending_runs`` traces or ``max_buffered_bytes`` bound was full: more concurrent unfinished
+    traces than the bounds hold); ``discard("shutdown")`` (still buffered at shutdown). A trace
+    holding several turns is counted once per turn. Records that never pair into a turn are not
+    interactions and are not counted.
 
 Never re-evaluated: spans named ``contextual_utilization`` (the evaluation span) or ``rag.interaction``
 (the emitter's root span), spans carrying ``gen_ai.evaluation.name``, and spans ended while
@@ -41,8 +44,9 @@ from opentelemetry.trace import SpanContext
 from ...emit._names import ATTR_EVALUATION_NAME, SPAN_EVALUATION, SPAN_INTERACTION
 from ...sampling import TraceIdRatioSampler
 from .._evaluator_args import resolve_evaluator
+from .._reasons import TTL_EXPIRED
 from . import _genai, _openinference, _openllmetry
-from ._assembly import TraceBuffer, Turn, to_interaction
+from ._assembly import Evicted, TraceBuffer, Turn, to_interaction
 from ._model import Generation, Part, Retrieval
 
 if TYPE_CHECKING:
@@ -65,6 +69,7 @@ _OWN_SPAN_NAMES = frozenset({SPAN_EVALUATION, SPAN_INTERACTION})
 _OWN_ATTRIBUTES = frozenset({ATTR_EVALUATION_NAME})
 _LOW_64 = (1 << 64) - 1
 _SWEEP_LIMIT = 4  # traces evicted per on_end call at most (lazy TTL eviction)
+_NOTHING_EVICTED: Final[tuple[tuple[Turn, str], ...]] = ()
 
 
 def read_part(attributes: Mapping[str, object]) -> Part | None:
@@ -234,9 +239,13 @@ class UtilizationSpanProcessor(SpanProcessor):
             turns, evicted = self._buffer.add(
                 record, context, parent_id, span.start_time or 0, span.end_time or 0
             )
-            evicted += self._buffer.expire(self._clock(), _SWEEP_LIMIT)
-        self._submit(turns)
-        self._discard(evicted, "ttl_expired")
+            expired = self._buffer.expire(self._clock(), _SWEEP_LIMIT)
+        if turns:
+            self._submit(turns)
+        if evicted:
+            self._discard_evicted(evicted)
+        if expired:
+            self._discard(expired, TTL_EXPIRED)
 
     def _on_buffered_trace(self, span: ReadableSpan, context: SpanContext) -> None:
         attributes = span.attributes
@@ -255,6 +264,7 @@ class UtilizationSpanProcessor(SpanProcessor):
         ):
             return  # a span that encloses nothing buffered (most spans of a RAG trace): no lock
         start, end = span.start_time or 0, span.end_time or 0
+        evicted: Evicted | tuple[tuple[Turn, str], ...]
         with self._lock:
             if self._shutdown:
                 return
@@ -262,15 +272,19 @@ class UtilizationSpanProcessor(SpanProcessor):
                 turns, evicted = self._buffer.add(record, context, parent_id, start, end)
             else:
                 turns = self._buffer.span_ended(context.trace_id, context.span_id, parent_id, start, end)
-                evicted = []
-            evicted += self._buffer.expire(self._clock(), _SWEEP_LIMIT)
-        self._submit(turns)
-        self._discard(evicted, "ttl_expired")
+                evicted = _NOTHING_EVICTED
+            expired = self._buffer.expire(self._clock(), _SWEEP_LIMIT)
+        if turns:
+            self._submit(turns)
+        if evicted:
+            self._discard_evicted(evicted)
+        if expired:
+            self._discard(expired, TTL_EXPIRED)
 
     def _sweep(self, limit: int = _SWEEP_LIMIT) -> None:
         with self._lock:
-            evicted = self._buffer.expire(self._clock(), limit)
-        self._discard(evicted, "ttl_expired")
+            expired = self._buffer.expire(self._clock(), limit)
+        self._discard(expired, TTL_EXPIRED)
 
     def _submit(self, turns: list[Turn]) -> None:
         evaluator = self.evaluator
@@ -286,6 +300,13 @@ class UtilizationSpanProcessor(SpanProcessor):
     def _discard(self, turns: list[Turn], reason: str) -> None:
         evaluator = self.evaluator
         for turn in turns:
+            if evaluator.sample(turn.trace_id):
+                evaluator.discard(reason)
+
+    def _discard_evicted(self, evicted: Evicted | tuple[tuple[Turn, str], ...]) -> None:
+        """Count each evicted turn (captured, then dropped with the reason its eviction reported)."""
+        evaluator = self.evaluator
+        for turn, reason in evicted:
             if evaluator.sample(turn.trace_id):
                 evaluator.discard(reason)
 
