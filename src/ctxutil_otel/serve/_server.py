@@ -72,10 +72,12 @@ class TLSFiles:
 @dataclass(frozen=True)
 class ReceiverStats:
     """Counters since start: ``requests`` by outcome (the :class:`ExportResult` outcomes plus the
-    transports' ``unauthenticated``, ``too_large``, ``unsupported_media_type``, ``length_required``,
-    ``not_found``, ``incomplete`` (sender disconnected or ran out of time mid-request),
-    ``refused_connection`` (closed at accept, or answered 503 in a slot reserved for health probes:
-    ``max_connections`` reached)), ``spans_accepted`` and ``spans_rejected``."""
+    transports' ``unauthenticated``, ``too_large`` (body over ``max_request_bytes``, or an HTTP request
+    line / headers over the HTTP parser's limits), ``unsupported_media_type``, ``length_required``,
+    ``not_found``, ``not_implemented`` (an HTTP method or HTTP version the listener does not serve),
+    ``bad_request`` (also a malformed HTTP request line), ``incomplete`` (sender disconnected or ran out
+    of time mid-request), ``refused_connection`` (closed at accept, or answered 503 in a slot reserved
+    for health probes: ``max_connections`` reached)), ``spans_accepted`` and ``spans_rejected``."""
 
     requests: dict[str, int] = field(default_factory=dict)
     spans_accepted: int = 0
