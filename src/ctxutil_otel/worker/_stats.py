@@ -23,6 +23,7 @@ DROP_REASONS = (
     "not_evaluable",
     "chain_error",
     "ttl_expired",
+    "pending_full",
     "capture_error",
 )
 
@@ -40,8 +41,9 @@ class EvaluatorStats:
         captured: Interactions offered to :meth:`Evaluator.sample`.
         sampled_out: Not selected by the trace-id ratio sampler.
         dropped: Refused or abandoned, by reason (``rate_limited``, ``token_budget``, ``queue_full``,
-            ``shutdown``, ``not_evaluable``, and the capture paths' ``chain_error``, ``ttl_expired``,
-            ``capture_error``).
+            ``shutdown``, ``not_evaluable``, and the capture paths' ``chain_error``, ``ttl_expired``
+            (unfinished for ``run_ttl_s``), ``pending_full`` (the oldest held when the
+            ``max_pending_runs`` / buffered-bytes bound was full), ``capture_error``).
         evaluated: Scored (label ``pass`` or ``fail``).
         not_applicable: Judged, but no chunk was retrieved or relevant (label ``not_applicable``).
         failed: Evaluation failed, by ``error.type`` (``timeout``, ``invalid_input``, the judge's).
