@@ -59,7 +59,8 @@ invocations of our handler with one evaluator, after warm-up, for both of our co
 queue is full at the end: the steady state under sustained load); (2) ``--pending-roots`` root runs that
 never end, driven through the handler's callbacks (``on_chain_start`` for the root, then a retriever child
 that starts and ends) at ``sample_rate`` 1.0 so that every root is held: RSS at start, once
-``--max-pending-runs`` roots are pending, and at the end, with the pending-run count and ``ttl_expired``.
+``--max-pending-runs`` roots are pending, and at the end, with the pending-run count and ``pending_full``
+(roots evicted at the bound).
 """
 
 from __future__ import annotations
@@ -527,6 +528,7 @@ def never_ending_roots(
         "rss_end_mb": None if end is None else end / MB,
         "pending_runs": handler.pending_runs,
         "captured": stats.captured,
+        "dropped_pending_full": stats.dropped.get("pending_full", 0),
         "dropped_ttl_expired": stats.dropped.get("ttl_expired", 0),
         "callback_errors": handler.callback_errors,
     }
@@ -594,7 +596,8 @@ def print_report(report: dict[str, Any]) -> None:
         f"{_fmt(roots['rss_start_mb'], '.1f')} MB at start, {_fmt(roots.get('rss_at_bound_mb'), '.1f')} MB "
         f"at the bound, {_fmt(roots['rss_end_mb'], '.1f')} MB at the end (growth after the bound "
         f"{_fmt(roots['rss_growth_after_bound_mb'], '+.1f')} MB); pending_runs {roots['pending_runs']}, "
-        f"dropped ttl_expired {roots['dropped_ttl_expired']}, callback errors {roots['callback_errors']}"
+        f"dropped pending_full {roots['dropped_pending_full']} (ttl_expired {roots['dropped_ttl_expired']}), "
+        f"callback errors {roots['callback_errors']}"
     )
 
 

@@ -263,7 +263,7 @@ class Settings(BaseSettings):
         ge=1,
         description=(
             "Unfinished runs (or buffered traces) held by a capture path at most; beyond it the oldest is "
-            "evicted and counted dropped, reason ttl_expired (CTXUTIL_MAX_PENDING_RUNS, default 10000)."
+            "evicted and counted dropped, reason pending_full (CTXUTIL_MAX_PENDING_RUNS, default 10000)."
         ),
     )
 

@@ -109,5 +109,6 @@ def test_memory_figures(run: tuple[subprocess.CompletedProcess[str], dict[str, A
     assert roots["roots"] == 1000 and roots["max_pending_runs"] == 300
     assert 0 < roots["pending_runs"] <= 300 and roots["bounded"] is True
     assert roots["captured"] == 1000  # sample_rate 1.0: every root captured, none ended
-    assert roots["dropped_ttl_expired"] == 1000 - roots["pending_runs"]  # every evicted root counted
+    assert roots["dropped_pending_full"] == 1000 - roots["pending_runs"]  # every evicted root counted
+    assert roots["dropped_ttl_expired"] == 0  # evicted for room, not for age
     assert roots["rss_at_bound_mb"] > 0 and roots["callback_errors"] == {}

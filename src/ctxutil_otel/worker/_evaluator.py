@@ -155,7 +155,7 @@ class Evaluator:
 
     def discard(self, reason: str) -> None:
         """Count a sampled interaction that will never be submitted as ``dropped`` with ``reason``
-        (``chain_error``, ``ttl_expired``, ``not_evaluable``). Never raises."""
+        (``chain_error``, ``ttl_expired``, ``pending_full``, ``not_evaluable``). Never raises."""
         self._engine.discard(reason)
 
     # --- lifecycle ----------------------------------------------------------------------------
