@@ -272,3 +272,20 @@ def test_observe_sources_are_positional_for_wrappers_forwarding_args(make_evalua
     assert emitter.outcomes is not None and emitter.queue_size is not None
     assert emitter.cpu_throttled_s is not None
     assert emitter.outcomes() == evaluator.stats().outcomes()
+
+
+def test_drop_counts_a_lost_capture_without_spending_admission(make_evaluator: MakeEvaluator) -> None:
+    evaluator = make_evaluator(sample_rate=0.5, max_evaluations_per_second=0.001)  # one token, ever
+    never, always = (1 << 64) - 1, 0  # low 64 bits at the top / bottom of the range
+    evaluator.drop(never, "ttl_expired")  # not in the sample: sampled_out, whatever the reason
+    evaluator.drop(always, "ttl_expired")
+    evaluator.drop(always, "shutdown")
+    stats = evaluator.stats()
+    assert (stats.captured, stats.sampled_out, dict(stats.dropped)) == (
+        3,
+        1,
+        {"ttl_expired": 1, "shutdown": 1},
+    )
+    assert evaluator.sample(always)  # the rate cap's only token is still there
+    evaluator.discard("not_evaluable")
+    assert_accounted(evaluator.stats())

@@ -194,6 +194,18 @@ class Engine:
         with self._lock:
             self._tally.drop(reason)
 
+    def drop(self, trace_id: int, reason: str) -> None:
+        try:
+            sampled = self._sampler.should_sample(trace_id)
+        except Exception:  # a non-int trace id from a capture bug: not sampled, still counted
+            sampled = False
+        with self._lock:
+            self._tally.captured += 1
+            if sampled:
+                self._tally.drop(reason or "unknown")
+            else:
+                self._tally.sampled_out += 1
+
     # --- counters -----------------------------------------------------------------------------
     def stats(self) -> EvaluatorStats:
         throttled_s, throttled = (0.0, False) if self._throttle is None else self._throttle.throttled()

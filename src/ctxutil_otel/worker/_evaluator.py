@@ -153,6 +153,14 @@ class Evaluator:
             self._engine.discard("internal_error")
             return False
 
+    def drop(self, trace_id: int, reason: str) -> None:
+        """Count one captured interaction that is already lost (evicted from a buffer, still buffered
+        at shutdown, not evaluable) without admitting it: ``sampled_out`` when the trace-id sampler
+        would not have sampled it, else ``dropped`` with ``reason``. Takes no rate-cap token and does
+        not look at the queue or the budgets (use it instead of ``sample()`` then ``discard()``, which
+        would spend admission on it). Never raises."""
+        self._engine.drop(trace_id, reason)
+
     def discard(self, reason: str) -> None:
         """Count a sampled interaction that will never be submitted as ``dropped`` with ``reason``
         (``chain_error``, ``ttl_expired``, ``pending_full``, ``not_evaluable``). Never raises."""
