@@ -98,18 +98,20 @@ class Harness:
 
 @pytest.fixture
 def make_harness() -> Iterator[Callable[..., Harness]]:
-    """``make_harness(emitter=None, clock=None, max_buffered_bytes=..., run_ttl_s=..., max_pending_runs=...,
-    **evaluator_settings)``: providers and evaluators are shut down after the test."""
+    """``make_harness(emitter=None, judge=None, provider_factory=None, processor_kwargs=None,
+    **evaluator_settings)``: ``judge`` defaults to a ``RecordingJudge``; providers and evaluators are shut
+    down after the test."""
     made: list[Harness] = []
 
     def make(
         *,
         emitter: Any = None,
+        judge: RecordingJudge | None = None,
         provider_factory: Callable[[FixedTraceIds], TracerProvider] | None = None,
         processor_kwargs: Mapping[str, Any] | None = None,
         **evaluator_settings: Any,
     ) -> Harness:
-        judge = RecordingJudge()
+        judge = judge if judge is not None else RecordingJudge()
         emitter = emitter if emitter is not None else RecordingEmitter()
         evaluator_settings.setdefault("max_evaluations_per_second", 0)
         evaluator = Evaluator(ContextualUtilization(judge=judge), emitter=emitter, **evaluator_settings)
