@@ -13,16 +13,19 @@ Sampling and accounting (exact, per turn):
     from the trace id before anything is read or buffered; it is deterministic, so it needs no cache
     and no counting: the spans of a sampled-out trace are never parsed or buffered, and their turns are
     never assembled, so they are not counted at all (not even ``sampled_out``: counting them would mean
-    assembling them). Each turn assembled from a sampled trace calls ``Evaluator.sample(trace_id)``
-    once (one ``captured``; it returns ``True``, the same rule), then exactly one of:
-    ``submit(interaction)``; ``discard("not_evaluable")`` (content not captured by the instrumentation,
-    or unreadable: malformed/truncated attributes, no query, no answer); ``discard("ttl_expired")``
-    (the trace was buffered ``run_ttl_s`` seconds without its local root ending);
-    ``discard("pending_full")`` (younger than that, it was the oldest trace when the
-    ``max_pending_runs`` traces or ``max_buffered_bytes`` bound was full: more concurrent unfinished
-    traces than the bounds hold); ``discard("shutdown")`` (still buffered at shutdown). A trace
-    holding several turns is counted once per turn. Records that never pair into a turn are not
-    interactions and are not counted.
+    assembling them). Each turn assembled from a sampled trace is counted once (one ``captured``)
+    by exactly one call: a turn that closes and converts to an interaction is admitted with
+    ``Evaluator.sample(trace_id)`` (which takes a rate-cap token, and may refuse it, counted
+    ``dropped`` ``queue_full`` / ``rate_limited`` / ``token_budget`` / ``shutdown``), then
+    ``submit(interaction)``; a turn that is already lost is counted with
+    ``Evaluator.drop(trace_id, reason)``, which takes no token and ignores the queue, so lost turns
+    never eat the rate cap of valid ones nor hide their reason: ``not_evaluable`` (content not
+    captured by the instrumentation, or unreadable: malformed/truncated attributes, no query, no
+    answer); ``ttl_expired`` (the trace was buffered ``run_ttl_s`` seconds without its local root
+    ending); ``pending_full`` (younger than that, it was the oldest trace when the ``max_pending_runs``
+    traces or ``max_buffered_bytes`` bound was full: more concurrent unfinished traces than the bounds
+    hold); ``shutdown`` (still buffered at shutdown). A trace holding several turns is counted once
+    per turn. Records that never pair into a turn are not interactions and are not counted.
 
 Never re-evaluated: spans named ``contextual_utilization`` (the evaluation span) or ``rag.interaction``
 (the emitter's root span), spans carrying ``gen_ai.evaluation.name``, and spans ended while
@@ -287,28 +290,29 @@ class UtilizationSpanProcessor(SpanProcessor):
         self._discard(expired, TTL_EXPIRED)
 
     def _submit(self, turns: list[Turn]) -> None:
+        """Convert each closed turn first, then admit only a convertible one: a not-evaluable turn is
+        already lost, so it is counted with ``drop`` and takes no rate-cap token."""
         evaluator = self.evaluator
         for turn in turns:
-            if not evaluator.sample(turn.trace_id):
-                continue
             interaction = to_interaction(turn)
             if interaction is None:
-                evaluator.discard("not_evaluable")
-            else:
+                evaluator.drop(turn.trace_id, "not_evaluable")
+            elif evaluator.sample(turn.trace_id):
                 evaluator.submit(interaction)
 
     def _discard(self, turns: list[Turn], reason: str) -> None:
+        """Count turns that are already lost (expired, still buffered at shutdown) with ``reason``,
+        without admission: ``Evaluator.drop`` takes no rate-cap token and ignores the queue."""
         evaluator = self.evaluator
         for turn in turns:
-            if evaluator.sample(turn.trace_id):
-                evaluator.discard(reason)
+            evaluator.drop(turn.trace_id, reason)
 
     def _discard_evicted(self, evicted: Evicted | tuple[tuple[Turn, str], ...]) -> None:
-        """Count each evicted turn (captured, then dropped with the reason its eviction reported)."""
+        """Count each evicted turn with the reason its eviction reported (``ttl_expired`` or
+        ``pending_full``), without admission (see :meth:`_discard`)."""
         evaluator = self.evaluator
         for turn, reason in evicted:
-            if evaluator.sample(turn.trace_id):
-                evaluator.discard(reason)
+            evaluator.drop(turn.trace_id, reason)
 
     def _on_error(self) -> None:
         self.errors += 1
