@@ -247,6 +247,22 @@ def test_concurrent_starts_are_paced_by_their_expected_cpu(make_engine: Any) -> 
     assert engine.stats().evaluated == 11
 
 
+def test_before_any_cost_is_known_evaluations_start_one_wait_apart(make_engine: Any) -> None:
+    wall, cpu = FakeClock(100.0), FakeClock(0.0)
+    sleep = FakeSleep(wall)
+    judge = GatedCpuJudge(cpu, cost_s=0.005)
+    engine = make_engine(judge, cpu_fraction=0.05, max_concurrency=8, clock=wall, cpu_clock=cpu, sleep=sleep)
+    judge.gate(expect=8)
+    _offer(engine, 8)  # at start-up: no evaluation has finished, their cost is unknown
+    assert judge.waiting.wait(10)
+    # Each start holds twice the 5 ms burst: the first leaves 5 ms of debt (0.1 s at 5%), each later
+    # one 10 ms (0.2 s), instead of all 8 starting at once on an untouched bucket.
+    assert sleep.waits == pytest.approx([0.1] + [0.2] * 6)
+    judge.release()
+    assert engine.force_flush(10_000)
+    assert engine.stats().evaluated == 8
+
+
 def test_zero_means_unlimited(make_engine: Any) -> None:
     wall, cpu = FakeClock(100.0), FakeClock(0.0)
     sleep = FakeSleep(wall)
@@ -319,6 +335,19 @@ def test_a_judge_burning_cpu_is_paced_to_its_share_of_a_core(make_evaluator: Mak
     first_cpu = judge.entries[0][0]
     for cpu, wall in judge.entries[1:]:
         assert cpu - first_cpu <= DEFAULT_CPU_BURST_S + 0.2 * (wall - began) + 0.005, judge.entries
+
+
+def test_a_small_budget_with_a_cheap_judge_keeps_evaluating(make_evaluator: MakeEvaluator) -> None:
+    # At 1% of a core the refill during one wait is about what waking the worker costs: asking the
+    # budget again after each wait found it a little short every time and waited for ever (a livelock
+    # seen in review: 36 of 60 evaluated in 120 s). One wait now buys one start.
+    evaluator = make_evaluator(max_worker_cpu_fraction=0.01, max_concurrency=2)
+    for _ in range(40):
+        item = interaction()
+        assert evaluator.sample(item.trace_id) and evaluator.submit(item)
+    assert evaluator.force_flush(60_000)  # about 40 x 0.3 ms of CPU at 1%: around a second
+    stats = evaluator.stats()
+    assert stats.evaluated + stats.not_applicable == 40 and stats.cpu_throttled_s > 0
 
 
 # --- lifecycle, with real (cancelled) sleeps ------------------------------------------------------------

@@ -28,15 +28,16 @@ class CpuBudget:
     ``cpu_clock``, :func:`time.thread_time` by default, so only that thread's CPU counts). Before
     starting a unit of work the thread asks :meth:`delay`: ``0`` while the level is at or above zero,
     otherwise the wall seconds until the refill brings it back to zero (``-level / fraction``), which
-    the caller waits before asking again.
+    the caller waits, then starts the unit without asking again (asking again would find the level a
+    little short, by the CPU of waking up, and at small fractions wait for ever).
 
     Work that has started is charged only as it runs, so an idle thread would start as many units as
     it may run concurrently before any of their CPU showed: a burst, not a pace. Hence :meth:`started`
     holds each unit's expected CPU at once (the mean CPU per finished unit over the last 16: the CPU
-    clock between :meth:`finished` calls; 0 until two have finished), and the CPU spent later uses the
-    hold up before it is charged again; :meth:`finished` gives back what the units still running
-    cannot use (more than the expected CPU of each), so in total the bucket is charged exactly the
-    CPU spent, only earlier.
+    clock between :meth:`finished` calls; twice the burst until two have finished), and the CPU
+    spent later uses the hold up before it is charged again; :meth:`finished` gives back what the
+    units still running cannot use (more than the expected CPU of each), so in total the bucket is
+    charged exactly the CPU spent, only earlier.
 
     Over a long run the thread's CPU is at most ``burst_s + fraction * wall_seconds`` plus the CPU of
     the work in flight: a share of one core, whatever each unit costs. Charging is the net CPU since
@@ -116,8 +117,11 @@ class CpuBudget:
         return 0.0 if self._level >= -_EPSILON_S else -self._level / self._fraction
 
     def started(self) -> None:
-        """A unit of work starts (right after :meth:`delay` said so): hold its expected CPU."""
-        expected = self.estimate()
+        """A unit of work starts (right after :meth:`delay` said so, or after waiting what it said): hold
+        its expected CPU. Before two units have finished their cost is unknown: hold twice the burst, so
+        that no second unit starts until this one finishes (which gives the hold back) or the refill has
+        paid for it; otherwise a thread starting up would start as many units at once as it may run."""
+        expected = self.estimate() if len(self._finishes) >= 2 else 2 * self._burst
         self._level -= expected
         self._held += expected
 

@@ -259,9 +259,13 @@ class Engine:
         throttle = self._throttle
         if throttle is not None:
             throttle.start()  # on this thread: its CPU clock is the one measured
+        paid = False  # waited what the budget asked: start the next evaluation without asking again
         while True:
             await semaphore.acquire()
-            delay = 0.0 if throttle is None else throttle.delay()
+            # Asking again after the wait would find the bucket a little short every time (the wake-up
+            # itself costs CPU) and wait again, for ever at low fractions: one wait buys one start.
+            delay = 0.0 if throttle is None or paid else throttle.delay()
+            paid = False
             entry: QueueEntry | None = None
             with self._lock:
                 if self._stop:
@@ -278,6 +282,7 @@ class Engine:
                 semaphore.release()
                 if queued and throttle is not None:  # CPU budget spent: the work waits in the queue
                     await throttle.wait(delay)  # shutdown cancels it
+                    paid = True
                     continue
                 if self._closing:  # the Evaluator was garbage-collected: drain, then end the thread
                     await asyncio.gather(*tasks, return_exceptions=True)
