@@ -285,3 +285,18 @@ def test_a_root_refused_at_capture_is_dropped_and_no_longer_tracked(make_rig: Ma
     assert (stats.evaluated, dict(stats.dropped)) == (1, {"rate_limited": 1})
     assert len(rig.judge.calls) == 1
     assert_accounted(rig)
+
+
+def test_a_root_captured_at_its_end_that_is_not_evaluable_spends_no_admission(make_rig: MakeRig) -> None:
+    # A root with no retriever run whose output carries documents (a legacy chain with the handler on
+    # the root only) is captured at its end; without an answer it is lost, and counted without taking
+    # the rate cap's only token (0.001/s: one token, the next in 1000 s).
+    rig = make_rig(max_evaluations_per_second=0.001)
+    sources_only = RunnableLambda(lambda q: {"source_documents": [Document(page_content=c) for c in CHUNKS]})
+    sources_only.invoke({"query": QUESTION}, config={"callbacks": [rig.handler]})
+    assert dict(rig.handler.stats().dropped) == {"not_evaluable": 1}
+    rag_chain().invoke(QUESTION, config={"callbacks": [rig.handler]})  # the token is still there
+    rig.flush()
+    stats = rig.handler.stats()
+    assert (stats.captured, stats.evaluated, dict(stats.dropped)) == (2, 1, {"not_evaluable": 1})
+    assert_accounted(rig)

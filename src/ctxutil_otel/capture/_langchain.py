@@ -394,14 +394,15 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
     def _finish_root(self, root: RootRun, outputs: object, end_inputs: object) -> None:
         if not self._runs.finish_root(root):
             return  # evicted meanwhile: already accounted for
-        if root.decision == UNDECIDED:
+        undecided = root.decision == UNDECIDED
+        if undecided:
             # Never retrieved. Captured only if its output carries documents (handler on the root only).
             try:
                 documents = _extract.documents_from_output(outputs)
             except Exception as exc:
                 self._failed("documents_from_output", exc)
                 return
-            if documents is None or not self._sample(root.trace_id):
+            if documents is None:
                 return
             retrievals: list[Sequence[object] | None] = [documents]
         else:
@@ -410,10 +411,16 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
             interaction = _extract.interaction_of(root, retrievals, outputs, end_inputs, self._failed)
         except Exception as exc:
             self._failed("interaction_of", exc)
-            self.evaluator.discard("capture_error")
-            return
-        if interaction is None:
-            self.evaluator.discard("not_evaluable")
+            interaction, reason = None, "capture_error"
+        else:
+            reason = "not_evaluable"
+        if undecided:  # captured only now: a lost one is counted without spending admission on it
+            if interaction is None:
+                self.evaluator.drop(root.trace_id, reason)
+            elif self._sample(root.trace_id):
+                self.evaluator.submit(interaction)
+        elif interaction is None:
+            self.evaluator.discard(reason)
         else:
             self.evaluator.submit(interaction)
 
