@@ -60,14 +60,17 @@ def read_reply(raw: bytes) -> ChatReply:
     """Read a chat completion's JSON body.
 
     Raises:
-        MalformedResponseError: when the body is not JSON, or not an object with a ``choices``
-            list whose entries are objects (a reply with no choices is not an error: no content).
+        MalformedResponseError: when the body is not JSON (nested too deeply included), or not an
+            object with a ``choices`` list whose entries are objects (a reply with no choices is not
+            an error: no content).
     """
     try:
         payload = json.loads(raw)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
         kind = exc.__class__.__name__
         raise MalformedResponseError(f"the judge server's reply is not JSON ({kind})") from None
+    except RecursionError:  # json's C decoder recurses once per nesting level
+        raise MalformedResponseError("the judge server's reply is not JSON (nested too deeply)") from None
     if not isinstance(payload, Mapping):
         raise MalformedResponseError("the judge server's reply is not a JSON object")
     choices = payload.get("choices")

@@ -222,6 +222,8 @@ def parse_answer(content: str | None, n_chunks: int) -> list[ParsedVerdict]:
         raise AnswerError(
             "malformed", f"the reply is not valid JSON ({exc.msg} at position {exc.pos})"
         ) from None
+    except RecursionError:  # json's C decoder recurses once per nesting level
+        raise AnswerError("malformed", "the reply is not valid JSON (nested too deeply)") from None
     if isinstance(data, list):
         data = {"verdicts": data}
     try:
