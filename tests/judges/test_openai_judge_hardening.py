@@ -1,16 +1,22 @@
-"""OpenAIJudge against hostile or mistaken input: deeply nested JSON.
+"""OpenAIJudge against hostile or mistaken input: deeply nested JSON, oversized replies.
 
 Server-facing tests use the real openai client over real HTTP against
-:class:`tests.support.openai_server.OpenAICompatServer` on 127.0.0.1.
+:class:`tests.support.openai_server.OpenAICompatServer` on 127.0.0.1. Two tests of the size cap build an
+``httpx2.Response`` over a hand-made byte stream instead: the test server always sends a truthful
+``Content-Length``, so it cannot send a body without one (chunked) or declare a size it never sends.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
+
+import httpx2
 import pytest
 
 from ctxutil_otel import DatasetItem
 from ctxutil_otel.judges import JudgeError
-from ctxutil_otel.judges._completion import read_reply
+from ctxutil_otel.judges._completion import MAX_REPLY_BYTES, read_body, read_reply
 from ctxutil_otel.judges._openai import MalformedResponseError
 from ctxutil_otel.judges._prompt import AnswerError, parse_answer
 from ctxutil_otel.metric import ContextualUtilization
@@ -72,3 +78,81 @@ async def test_deeply_nested_content_goes_through_the_repair_call(
     assert [m["role"] for m in repair.messages] == ["system", "user", "assistant", "user"]
     assert repair.messages[2]["content"] == DEEP[:20_000]  # the echo of the bad reply is capped
     assert "nested too deeply" in repair.messages[3]["content"]
+
+
+# --- reply size cap -------------------------------------------------------------------------------
+
+
+async def test_reply_over_the_size_cap_is_malformed_without_content_or_repair(
+    serve: ServeFn, make_judge: MakeJudgeFn
+) -> None:
+    marker = "SECRET-CONTENT-MARKER"
+    content = marker + "x" * MAX_REPLY_BYTES
+    server = serve(lambda request: Reply(body=completion(content)))
+    judge = make_judge(server)
+
+    with pytest.raises(JudgeError) as info:
+        await judge.judge(QUERY, ANSWER, CHUNKS)
+    result = await ContextualUtilization(judge=judge).execute(item())
+
+    assert info.value.error_type == "malformed_response"
+    message = str(info.value)
+    assert str(MAX_REPLY_BYTES) in message and "Content-Length" in message  # refused on the declared size
+    sent = server.requests[0].reply
+    assert sent is not None
+    assert str(len(json.dumps(sent.body).encode())) in message  # the size the server declared
+    assert marker not in message and marker not in result.model_dump_json()
+    assert result.error_type == "malformed_response"
+    assert len(server.requests) == 2  # no repair call: the envelope is refused, not the verdicts
+
+
+async def test_reply_just_under_the_size_cap_is_read(serve: ServeFn, make_judge: MakeJudgeFn) -> None:
+    server = serve(verdict_handler(reason="r" * (MAX_REPLY_BYTES // 4)))  # two verdicts: about half the cap
+    result = await make_judge(server).judge(QUERY, ANSWER, CHUNKS)
+    assert [v.reason for v in result.verdicts] == ["r" * (MAX_REPLY_BYTES // 4)] * 2
+
+
+class _Stream(httpx2.AsyncByteStream):
+    """A response body arriving in parts; records how many parts were taken (stand-in for a server
+    the test server cannot be: chunked, or declaring a size it does not send)."""
+
+    def __init__(self, parts: list[bytes]) -> None:
+        self.parts = parts
+        self.taken = 0
+        self.closed = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for part in self.parts:
+            self.taken += 1
+            yield part
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_declared_content_length_over_the_cap_is_refused_before_reading() -> None:
+    stream = _Stream([b"{}"])
+    response = httpx2.Response(200, headers={"content-length": str(64 * 2**20)}, stream=stream)
+
+    with pytest.raises(MalformedResponseError) as info:
+        await read_body(response)
+
+    assert str(64 * 2**20) in str(info.value) and str(MAX_REPLY_BYTES) in str(info.value)
+    assert stream.taken == 0 and stream.closed
+
+
+async def test_body_without_content_length_stops_once_over_the_cap() -> None:
+    part = b"x" * 2**20
+    stream = _Stream([part] * 64)  # 64 MiB, chunked: no Content-Length
+    response = httpx2.Response(200, stream=stream)
+
+    with pytest.raises(MalformedResponseError, match=f"more than {MAX_REPLY_BYTES} bytes"):
+        await read_body(response)
+
+    assert stream.taken == MAX_REPLY_BYTES // len(part) + 1 and stream.closed
+
+
+async def test_read_body_returns_a_body_within_the_cap() -> None:
+    stream = _Stream([b'{"choices": ', b"[]}"])
+    response = httpx2.Response(200, stream=stream)
+    assert await read_body(response) == b'{"choices": []}'

@@ -1,4 +1,4 @@
-"""The judge's chat request body and the parts of the reply it reads, as plain JSON.
+"""The judge's chat request (JSON body, capped read) and the parts of the reply it reads.
 
 The judge sends its request with the openai client's low-level ``client.post("/chat/completions",
 body=..., cast_to=httpx2.Response)`` (documented by the SDK for undocumented parameters and
@@ -11,6 +11,10 @@ runs on the evaluator's thread, which shares the GIL with the application's requ
 Reply shape read (OpenAI's Chat Completions object): ``choices[0].message.content`` (string or
 null), ``choices[0].message.refusal``, ``choices[0].finish_reason``, ``usage.prompt_tokens`` and
 ``usage.completion_tokens``; everything else is ignored.
+
+The body is requested unread (``stream=True``; the SDK hands back the ``httpx2.Response`` as it is for
+``cast_to=httpx2.Response``) and read by :func:`read_body` under :data:`MAX_REPLY_BYTES`, so an
+oversized reply is neither held in memory in full nor parsed, echoed or split on the evaluator's thread.
 """
 
 from __future__ import annotations
@@ -18,12 +22,28 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._base import TokenUsage
-from ._retry import MalformedResponseError
+from ._base import JudgeTimeoutError, TokenUsage
+from ._retry import JudgeConnectionError, MalformedResponseError
 
-__all__ = ["ChatReply", "chat_body", "read_reply"]
+if TYPE_CHECKING:
+    import httpx2
+    from openai import AsyncOpenAI
+
+__all__ = [
+    "MAX_REPLY_BYTES",
+    "ChatReply",
+    "chat_body",
+    "post_chat",
+    "read_body",
+    "read_reply",
+]
+
+MAX_REPLY_BYTES = 4 * 1024 * 1024
+"""Largest chat completion body the judge reads: 4 MiB (bytes after content decoding). A verdict
+reply is a few hundred bytes per chunk (about 10 KB for 50 chunks with reasons); a larger body is a
+misbehaving server or model, refused as ``malformed_response``."""
 
 
 def chat_body(
@@ -54,6 +74,69 @@ class ChatReply:
     finish_reason: str | None
     refused: bool
     usage: TokenUsage
+
+
+async def read_body(response: httpx2.Response, limit: int = MAX_REPLY_BYTES) -> bytes:
+    """The body of an unread (streamed) response, at most ``limit`` bytes; the response is closed.
+
+    Raises:
+        MalformedResponseError: naming the size and the limit (never the content) when the declared
+            ``Content-Length`` exceeds ``limit`` (refused before reading any of the body), or when
+            more than ``limit`` bytes arrive (reading stops there: chunked or compressed bodies).
+        JudgeTimeoutError: when the body stops arriving for the client's read timeout.
+        JudgeConnectionError: when the connection fails while the body is read. (The SDK retries
+            failures up to the response headers; the body is read after its retry loop.)
+    """
+    import httpx2
+
+    try:
+        declared = _content_length(response)
+        if declared is not None and declared > limit:
+            raise MalformedResponseError(
+                f"the judge server's reply declares {declared} bytes (Content-Length), over the "
+                f"{limit}-byte limit (MAX_REPLY_BYTES); not read"
+            )
+        parts: list[bytes] = []
+        size = 0
+        async for part in response.aiter_bytes():
+            size += len(part)
+            if size > limit:
+                raise MalformedResponseError(
+                    f"the judge server's reply is more than {limit} bytes, the limit (MAX_REPLY_BYTES); "
+                    f"stopped reading after {size} bytes"
+                )
+            parts.append(part)
+        return b"".join(parts)
+    except httpx2.TimeoutException:
+        raise JudgeTimeoutError("the judge server's reply body did not arrive within the timeout") from None
+    except httpx2.DecodingError:
+        raise MalformedResponseError("the judge server's reply body could not be decoded") from None
+    except httpx2.RequestError as exc:
+        kind = type(exc).__name__
+        raise JudgeConnectionError(f"the connection failed while the reply was read ({kind})") from None
+    finally:
+        await response.aclose()
+
+
+async def post_chat(client: AsyncOpenAI, body: dict[str, Any]) -> bytes:
+    """POST one chat request (the SDK's auth, retries and status errors) and read its body capped.
+
+    ``stream=True`` with ``cast_to=httpx2.Response``: the SDK returns the response with its body
+    unread, so :func:`read_body` can refuse an oversized one before or while reading it."""
+    import httpx2
+
+    response = await client.post(
+        "/chat/completions", body=body, cast_to=httpx2.Response, stream=True, stream_cls=None
+    )
+    return await read_body(response)
+
+
+def _content_length(response: httpx2.Response) -> int | None:
+    try:
+        value = int(response.headers.get("content-length", ""))
+    except ValueError:
+        return None
+    return value if value >= 0 else None
 
 
 def read_reply(raw: bytes) -> ChatReply:

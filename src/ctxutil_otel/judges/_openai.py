@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from ._base import ChunkVerdict, JudgeError, JudgeResult, JudgeTimeoutError, TokenUsage, VerdictMismatchError
-from ._completion import ChatReply, chat_body, read_reply
+from ._completion import ChatReply, chat_body, post_chat, read_reply
 from ._prompt import (
     CHUNK_OVERHEAD_TOKENS,
     SCHEMA_NAME,
@@ -97,6 +97,12 @@ class OpenAIJudge:
     naming the problem; if that fails the chunk set is split in halves, each judged (with its own
     repair call); if a half still fails, :class:`MalformedResponseError` or
     :class:`VerdictMismatchError` is raised. Verdicts are never zipped by position.
+
+    A reply body larger than 4 MiB (``MAX_REPLY_BYTES`` in ``ctxutil_otel.judges._completion``) is
+    refused as :class:`MalformedResponseError` naming its size and the limit, without being parsed,
+    repaired or split: refused before reading when its ``Content-Length`` says so, else once more
+    than that has arrived. JSON nested too deeply to parse counts as not JSON (``malformed_response``
+    for the body; a repair call for the message content).
 
     Args:
         model: Chat model name, sent as ``model`` and reported as ``gen_ai.request.model``.
@@ -341,7 +347,6 @@ class OpenAIJudge:
         """One chat request (SDK retries inside, under ``deadline``): ``(content, finish_reason)``.
 
         Sent with the client's low-level ``post`` and read as plain JSON (see ``_completion``)."""
-        import httpx2
         import openai
 
         client = self._client()
@@ -350,10 +355,7 @@ class OpenAIJudge:
             failure: JudgeError | None = None
             body = chat_body(self._model, messages, self.temperature, self._response_format(fmt, reasons))
             try:
-                request = functools.partial(
-                    client.post, "/chat/completions", body=body, cast_to=httpx2.Response
-                )
-                response = await within_deadline(request, self.deadline)
+                raw = await within_deadline(functools.partial(post_chat, client, body), self.deadline)
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
                 if fmt in _FALLBACK and _rejects_format(exc):
                     self._fall_back(fmt)
@@ -364,7 +366,7 @@ class OpenAIJudge:
             if failure is not None:
                 raise failure  # outside the except block: the SDK error (may quote the key) is not chained
             break
-        reply = read_reply(response.content)
+        reply = read_reply(raw)
         usage.add(reply)
         if reply.refused or reply.finish_reason == "content_filter":
             raise JudgeRefusalError(f"the model refused to judge (finish_reason={reply.finish_reason})")
