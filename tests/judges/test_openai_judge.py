@@ -625,10 +625,11 @@ async def test_api_key_from_environment(
         OpenAIJudge(base_url=server.base_url)
 
 
-def test_repr_hides_credentials_in_base_url() -> None:
-    judge = OpenAIJudge(base_url="https://user:pa55@example.invalid/v1?api-key=abc", api_key="k")
-    assert "pa55" not in repr(judge) and "abc" not in repr(judge)
-    assert "example.invalid/v1" in repr(judge)
+def test_repr_shows_the_endpoint_not_the_key() -> None:
+    # base_url cannot carry credentials (test_openai_judge_hardening.py): repr may show it.
+    judge = OpenAIJudge(base_url="https://example.invalid:8443/v1", api_key=API_KEY)
+    assert "https://example.invalid:8443/v1" in repr(judge)
+    assert API_KEY not in repr(judge)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""OpenAIJudge against hostile or mistaken input: deeply nested JSON, oversized replies.
+"""OpenAIJudge against hostile or mistaken input: deeply nested JSON, oversized replies, secrets in base_url.
 
 Server-facing tests use the real openai client over real HTTP against
 :class:`tests.support.openai_server.OpenAICompatServer` on 127.0.0.1. Two tests of the size cap build an
@@ -9,13 +9,14 @@ Server-facing tests use the real openai client over real HTTP against
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 
 import httpx2
 import pytest
 
 from ctxutil_otel import DatasetItem
-from ctxutil_otel.judges import JudgeError
+from ctxutil_otel.judges import JudgeError, OpenAIJudge
 from ctxutil_otel.judges._completion import MAX_REPLY_BYTES, read_body, read_reply
 from ctxutil_otel.judges._openai import MalformedResponseError
 from ctxutil_otel.judges._prompt import AnswerError, parse_answer
@@ -156,3 +157,56 @@ async def test_read_body_returns_a_body_within_the_cap() -> None:
     stream = _Stream([b'{"choices": ', b"[]}"])
     response = httpx2.Response(200, stream=stream)
     assert await read_body(response) == b'{"choices": []}'
+
+
+# --- credentials in base_url ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "secrets", "shown", "why"),
+    [
+        (
+            "https://alice:pa55w0rd@example.invalid/v1",
+            ["alice", "pa55w0rd"],
+            "https://example.invalid/v1",
+            "user",
+        ),
+        ("https://tok3n@example.invalid:8443/v1", ["tok3n"], "https://example.invalid:8443/v1", "user"),
+        ("https://example.invalid/v1?api-key=k3y", ["k3y", "api-key"], "https://example.invalid/v1", "query"),
+        ("https://example.invalid/v1?", [], "https://example.invalid/v1", "query"),
+        ("https://example.invalid/v1#fr4g", ["fr4g"], "https://example.invalid/v1", "fragment"),
+        # An unescaped '#' in a password: the URL parser sees "user:12" as host and port.
+        ("https://alice:9911#pw@example.invalid/v1", ["alice", "9911", "pw@"], None, "fragment"),
+        ("https://alice:s/cr3t@example.invalid/v1", ["alice", "s/cr3t", "cr3t"], None, "user"),
+    ],
+)
+def test_base_url_with_credentials_is_rejected_without_echoing_them(
+    url: str, secrets: list[str], shown: str | None, why: str
+) -> None:
+    with pytest.raises(ValueError) as info:
+        OpenAIJudge(base_url=url, api_key="k")
+
+    message = str(info.value)
+    assert message.startswith("base_url")
+    assert why in message and "api_key" in message  # why, and where the key goes instead
+    for secret in secrets:
+        assert secret not in message
+    if shown is not None:
+        assert shown in message
+
+
+def test_base_url_from_openai_base_url_is_checked_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://example.invalid/v1?api-key=k3y")
+    with pytest.raises(ValueError, match="OPENAI_BASE_URL") as info:
+        OpenAIJudge(api_key="k")
+    assert "k3y" not in str(info.value)
+
+
+async def test_accepted_base_url_is_what_the_http_client_logs(
+    serve: ServeFn, make_judge: MakeJudgeFn, caplog: pytest.LogCaptureFixture
+) -> None:
+    # httpx2 logs every request's full URL at INFO: why base_url may not carry credentials.
+    caplog.set_level(logging.INFO, logger="httpx2")
+    server = serve(verdict_handler())
+    await make_judge(server).judge(QUERY, ANSWER, CHUNKS)
+    assert f"{server.base_url}/chat/completions" in caplog.text

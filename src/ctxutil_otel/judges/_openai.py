@@ -8,10 +8,9 @@ import logging
 import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urlsplit, urlunsplit
 
 from ._base import ChunkVerdict, JudgeError, JudgeResult, JudgeTimeoutError, TokenUsage, VerdictMismatchError
-from ._completion import ChatReply, chat_body, post_chat, read_reply
+from ._completion import ChatReply, chat_body, check_base_url, post_chat, read_reply, safe_url
 from ._prompt import (
     CHUNK_OVERHEAD_TOKENS,
     SCHEMA_NAME,
@@ -62,17 +61,6 @@ _FALLBACK: dict[OutputFormat, OutputFormat] = {"json_schema": "json_object", "js
 _MAX_ECHO_CHARS = 20_000  # of a bad reply, sent back in the repair call
 
 
-def _safe_url(url: str | None) -> str | None:
-    # base_url may carry credentials (user:pass@host) or a key in the query (Azure ?api-key=).
-    if url is None:
-        return None
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
 class _Usage:
     def __init__(self) -> None:
         self.total = TokenUsage()
@@ -107,7 +95,8 @@ class OpenAIJudge:
     Args:
         model: Chat model name, sent as ``model`` and reported as ``gen_ai.request.model``.
         base_url: OpenAI-compatible endpoint, e.g. ``http://localhost:11434/v1``; ``None`` uses the
-            SDK default (``OPENAI_BASE_URL``, else api.openai.com).
+            SDK default (``OPENAI_BASE_URL``, else api.openai.com). No credentials in it: no
+            ``user:password@``, query string (``?api-key=``) or fragment; the key goes in ``api_key``.
         api_key: The key; ``None`` reads ``OPENAI_API_KEY``. Servers needing none accept any string.
             The key is never put in logs, errors, ``repr`` or telemetry.
         timeout: Seconds one HTTP attempt may take (the SDK's per-request timeout; connecting gets at
@@ -134,7 +123,10 @@ class OpenAIJudge:
         temperature: Sampling temperature; ``None`` omits it (for models that reject it).
 
     Raises:
-        ValueError: naming the argument, for no API key or a non-positive number.
+        ValueError: naming the argument, for no API key, a non-positive number, or a ``base_url``
+            (or ``OPENAI_BASE_URL`` when it is ``None``) with user information, a query string or
+            a fragment (the HTTP client logs request URLs at INFO); the message shows the URL
+            without those parts.
 
     :meth:`judge` raises :class:`~ctxutil_otel.judges.JudgeError` subclasses whose ``error_type`` is
     one of ``rate_limited``, ``timeout``, ``http_5xx``, ``http_4xx``, ``auth``, ``connection``,
@@ -182,6 +174,10 @@ class OpenAIJudge:
             raise ValueError(f"max_context_tokens must be an int >= 1024, got {max_context_tokens!r}")
         if not isinstance(max_chunks_per_call, int) or max_chunks_per_call < 1:
             raise ValueError(f"max_chunks_per_call must be an int >= 1, got {max_chunks_per_call!r}")
+        if base_url is not None:
+            check_base_url(base_url, "base_url")
+        elif os.environ.get("OPENAI_BASE_URL"):  # what the SDK uses then
+            check_base_url(os.environ["OPENAI_BASE_URL"], "base_url (from OPENAI_BASE_URL)")
         # Typed as the Judge protocol's (settable) attribute; requests use the validated str.
         self.model: str | None = model
         self._model = model
@@ -199,7 +195,7 @@ class OpenAIJudge:
 
     def __repr__(self) -> str:
         return (
-            f"OpenAIJudge(model={self.model!r}, base_url={_safe_url(self.base_url)!r}, "
+            f"OpenAIJudge(model={self.model!r}, base_url={safe_url(self.base_url)!r}, "
             f"timeout={self.timeout:g}, max_retries={self.max_retries}, deadline={self.deadline:g})"
         )
 
