@@ -153,6 +153,27 @@ async def test_body_without_content_length_stops_once_over_the_cap() -> None:
     assert stream.taken == MAX_REPLY_BYTES // len(part) + 1 and stream.closed
 
 
+class _BrokenStream(_Stream):
+    def __init__(self, error: Exception) -> None:
+        super().__init__([b'{"choices": '])
+        self.error = error
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield self.parts[0]
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    ("error", "error_type"),
+    [(httpx2.ReadTimeout("read timed out"), "timeout"), (httpx2.ReadError("reset"), "connection")],
+)
+async def test_a_body_cut_off_while_read_is_a_typed_judge_error(error: Exception, error_type: str) -> None:
+    stream = _BrokenStream(error)
+    with pytest.raises(JudgeError) as info:
+        await read_body(httpx2.Response(200, stream=stream))
+    assert info.value.error_type == error_type and stream.closed
+
+
 async def test_read_body_returns_a_body_within_the_cap() -> None:
     stream = _Stream([b'{"choices": ', b"[]}"])
     response = httpx2.Response(200, stream=stream)
