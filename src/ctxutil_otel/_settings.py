@@ -40,8 +40,8 @@ OTEL_CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 # Values of the OpenTelemetry variable that turn content capture on: "true" (the GenAI instrumentations'
 # convention) and the experimental content-capturing modes of the newer GenAI semantic conventions.
 _OTEL_CAPTURE_ON = frozenset({"true", "span_only", "event_only", "span_and_event"})
-# Fields whose values are never echoed in errors: the key, and the base URL, which may carry credentials
-# (user:password@host) or a key in its query string (Azure's ?api-key=).
+# Fields whose values are never echoed in errors: the key, and the base URL (credentials in it are
+# rejected, but a rejected value may hold them: user:password@host, Azure's ?api-key=).
 _SECRET_FIELDS = frozenset({"judge_api_key", "judge_base_url"})
 
 
@@ -197,7 +197,8 @@ class Settings(BaseSettings):
         repr=False,  # may carry credentials: never in repr (errors never echo it either)
         description=(
             "Base URL of the OpenAI-compatible API, http(s)://... (CTXUTIL_JUDGE_BASE_URL, default None = "
-            "the openai SDK's OPENAI_BASE_URL or api.openai.com)."
+            "the openai SDK's OPENAI_BASE_URL or api.openai.com). No user:password@, ?query or #fragment "
+            "(rejected: request URLs are logged at INFO level; the key goes in judge_api_key)."
         ),
     )
     judge_api_key: SecretStr | None = Field(
@@ -294,8 +295,15 @@ class Settings(BaseSettings):
     @field_validator("judge_base_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
+        if value is None:
+            return value
+        if not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
+        if any(mark in value for mark in "@?#"):
+            raise ValueError(
+                "must not contain user information (user:password@), a query string or a fragment: the "
+                "HTTP client logs request URLs at INFO level; put the key in CTXUTIL_JUDGE_API_KEY"
+            )
         return value
 
     @property

@@ -196,4 +196,25 @@ def test_judge_base_url_credentials_are_never_echoed(monkeypatch: pytest.MonkeyP
         Settings()
     assert "judge_base_url" in str(info.value) and "SECRET123" not in str(info.value)
     monkeypatch.delenv("CTXUTIL_JUDGE_BASE_URL")
-    assert "SECRET123" not in repr(Settings(judge_base_url="https://user:SECRET123@example.test/v1"))
+    settings = Settings(judge_base_url="https://example.test/v1", judge_api_key="SECRET123")
+    assert "SECRET123" not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://user:SECRET123@example.test/v1",  # user information
+        "https://example.test/v1?api-key=SECRET123",  # a key in the query (joined wrongly by the SDK too)
+        "https://example.test/v1#SECRET123",
+    ],
+)
+def test_judge_base_url_with_credentials_is_rejected_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    # The HTTP client logs each request's URL at INFO level: credentials in it would reach the app's logs.
+    monkeypatch.setenv("CTXUTIL_JUDGE_BASE_URL", url)
+    with pytest.raises(SettingsError) as info:
+        Settings()
+    message = str(info.value)
+    assert "CTXUTIL_JUDGE_BASE_URL" in message and "CTXUTIL_JUDGE_API_KEY" in message
+    assert "SECRET123" not in message
