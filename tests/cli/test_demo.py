@@ -11,22 +11,11 @@ import pytest
 from ctxutil_otel.data import load_sample
 
 from ..support.otlp_receiver import OTLPReceiver, attributes_of
-
-
-def _run_demo(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CTXUTIL_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "ctxutil_otel", "demo", *args],
-        capture_output=True,
-        text=True,
-        env={**base, **(env or {})},
-        timeout=120,
-        check=False,
-    )
+from .conftest import run_demo
 
 
 def test_demo_prints_telemetry_and_a_summary_on_the_console() -> None:
-    proc = _run_demo("--limit", "8")
+    proc = run_demo("--limit", "8")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.count("[span] contextual_utilization") == 8
@@ -41,20 +30,20 @@ def test_demo_prints_telemetry_and_a_summary_on_the_console() -> None:
 
 
 def test_demo_quiet_prints_only_the_summary() -> None:
-    proc = _run_demo("--limit", "3", "--quiet")
+    proc = run_demo("--limit", "3", "--quiet")
     assert proc.returncode == 0, proc.stderr
     assert "[span]" not in proc.stdout and "[metric]" not in proc.stdout
     assert "evaluations received: 3" in proc.stdout
 
 
 def test_demo_sample_rate_zero_evaluates_nothing_and_says_so() -> None:
-    proc = _run_demo("--limit", "5", "--quiet", "--sample-rate", "0")
+    proc = run_demo("--limit", "5", "--quiet", "--sample-rate", "0")
     assert proc.returncode == 0, proc.stderr
     assert "captured 5, sampled out 5, evaluated 0" in proc.stdout
 
 
 def test_demo_rejects_a_bad_setting_naming_it() -> None:
-    proc = _run_demo("--limit", "2", "--sample-rate", "1.5")
+    proc = run_demo("--limit", "2", "--sample-rate", "1.5")
     assert proc.returncode == 2
     assert "sample_rate" in proc.stderr
 
@@ -63,7 +52,7 @@ def test_demo_rejects_a_bad_setting_naming_it() -> None:
 def test_demo_delivers_spans_events_and_metrics_over_otlp(protocol: str) -> None:
     with OTLPReceiver() as receiver:
         endpoint = receiver.grpc_endpoint if protocol == "grpc" else receiver.http_endpoint
-        proc = _run_demo(
+        proc = run_demo(
             "--limit",
             "6",
             env={
@@ -127,7 +116,7 @@ def test_demo_loop_keeps_sending_until_sigterm_then_summarises() -> None:
 def test_demo_takes_content_capture_and_application_name_from_the_environment() -> None:
     rows = load_sample()[:2]
     with OTLPReceiver() as receiver:
-        proc = _run_demo(
+        proc = run_demo(
             "--limit",
             "2",
             env={
@@ -158,7 +147,7 @@ def test_demo_data_with_broken_lines_reports_them_and_exits_non_zero(
     row = load_sample(limit=1)[0]
     data = Path(str(tmp_path)) / "data.jsonl"
     data.write_bytes(json.dumps(row).encode() + b"\n{broken\n\xff\xfe\n")
-    proc = _run_demo("--data", str(data), "--quiet")
+    proc = run_demo("--data", str(data), "--quiet")
     assert proc.returncode == 1
     assert ":2: invalid JSON" in proc.stderr and ":3: not valid UTF-8" in proc.stderr
     assert "evaluator: captured 1," in proc.stdout

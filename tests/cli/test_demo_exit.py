@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -17,18 +15,7 @@ import pytest
 from ctxutil_otel.emit._endpoints import unreachable_otlp_endpoints
 
 from ..support.otlp_receiver import OTLPReceiver
-
-
-def _run_demo(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CTXUTIL_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "ctxutil_otel", "demo", *args],
-        capture_output=True,
-        text=True,
-        env={**base, **(env or {})},
-        timeout=120,
-        check=False,
-    )
+from .conftest import run_demo
 
 
 def _closed_port() -> int:
@@ -55,7 +42,7 @@ def clean_otel_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_console_shows_each_metric_point_once() -> None:
-    proc = _run_demo("--limit", "3")
+    proc = run_demo("--limit", "3")
     assert proc.returncode == 0, proc.stderr
     metric_lines = [line for line in proc.stdout.splitlines() if line.startswith("[metric] ")]
     # The demo replays the same answers every run, so each point's line is fully deterministic.
@@ -69,7 +56,7 @@ def test_console_shows_each_metric_point_once() -> None:
 
 def test_otlp_backend_receives_one_metrics_export() -> None:
     with OTLPReceiver() as receiver:
-        proc = _run_demo(
+        proc = run_demo(
             "--limit", "2", "--quiet", env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.grpc_endpoint}
         )
         assert proc.returncode == 0, proc.stderr
@@ -82,7 +69,7 @@ def test_otlp_backend_receives_one_metrics_export() -> None:
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
 def test_unreachable_endpoint_is_named_in_a_warning_and_the_summary(protocol: str) -> None:
     port = _closed_port()
-    proc = _run_demo(
+    proc = run_demo(
         "--limit",
         "2",
         env={
@@ -104,7 +91,7 @@ def test_unreachable_endpoint_is_named_in_a_warning_and_the_summary(protocol: st
 
 def test_user_export_timeout_sets_the_exit_budget() -> None:
     port = _closed_port()
-    proc = _run_demo(
+    proc = run_demo(
         "--limit",
         "1",
         "--quiet",

@@ -129,10 +129,7 @@ class Engine:
 
     # --- hot path -----------------------------------------------------------------------------
     def sample(self, trace_id: int) -> bool:
-        try:
-            sampled = self._sampler.should_sample(trace_id)
-        except Exception:  # a non-int trace id from a capture bug: not sampled, still counted
-            sampled = False
+        sampled = self._in_sample(trace_id)
         with self._lock:
             self._tally.captured += 1
             if not sampled:
@@ -153,6 +150,12 @@ class Engine:
             suppressed = self._refuse(reason)
         self._drop_log.log(reason, suppressed)
         return False
+
+    def _in_sample(self, trace_id: int) -> bool:
+        try:
+            return self._sampler.should_sample(trace_id)
+        except Exception:  # a non-int trace id from a capture bug: not sampled, still counted
+            return False
 
     def submit(self, interaction: Interaction) -> bool:
         reason: str | None = None
@@ -195,10 +198,7 @@ class Engine:
             self._tally.drop(reason)
 
     def drop(self, trace_id: int, reason: str) -> None:
-        try:
-            sampled = self._sampler.should_sample(trace_id)
-        except Exception:  # a non-int trace id from a capture bug: not sampled, still counted
-            sampled = False
+        sampled = self._in_sample(trace_id)
         with self._lock:
             self._tally.captured += 1
             if sampled:

@@ -243,12 +243,7 @@ class UtilizationSpanProcessor(SpanProcessor):
                 record, context, parent_id, span.start_time or 0, span.end_time or 0
             )
             expired = self._buffer.expire(self._clock(), _SWEEP_LIMIT)
-        if turns:
-            self._submit(turns)
-        if evicted:
-            self._discard_evicted(evicted)
-        if expired:
-            self._discard(expired, TTL_EXPIRED)
+        self._account(turns, evicted, expired)
 
     def _on_buffered_trace(self, span: ReadableSpan, context: SpanContext) -> None:
         attributes = span.attributes
@@ -277,6 +272,12 @@ class UtilizationSpanProcessor(SpanProcessor):
                 turns = self._buffer.span_ended(context.trace_id, context.span_id, parent_id, start, end)
                 evicted = _NOTHING_EVICTED
             expired = self._buffer.expire(self._clock(), _SWEEP_LIMIT)
+        self._account(turns, evicted, expired)
+
+    def _account(
+        self, turns: list[Turn], evicted: Evicted | tuple[tuple[Turn, str], ...], expired: list[Turn]
+    ) -> None:
+        """Outside the lock: submit the assembled turns, count the evicted and expired ones."""
         if turns:
             self._submit(turns)
         if evicted:
