@@ -40,9 +40,10 @@ class CpuBudget:
     charged exactly the CPU spent, only earlier.
 
     Over a long run the thread's CPU is at most ``burst_s + fraction * wall_seconds`` plus the CPU of
-    the work in flight: a share of one core, whatever each unit costs. Charging is the net CPU since
-    the previous reading against the refill over the same interval (capped at ``burst_s``), so asking
-    more often never changes the pace.
+    the work in flight, plus the CPU of the first two units beyond the burst (a cold start: imports,
+    connections; forgiven rather than stalling the thread for seconds; later units are paced in full).
+    Charging is the net CPU since the previous reading against the refill over the same interval
+    (capped at ``burst_s``), so asking more often never changes the pace.
 
     Args:
         fraction: Share of one core, in (0, 1]: CPU-seconds per wall second.
@@ -60,6 +61,7 @@ class CpuBudget:
     __slots__ = (
         "_burst",
         "_clock",
+        "_cold",
         "_cpu",
         "_cpu_clock",
         "_finishes",
@@ -88,6 +90,7 @@ class CpuBudget:
         self._finishes: deque[float] = deque(maxlen=_WINDOW + 1)
         self._level = self._burst
         self._held = 0.0
+        self._cold = False  # a unit started and fewer than two have finished (see _update)
         self._last = clock()
         self._cpu = cpu_clock()
 
@@ -106,6 +109,7 @@ class CpuBudget:
         hold and no estimate. Call it first on that thread: :func:`time.thread_time` is per thread."""
         self._level = self._burst
         self._held = 0.0
+        self._cold = False
         self._finishes.clear()
         self._last = self._clock()
         self._cpu = self._cpu_clock()
@@ -121,7 +125,10 @@ class CpuBudget:
         its expected CPU. Before two units have finished their cost is unknown: hold twice the burst, so
         that no second unit starts until this one finishes (which gives the hold back) or the refill has
         paid for it; otherwise a thread starting up would start as many units at once as it may run."""
-        expected = self.estimate() if len(self._finishes) >= 2 else 2 * self._burst
+        if len(self._finishes) >= 2:
+            expected = self.estimate()
+        else:
+            expected, self._cold = 2 * self._burst, True
         self._level -= expected
         self._held += expected
 
@@ -153,7 +160,14 @@ class CpuBudget:
         self._last, self._cpu = now, cpu
         covered = min(spent, self._held)  # already charged when its unit started
         self._held -= covered
-        self._level = min(self._burst, self._level + refill - (spent - covered))
+        level = self._level + refill - (spent - covered)
+        if self._cold and len(self._finishes) < 2:
+            # Cold start: until two units have finished, debt beyond the burst is forgiven. A first
+            # call importing its client library and opening connections (~300 ms) would otherwise
+            # stall the thread for seconds; from then on every unit is paced in full. (Holds for units
+            # still running are not debt yet: the bound is on what was spent.)
+            level = max(level, -self._burst - self._held)
+        self._level = min(self._burst, level)
 
     def __repr__(self) -> str:
         return f"CpuBudget(fraction={self._fraction}, burst_s={self._burst})"
