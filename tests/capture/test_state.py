@@ -300,3 +300,19 @@ def test_a_root_captured_at_its_end_that_is_not_evaluable_spends_no_admission(ma
     stats = rig.handler.stats()
     assert (stats.captured, stats.evaluated, dict(stats.dropped)) == (2, 1, {"not_evaluable": 1})
     assert_accounted(rig)
+
+
+def test_shutdown_counts_the_runs_still_in_progress(make_rig: MakeRig) -> None:
+    rig = make_rig()
+    root, retriever = _start_unfinished(rig.handler)  # captured (sampled at its retrieval), never ends
+    _start_unfinished(rig.handler, retrieve=False)  # never retrieves: not a RAG interaction, not captured
+    assert rig.handler.pending_runs == 3
+    assert rig.handler.shutdown(5_000) is False  # a captured run was still in progress
+    stats = rig.handler.stats()
+    assert (stats.captured, dict(stats.dropped)) == (1, {"shutdown": 1})
+    assert rig.handler.pending_runs == 0
+    assert retriever is not None  # its late events are ignored
+    retriever.on_retriever_end([Document(page_content=CHUNKS[0])])
+    root.on_chain_end({"output": ANSWER})
+    assert rig.handler.stats().finished == 1
+    assert_accounted(rig)

@@ -139,8 +139,17 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         return self.evaluator.force_flush(timeout_millis)
 
     def shutdown(self, timeout_millis: int = 30000) -> bool:
-        """Shut the evaluator down within ``timeout_millis`` milliseconds (delegates)."""
-        return self.evaluator.shutdown(timeout_millis)
+        """Stop capturing and shut the evaluator down within ``timeout_millis`` milliseconds.
+
+        Runs still in progress are dropped: each captured (sampled) one is counted ``dropped``
+        ``shutdown`` and their later callbacks are ignored. Returns ``True`` when no captured run was
+        in progress and the evaluator finished everything in time."""
+        left = 0
+        for root in self._runs.drain():
+            if root.decision == SAMPLED:
+                self.evaluator.discard("shutdown")
+                left += 1
+        return self.evaluator.shutdown(timeout_millis) and left == 0
 
     def stats(self) -> EvaluatorStats:
         """The evaluator's accounting (captured, sampled_out, dropped{reason}, evaluated, ...)."""

@@ -261,6 +261,15 @@ class RunTable:
             self._remove(root)
             return True
 
+    def drain(self) -> list[RootRun]:
+        """Remove every tracked root and its runs (at shutdown); returns them for the caller to account
+        for. Late events of these runs are then ignored."""
+        with self._lock:
+            roots = list(self._roots.values())
+            for root in roots:
+                self._remove(root)
+        return roots
+
     # --- internals (lock held) --------------------------------------------------------------
 
     def _forget(self, run_id: UUID, root: RootRun) -> None:
