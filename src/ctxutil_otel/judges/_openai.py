@@ -33,6 +33,7 @@ from ._retry import (
     JudgeServerError,
     MalformedResponseError,
     RetryAfterTooLong,
+    error_body_hook,
     retry_after_hook,
     translate,
     within_deadline,
@@ -91,6 +92,11 @@ class OpenAIJudge:
     repaired or split: refused before reading when its ``Content-Length`` says so, else once more
     than that has arrived. JSON nested too deeply to parse counts as not JSON (``malformed_response``
     for the body; a repair call for the message content).
+
+    An HTTP error reply (4xx/5xx) body is read up to 64 KiB (``MAX_ERROR_BODY_BYTES`` in
+    ``ctxutil_otel.judges._retry``); a larger one (declared, arrived, or once decoded) fails at once,
+    without retries, with the error type of its status (``http_4xx``, ``http_5xx``, ``rate_limited``,
+    ``auth``), naming the size and the limit, never the body.
 
     Args:
         model: Chat model name, sent as ``model`` and reported as ``gen_ai.request.model``.
@@ -221,7 +227,7 @@ class OpenAIJudge:
                 timeout=httpx2.Timeout(self.timeout, connect=min(self.timeout, 5.0)),
                 max_retries=self.max_retries,
                 http_client=DefaultAsyncHttpxClient(
-                    event_hooks={"response": [retry_after_hook(self.max_retry_after)]}
+                    event_hooks={"response": [retry_after_hook(self.max_retry_after), error_body_hook()]}
                 ),
             )
             self._clients[loop] = client

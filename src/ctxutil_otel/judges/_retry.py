@@ -5,6 +5,9 @@ exponential backoff (0.5 s doubling, at most 8 s, minus 0-25 % jitter) and honou
 (seconds, ``retry-after-ms``, or an HTTP date; up to 120 s, beyond that it does not retry). We keep
 that machinery and add only:
 
+* a **size cap on HTTP error bodies** (:data:`MAX_ERROR_BODY_BYTES`): on its last attempt the SDK
+  reads a 4xx/5xx body in full before raising its status error, so a server answering an error with
+  an endless body would be read without end (:func:`error_body_hook`, an httpx response hook);
 * a **lower cap on server-requested waits** (``max_retry_after``) that also refuses a wait longer
   than what is left of the request's deadline: the judge fails fast with ``rate_limited`` (or
   ``http_5xx``) instead of sleeping into a timeout (:func:`retry_after_hook`, an httpx response hook);
@@ -17,9 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
@@ -29,6 +33,7 @@ if TYPE_CHECKING:
     import httpx2
 
 __all__ = [
+    "MAX_ERROR_BODY_BYTES",
     "JudgeAuthError",
     "JudgeConnectionError",
     "JudgeHTTPError",
@@ -37,6 +42,8 @@ __all__ = [
     "JudgeServerError",
     "MalformedResponseError",
     "RetryAfterTooLong",
+    "error_body_hook",
+    "http_error_class",
     "parse_retry_after",
     "retry_after_hook",
     "translate",
@@ -46,6 +53,13 @@ __all__ = [
 T = TypeVar("T")
 REDACTED = "[REDACTED]"
 _RETRYABLE = frozenset({408, 409, 429})
+
+MAX_ERROR_BODY_BYTES = 64 * 1024
+"""Largest HTTP error (4xx/5xx) body the judge reads: 64 KiB as received, and 64 KiB once decoded
+(a compressed body is decoded in one piece from at most 64 KiB received: at most about 64 MiB in
+memory for a while, deflate's ratio being at most 1032:1). OpenAI-style error bodies are a few
+hundred bytes and proxy error pages a few KB; only the body's short ``error.message`` is used (in
+the error message, 200 characters at most)."""
 
 
 class JudgeHTTPError(JudgeError):
@@ -92,6 +106,18 @@ class JudgeRefusalError(JudgeError):
     """The model refused to answer (``message.refusal``) or its reply was filtered."""
 
     error_type: ClassVar[str] = "refused"
+
+
+def http_error_class(status: int) -> type[JudgeHTTPError]:
+    """The :class:`JudgeHTTPError` subclass for an HTTP error status: 401/403 ``auth``, 429
+    ``rate_limited``, 5xx ``http_5xx``, any other ``http_4xx``."""
+    if status in (401, 403):
+        return JudgeAuthError
+    if status == 429:
+        return JudgeRateLimitedError
+    if status >= 500:
+        return JudgeServerError
+    return JudgeHTTPError
 
 
 class RetryAfterTooLong(Exception):
@@ -157,6 +183,95 @@ def retry_after_hook(max_retry_after: float) -> Callable[[httpx2.Response], Awai
     return hook
 
 
+class _ErrorBodyTooLarge(Exception):
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
+
+
+@functools.cache
+def _capped_stream_class() -> Callable[[httpx2.AsyncByteStream, int], httpx2.AsyncByteStream]:
+    # Defined on first use: httpx2 is imported with the openai SDK, not with this module.
+    import httpx2
+
+    class CappedStream(httpx2.AsyncByteStream):
+        """A response's byte stream that raises :class:`_ErrorBodyTooLarge` once more than ``limit``
+        bytes came from ``inner``: reading stops there (the response is then closed by httpx)."""
+
+        def __init__(self, inner: httpx2.AsyncByteStream, limit: int) -> None:
+            self._inner = inner
+            self._limit = limit
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            size = 0
+            async for part in self._inner:
+                size += len(part)
+                if size > self._limit:
+                    raise _ErrorBodyTooLarge(size)
+                yield part
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    return CappedStream
+
+
+def error_body_hook(limit: int = MAX_ERROR_BODY_BYTES) -> Callable[[httpx2.Response], Awaitable[None]]:
+    """An httpx ``response`` event hook reading an HTTP error (status >= 400) body under ``limit`` bytes.
+
+    httpx runs response hooks before the SDK looks at the status, so every 4xx/5xx body is read
+    here, capped, on every attempt; the SDK's own read (``aread()`` before it raises its status
+    error) then returns what was read here. A body within the limit is left to the SDK as usual (its
+    retries of 408/409/429/5xx and its status errors are unchanged). A failure reading it is the
+    SDK's to retry (a timeout or connection error while reading), except an undecodable body.
+
+    Raises:
+        JudgeHTTPError: the subclass for the status (:func:`http_error_class`: ``auth``,
+            ``rate_limited``, ``http_5xx``, ``http_4xx``), naming the status, the size and the limit
+            (never the body), when the declared ``Content-Length`` exceeds ``limit`` (nothing is
+            read), when more than ``limit`` bytes arrive or decode from them (reading stops there),
+            or when the body cannot be decoded (``Content-Encoding``). Raised out of the SDK's
+            request loop, so such an answer is not retried.
+    """
+
+    async def hook(response: httpx2.Response) -> None:
+        import httpx2
+
+        status = response.status_code
+        if status < 400 or response.is_stream_consumed:
+            return
+        cls = http_error_class(status)
+        try:
+            declared = int(response.headers.get("content-length", ""))
+        except ValueError:
+            declared = None
+        if declared is not None and declared > limit:
+            raise cls(
+                f"HTTP {status}: the error body declares {declared} bytes (Content-Length), over the "
+                f"{limit}-byte limit (MAX_ERROR_BODY_BYTES); not read",
+                status,
+            )
+        stream = response.stream
+        if isinstance(stream, httpx2.AsyncByteStream):
+            response.stream = _capped_stream_class()(stream, limit)
+        problem = None
+        try:
+            content = await response.aread()
+        except _ErrorBodyTooLarge as exc:
+            problem = f"more than {limit} bytes, the limit (MAX_ERROR_BODY_BYTES); stopped after {exc.size}"
+        except httpx2.DecodingError:
+            problem = "not decodable (Content-Encoding)"
+        else:
+            if len(content) > limit:
+                problem = (
+                    f"{len(content)} bytes once decoded, over the {limit}-byte limit (MAX_ERROR_BODY_BYTES)"
+                )
+        if problem is not None:  # raised outside the except blocks: nothing of the body is chained
+            raise cls(f"HTTP {status}: the error body is {problem}", status)
+
+    return hook
+
+
 async def within_deadline(make: Callable[[], Awaitable[T]], seconds: float) -> T:
     """Await ``make()`` for at most ``seconds``; the deadline is visible to :func:`retry_after_hook`.
 
@@ -206,10 +321,7 @@ def translate(exc: BaseException, secret: str | None) -> JudgeError | None:
     import openai
 
     if isinstance(exc, RetryAfterTooLong):
-        cls: type[JudgeHTTPError] = JudgeRateLimitedError if exc.status_code == 429 else JudgeServerError
-        if exc.status_code < 500 and exc.status_code != 429:
-            cls = JudgeHTTPError
-        return cls(f"HTTP {exc.status_code}: {exc}", exc.status_code)
+        return http_error_class(exc.status_code)(f"HTTP {exc.status_code}: {exc}", exc.status_code)
     if isinstance(exc, openai.APITimeoutError):
         return JudgeTimeoutError("the judge's HTTP request timed out on every attempt")
     if isinstance(exc, openai.APIConnectionError):
@@ -218,13 +330,7 @@ def translate(exc: BaseException, secret: str | None) -> JudgeError | None:
         status = exc.status_code
         detail = _redact(_server_message(exc.body), secret)[:200]
         message = f"HTTP {status}" + (f": {detail}" if detail else "")
-        if status in (401, 403):
-            return JudgeAuthError(message, status)
-        if status == 429:
-            return JudgeRateLimitedError(message, status)
-        if status >= 500:
-            return JudgeServerError(message, status)
-        return JudgeHTTPError(message, status)
+        return http_error_class(status)(message, status)
     if isinstance(exc, openai.OpenAIError):
         return JudgeError(_redact(f"{type(exc).__name__}: {exc}", secret)[:300])
     return None
