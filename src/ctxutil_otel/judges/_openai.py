@@ -103,6 +103,8 @@ class OpenAIJudge:
         base_url: OpenAI-compatible endpoint, e.g. ``http://localhost:11434/v1``; ``None`` uses the
             SDK default (``OPENAI_BASE_URL``, else api.openai.com). No credentials in it: no
             ``user:password@``, query string (``?api-key=``) or fragment; the key goes in ``api_key``.
+            Credentials elsewhere in the URL (path parameters, percent-encoded) cannot be detected;
+            keep them out of the URL.
         api_key: The key; ``None`` reads ``OPENAI_API_KEY``. Servers needing none accept any string.
             The key is never put in logs, errors, ``repr`` or telemetry.
         timeout: Seconds one HTTP attempt may take (the SDK's per-request timeout; connecting gets at
