@@ -142,7 +142,10 @@ class OpenAIJudge:
 
     Batches of one call are judged one after another, so a judge call never has more than one
     request in flight; concurrency is the caller's (the worker's) to set. The instance is safe to
-    share between concurrent tasks; it keeps one SDK client per event loop.
+    share between concurrent tasks; it keeps one SDK client per event loop. Construction imports the
+    openai SDK and builds the client the first event loop will use (about 0.3 s of CPU, mostly the
+    import, once per process), so the first :meth:`judge` call, usually on the evaluator's worker
+    thread, does not pay it.
     """
 
     name = "openai"
@@ -198,8 +201,18 @@ class OpenAIJudge:
         self.max_chunks_per_call = max_chunks_per_call
         self.temperature = temperature
         self._api_key = key
+        # The SDK is imported and the first client built here, where the judge is built (about
+        # 300 ms of CPU), not on the first judge call: that runs on the evaluator's worker thread
+        # under its CPU budget and holds the GIL against the application's threads. The modules stay
+        # loaded (later imports are lookups).
+        import httpx2
+        import openai  # noqa: F401  (loaded for _chat and translate)
+
+        self._http_timeout = httpx2.Timeout(self.timeout, connect=min(self.timeout, 5.0))
         self._format: OutputFormat = "json_schema"
         self._clients: dict[asyncio.AbstractEventLoop, AsyncOpenAI] = {}
+        # A client not yet bound to a loop (it has no connections): taken by the first loop to judge.
+        self._spare: list[AsyncOpenAI] = [self._new_client()]
 
     def __repr__(self) -> str:
         return (
@@ -212,6 +225,19 @@ class OpenAIJudge:
         """``json_schema`` until the server rejected it, then ``json_object``, then ``none``."""
         return self._format
 
+    def _new_client(self) -> AsyncOpenAI:
+        from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+
+        return AsyncOpenAI(
+            api_key=self._api_key,
+            base_url=self.base_url,
+            timeout=self._http_timeout,
+            max_retries=self.max_retries,
+            http_client=DefaultAsyncHttpxClient(
+                event_hooks={"response": [retry_after_hook(self.max_retry_after), error_body_hook()]}
+            ),
+        )
+
     def _client(self) -> AsyncOpenAI:
         # An httpx client's connections belong to the event loop that opened them: one client per loop.
         loop = asyncio.get_running_loop()
@@ -220,18 +246,10 @@ class OpenAIJudge:
             # Clients of closed loops cannot be closed any more; drop them so they are collected.
             for stale in [other for other in self._clients if other.is_closed()]:
                 del self._clients[stale]
-            import httpx2
-            from openai import AsyncOpenAI, DefaultAsyncHttpxClient
-
-            client = AsyncOpenAI(
-                api_key=self._api_key,
-                base_url=self.base_url,
-                timeout=httpx2.Timeout(self.timeout, connect=min(self.timeout, 5.0)),
-                max_retries=self.max_retries,
-                http_client=DefaultAsyncHttpxClient(
-                    event_hooks={"response": [retry_after_hook(self.max_retry_after), error_body_hook()]}
-                ),
-            )
+            try:
+                client = self._spare.pop()  # atomic: two loops never share it
+            except IndexError:
+                client = self._new_client()  # a further loop: about 20 ms of CPU (TLS trust store)
             self._clients[loop] = client
         return client
 
