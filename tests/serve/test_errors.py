@@ -219,3 +219,27 @@ def test_empty_gzip_body_is_not_valid_gzip(make_served: Callable[..., Served]) -
         status, _, answer = post(served, body, headers={"Content-Encoding": "gzip"})
         assert status == 400
         assert "not valid gzip" in status_of(answer).message
+
+
+def test_unknown_route_is_quoted_without_its_query(make_served: Callable[..., Served]) -> None:
+    # A query string may carry a token or content: the 404 names the path alone.
+    served = make_served()
+    connection = http.client.HTTPConnection("127.0.0.1", served.http_port, timeout=10)
+    try:
+        connection.request("GET", "/nope?token=abc")
+        response = connection.getresponse()
+        assert response.status == 404
+        message = status_of(response.read()).message
+    finally:
+        connection.close()
+    assert message == "no route '/nope'"
+    status, _, body = post(served, b"", path="/v1/metrics?token=abc")
+    assert status == 404
+    message = status_of(body).message
+    assert message.startswith("no route '/v1/metrics': ")
+    assert "token" not in message
+    # A long path is cut (the request line may be 64 KiB).
+    status, _, body = post(served, b"", path="/" + "a" * 1000)
+    assert status == 404
+    assert status_of(body).message.startswith("no route '/" + "a" * 199 + "...': ")
+    assert served.receiver.stats().requests["not_found"] == 3

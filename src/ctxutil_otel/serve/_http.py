@@ -7,19 +7,22 @@ Routes and answers (OpenTelemetry protocol specification, ``specification/protoc
   multi-member body is inflated, RFC 1952 section 2.2): 200 with an
   ``ExportTraceServiceResponse`` (``partial_success`` set when spans were rejected).
 * Errors carry a protobuf ``google.rpc.Status`` body (``Content-Type: application/x-protobuf``), as the
-  spec requires for every 4xx/5xx: 400 undecodable body or bad gzip (``BadRequest`` detail); 401 missing or
-  wrong bearer token (``WWW-Authenticate: Bearer``); 404 any other path (``/v1/metrics`` and ``/v1/logs``
-  too: this receiver takes traces only); 411 no ``Content-Length`` (chunked bodies are not accepted);
-  413 body larger than ``max_request_bytes`` (checked on ``Content-Length`` before reading, and on the
-  decompressed size); 415 any other content type or encoding (OTLP/HTTP JSON, ``application/json``, is
-  optional in the spec and not implemented); 503 with ``Retry-After`` and ``RetryInfo`` when the
-  evaluator's queue is full or the receiver is shutting down (retryable); 500 on a bug. The requests the
-  standard library's parser refuses itself get the same kind of answer, counted and never quoting the
-  request (:func:`._status.parser_error`): 400 malformed request line; 414 / 431 request line or headers
-  over its limits; 501 any method but GET and POST (HEAD: the same head, no body); 505 HTTP/2 or later.
+  spec requires for every 4xx/5xx: 400 undecodable body or bad gzip (``BadRequest`` detail), or invalid,
+  differing or ``Transfer-Encoding``-accompanied ``Content-Length`` (:func:`._parsing.body_length`); 401
+  missing or wrong bearer token (``WWW-Authenticate: Bearer``); 404 any other path, quoted without its
+  query (``/v1/metrics`` and ``/v1/logs`` too: this receiver takes traces only); 411 no ``Content-Length``
+  (chunked bodies are not accepted); 413 body larger than ``max_request_bytes`` (checked on
+  ``Content-Length`` before reading, and on the decompressed size); 415 any other content type or encoding
+  (OTLP/HTTP JSON, ``application/json``, is optional in the spec and not implemented); 503 with
+  ``Retry-After`` and ``RetryInfo`` when the evaluator's queue is full or the receiver is shutting down
+  (retryable); 500 on a bug. The requests the standard library's parser refuses itself get the same kind
+  of answer, counted and never quoting the request (:func:`._status.parser_error`): 400 malformed or blank
+  request line (one empty line before it is ignored, RFC 9112 section 2.2) or header line; 414 / 431
+  request line or headers over the limits (the header section also in all, :data:`._parsing.MAX_HEADER_BYTES`,
+  refused once read that far); 501 any method but GET and POST (HEAD: the same head, no body); 505 HTTP/2+.
 * ``GET /healthz``: ``200 ok`` while accepting, ``503 shutting down`` after; no token needed (for probes).
   This is the endpoint to probe: the gRPC health service is registered only when ``grpcio-health-checking``
-  is installed.
+  is installed. A GET announcing a body is answered, then its connection closed (the body is not read).
 
 Connections (:mod:`._limits`): each connection runs in its own (daemon) thread. Every request must
 deliver its request line and headers within ``header_timeout_s`` (default 10 s; this is also how long an
@@ -43,7 +46,6 @@ import logging
 import socket
 import ssl
 import threading
-import zlib
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Final
@@ -51,6 +53,7 @@ from typing import TYPE_CHECKING, Any, Final
 from google.rpc import code_pb2  # type: ignore[import-untyped,unused-ignore]
 
 from ._limits import ConnectionSlots, DeadlineReader
+from ._parsing import HeaderSectionReader, Refusal, body_length, gunzip, has_body, quoted_path, route_path
 from ._status import bad_request, os_error, parser_error, retry_info, ssl_context, status_body
 
 if TYPE_CHECKING:
@@ -124,6 +127,7 @@ class _Handler(BaseHTTPRequestHandler):
     _reader: DeadlineReader  # rfile's raw stream (setup)
     _health_only: bool  # holds a reserved slot: GET /healthz only, one request
     _in_headers: bool  # reading the request line and headers (else the body, or answering)
+    raw_requestline: bytes  # set by handle_one_request
 
     def version_string(self) -> str:
         return self.server_version
@@ -150,14 +154,41 @@ class _Handler(BaseHTTPRequestHandler):
             receiver.count("incomplete")  # a sender that sent nothing (idle keep-alive) is not counted
 
     def parse_request(self) -> bool:
-        if not super().parse_request():
+        """The standard library's parse, plus: one empty line before the request line is ignored
+        (RFC 9112 section 2.2) and a blank request line answered 400 (the parser closes the connection
+        without an answer); the header section is read through a :class:`._parsing.HeaderSectionReader`,
+        so that one over :data:`._parsing.MAX_HEADER_BYTES` is answered 431 as soon as it passes it."""
+        if self.raw_requestline in (b"\r\n", b"\n"):
+            self.raw_requestline = self.rfile.readline(65537)
+            if not self.raw_requestline:  # closed after the empty line: no request, as at any other EOF
+                self.close_connection = True
+                return False
+            if len(self.raw_requestline) > 65536:  # http.server's limit on the request line
+                self.command = self.requestline = self.request_version = ""
+                self.send_error(HTTPStatus.REQUEST_URI_TOO_LONG)
+                return False
+        if not self.raw_requestline.split():
+            self.command = self.requestline = self.request_version = ""
+            self.send_error(HTTPStatus.BAD_REQUEST)
+            return False
+        rfile = self.rfile
+        self.rfile = HeaderSectionReader(rfile)
+        try:
+            parsed = super().parse_request()
+        finally:
+            self.rfile = rfile
+        if not parsed:
             return False
         self._in_headers = False
+        if self.headers.defects:  # e.g. space before a colon: the parser dropped that line and the rest
+            message = "malformed header field line (RFC 9112 section 5)"
+            self._fail(HTTPStatus.BAD_REQUEST, code_pb2.INVALID_ARGUMENT, message, "bad_request")
+            return False
         self._reader.start(self.server.receiver.request_timeout_s)  # the body's own deadline
         if not self._health_only:
             return True
         self.close_connection = True  # a reserved slot serves one request
-        if self.command == "GET" and self.path.split("?", 1)[0] == HEALTH_PATH:
+        if self.command == "GET" and route_path(self.path) == HEALTH_PATH:
             return True
         seconds = self.server.receiver.retry_after_s
         message = "too many connections: this slot is reserved for health probes; retry later"
@@ -173,8 +204,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     # --- routes -----------------------------------------------------------------------------------
     def do_GET(self) -> None:
-        if self.path.split("?", 1)[0] != HEALTH_PATH:
-            self._fail(HTTPStatus.NOT_FOUND, code_pb2.NOT_FOUND, f"no route {self.path!r}", "not_found")
+        if has_body(self.headers):  # not read: it must not be taken for the next request (smuggling)
+            self.close_connection = True
+        if route_path(self.path) != HEALTH_PATH:
+            self._fail(
+                HTTPStatus.NOT_FOUND, code_pb2.NOT_FOUND, f"no route {quoted_path(self.path)}", "not_found"
+            )
             return
         receiver = self.server.receiver
         ok = receiver.accepting
@@ -189,8 +224,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         receiver = self.server.receiver
-        if self.path.split("?", 1)[0] != TRACES_PATH:
-            message = f"no route {self.path!r}: this receiver accepts traces only, at {TRACES_PATH}"
+        if route_path(self.path) != TRACES_PATH:
+            message = (
+                f"no route {quoted_path(self.path)}: this receiver accepts traces only, at {TRACES_PATH}"
+            )
             self._fail(HTTPStatus.NOT_FOUND, code_pb2.NOT_FOUND, message, "not_found")
             return
         if not receiver.authorized(self.headers.get("Authorization")):
@@ -216,8 +253,10 @@ class _Handler(BaseHTTPRequestHandler):
                 "unsupported_media_type",
             )
             return
-        length = self._content_length()
-        if length is None:
+        try:
+            length = body_length(self.headers, receiver.max_request_bytes)
+        except Refusal as refusal:
+            self._fail(*refusal.args)
             return
         body = self._read_body(length)
         if body is None:
@@ -229,32 +268,6 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(receiver.export(body))
 
     # --- helpers ----------------------------------------------------------------------------------
-    def _content_length(self) -> int | None:
-        limit = self.server.receiver.max_request_bytes
-        raw = self.headers.get("Content-Length")
-        if raw is None or self.headers.get("Transfer-Encoding"):
-            self._fail(
-                HTTPStatus.LENGTH_REQUIRED,
-                code_pb2.INVALID_ARGUMENT,
-                "Content-Length is required",
-                "length_required",
-            )
-            return None
-        try:
-            length = int(raw)
-            if length < 0:
-                raise ValueError
-        except ValueError:
-            self._fail(
-                HTTPStatus.BAD_REQUEST, code_pb2.INVALID_ARGUMENT, "invalid Content-Length", "bad_request"
-            )
-            return None
-        if length > limit:
-            message = f"request body of {length} bytes exceeds the limit of {limit} bytes"
-            self._fail(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, code_pb2.RESOURCE_EXHAUSTED, message, "too_large")
-            return None
-        return length
-
     def _read_body(self, length: int) -> bytes | None:
         """Read exactly ``length`` bytes within ``request_timeout_s`` (the deadline started once the headers
         were read); ``None`` (connection closed, counted ``incomplete``) when the sender disconnects or
@@ -276,27 +289,13 @@ class _Handler(BaseHTTPRequestHandler):
         return b"".join(parts)
 
     def _gunzip(self, body: bytes) -> bytes | None:
-        """Inflate every gzip member of ``body`` (at least one; RFC 1952 section 2.2: a series of members;
-        trailing NUL padding ignored, as Python's ``gzip`` does), at most ``max_request_bytes`` in total.
-        ``None`` (answered 413 / 400) when too large or not valid gzip."""
+        """:func:`._parsing.gunzip` within ``max_request_bytes``; ``None`` (answered 413 / 400) when too
+        large or not valid gzip."""
         limit = self.server.receiver.max_request_bytes
-        parts: list[bytes] = []
-        size, rest, complete = 0, body, True
         try:
-            while complete and size <= limit and (not parts or rest.strip(b"\0")):
-                inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                parts.append(inflater.decompress(rest, limit + 1 - size))
-                size += len(parts[-1])
-                complete, rest = inflater.eof, inflater.unused_data
-        except zlib.error:
-            complete = False
-        out = b"".join(parts)
-        if size > limit:
-            message = f"decompressed request body exceeds the limit of {limit} bytes"
-            self._fail(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, code_pb2.RESOURCE_EXHAUSTED, message, "too_large")
-            return None
-        if not complete:
-            message = "the body is not valid gzip"
+            out = gunzip(body, limit)
+        except ValueError as exc:
+            message = str(exc)
             self._fail(
                 HTTPStatus.BAD_REQUEST,
                 code_pb2.INVALID_ARGUMENT,
@@ -304,6 +303,10 @@ class _Handler(BaseHTTPRequestHandler):
                 "bad_request",
                 bad_request(message, "body"),
             )
+            return None
+        if len(out) > limit:
+            message = f"decompressed request body exceeds the limit of {limit} bytes"
+            self._fail(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, code_pb2.RESOURCE_EXHAUSTED, message, "too_large")
             return None
         return out
 

@@ -16,13 +16,16 @@ from typing import TYPE_CHECKING, Any, Final
 from google.protobuf.any_pb2 import Any as AnyProto  # type: ignore[import-untyped,unused-ignore]
 from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[import-untyped,unused-ignore]
 
+from ._parsing import MAX_HEADER_BYTES
+
 if TYPE_CHECKING:
     from ._server import TLSFiles
 
 __all__ = ["bad_request", "os_error", "parser_error", "retry_info", "ssl_context", "status_body"]
 
 # HTTP status -> (google.rpc.Code, message, ReceiverStats outcome). The limits are http.server's (request
-# line) and http.client's (each header line; at most 100 header lines).
+# line), http.client's (each header line, 65536 bytes: under the total; at most 100 header lines) and the
+# listener's own on the whole header section (._parsing.MAX_HEADER_BYTES).
 _PARSER_ERRORS: Final[dict[int, tuple[int, str, str]]] = {
     400: (
         code_pb2.INVALID_ARGUMENT,
@@ -32,7 +35,7 @@ _PARSER_ERRORS: Final[dict[int, tuple[int, str, str]]] = {
     414: (code_pb2.RESOURCE_EXHAUSTED, "request line too long: at most 65536 bytes", "too_large"),
     431: (
         code_pb2.RESOURCE_EXHAUSTED,
-        "request headers too large: at most 100 header lines of at most 65536 bytes each",
+        f"request headers too large: at most {MAX_HEADER_BYTES} bytes in all, in at most 100 lines",
         "too_large",
     ),
     501: (
