@@ -22,6 +22,7 @@ import asyncio
 import email.utils
 import functools
 import math
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
@@ -293,9 +294,20 @@ async def within_deadline(make: Callable[[], Awaitable[T]], seconds: float) -> T
     raise JudgeTimeoutError(f"no answer within the {seconds:g} s deadline of one chat request")
 
 
+_MIN_SECRET_FRAGMENT = 8  # characters of the key that are redacted wherever they appear
+
+
 def _redact(text: str, secret: str | None) -> str:
-    if secret:
-        text = text.replace(secret, REDACTED)
+    """``text`` with the key, and any run of 8 or more of its leading or trailing characters in any letter
+    case, replaced by ``[REDACTED]``: servers echo keys whole, cut (``sk-abc...``), masked in the middle
+    (``sk-abc****wxyz``) or upper-cased."""
+    if not secret:
+        return text
+    text = re.sub(re.escape(secret), REDACTED, text, flags=re.IGNORECASE)
+    for n in range(len(secret) - 1, _MIN_SECRET_FRAGMENT - 1, -1):
+        for fragment in (secret[:n], secret[-n:]):
+            if fragment.lower() in text.lower():
+                text = re.sub(re.escape(fragment), REDACTED, text, flags=re.IGNORECASE)
     return text
 
 
