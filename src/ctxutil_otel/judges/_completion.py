@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ._base import JudgeTimeoutError, TokenUsage
-from ._retry import JudgeConnectionError, MalformedResponseError
+from ._retry import JudgeConnectionError, MalformedResponseError, content_length
 
 if TYPE_CHECKING:
     import httpx2
@@ -136,7 +136,7 @@ async def read_body(response: httpx2.Response, limit: int = MAX_REPLY_BYTES) -> 
     import httpx2
 
     try:
-        declared = _content_length(response)
+        declared = content_length(response)
         if declared is not None and declared > limit:
             raise MalformedResponseError(
                 f"the judge server's reply declares {declared} bytes (Content-Length), over the "
@@ -175,14 +175,6 @@ async def post_chat(client: AsyncOpenAI, body: dict[str, Any]) -> bytes:
         "/chat/completions", body=body, cast_to=httpx2.Response, stream=True, stream_cls=None
     )
     return await read_body(response)
-
-
-def _content_length(response: httpx2.Response) -> int | None:
-    try:
-        value = int(response.headers.get("content-length", ""))
-    except ValueError:
-        return None
-    return value if value >= 0 else None
 
 
 def read_reply(raw: bytes) -> ChatReply:

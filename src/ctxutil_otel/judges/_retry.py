@@ -43,6 +43,7 @@ __all__ = [
     "JudgeServerError",
     "MalformedResponseError",
     "RetryAfterTooLong",
+    "content_length",
     "error_body_hook",
     "http_error_class",
     "parse_retry_after",
@@ -184,6 +185,15 @@ def retry_after_hook(max_retry_after: float) -> Callable[[httpx2.Response], Awai
     return hook
 
 
+def content_length(response: httpx2.Response) -> int | None:
+    """The response's declared ``Content-Length`` in bytes; ``None`` when absent, not a number or negative."""
+    try:
+        value = int(response.headers.get("content-length", ""))
+    except ValueError:
+        return None
+    return value if value >= 0 else None
+
+
 class _ErrorBodyTooLarge(Exception):
     def __init__(self, size: int) -> None:
         super().__init__(size)
@@ -242,10 +252,7 @@ def error_body_hook(limit: int = MAX_ERROR_BODY_BYTES) -> Callable[[httpx2.Respo
         if status < 400 or response.is_stream_consumed:
             return
         cls = http_error_class(status)
-        try:
-            declared = int(response.headers.get("content-length", ""))
-        except ValueError:
-            declared = None
+        declared = content_length(response)
         if declared is not None and declared > limit:
             raise cls(
                 f"HTTP {status}: the error body declares {declared} bytes (Content-Length), over the "
