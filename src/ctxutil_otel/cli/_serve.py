@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .._settings import Settings
 
 __all__ = ["TLS_CERT_ENV", "TLS_KEY_ENV", "TOKEN_ENV", "register"]
@@ -44,24 +46,24 @@ TLS_CERT_ENV = "CTXUTIL_SERVE_TLS_CERT"
 TLS_KEY_ENV = "CTXUTIL_SERVE_TLS_KEY"
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0..65535 (0 disables the listener), got {value}")
-    return value
+def _bounded_int(low: int, high: int | None, rule: str) -> Callable[[str], int]:
+    """An argparse ``type``: an integer in ``low..high`` (``high`` ``None``: no upper bound); ``rule``
+    is the error message for one outside."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"{rule}, got {value}")
+        return value
+
+    return parse
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return value
+_port = _bounded_int(0, 65535, "port must be 0..65535 (0 disables the listener)")
+_positive = _bounded_int(1, None, "must be > 0")
 
 
 def _seconds(text: str) -> float:
