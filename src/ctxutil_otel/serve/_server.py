@@ -175,10 +175,6 @@ class TraceReceiver:
         self._logged_internal = False
 
     # --- shared request handling (called by both transports) -------------------------------------
-    @property
-    def token_required(self) -> bool:
-        return self._token is not None
-
     def authorized(self, authorization: str | None) -> bool:
         """Whether an ``Authorization`` value (``"Bearer <token>"``, scheme case-insensitive) carries the
         configured token; always ``True`` when no token is configured. Constant-time comparison."""
