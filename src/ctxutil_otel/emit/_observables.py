@@ -91,26 +91,23 @@ class ObservableInstruments:
         ]
 
     def _observe_queue_size(self, options: CallbackOptions) -> Iterable[Observation]:
-        source = self._queue_size
-        if source is None:
-            return []
-        try:
-            size = count(source())
-        except Exception as exc:
-            self._on_error(METRIC_QUEUE_SIZE, exc)
-            return []
-        return [Observation(size, self._common())]
+        return self._observe_one(METRIC_QUEUE_SIZE, self._queue_size, count)
 
     def _observe_cpu_throttled(self, options: CallbackOptions) -> Iterable[Observation]:
-        source = self._cpu_throttled_s
+        return self._observe_one(METRIC_WORKER_CPU_THROTTLED, self._cpu_throttled_s, _seconds)
+
+    def _observe_one(
+        self, name: str, source: Callable[[], object] | None, convert: Callable[[object], float]
+    ) -> list[Observation]:
+        """One observation of ``convert(source())``; none when unset or when either fails (reported)."""
         if source is None:
             return []
         try:
-            seconds = _seconds(source())
+            value = convert(source())
         except Exception as exc:
-            self._on_error(METRIC_WORKER_CPU_THROTTLED, exc)
+            self._on_error(name, exc)
             return []
-        return [Observation(seconds, self._common())]
+        return [Observation(value, self._common())]
 
 
 def _seconds(value: object) -> float:
