@@ -115,8 +115,3 @@ class ConnectionSlots:
         """Whether ``connection`` holds a reserved slot (it may answer ``GET /healthz`` only)."""
         with self._lock:
             return id(connection) in self._health
-
-    def in_use(self) -> tuple[int, int]:
-        """``(any, health)`` slots taken right now."""
-        with self._lock:
-            return self._any, len(self._health)
