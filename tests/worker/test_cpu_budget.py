@@ -299,7 +299,7 @@ def test_the_settings_reach_the_engine(
     assert make_evaluator().settings.max_worker_cpu_fraction == 0.03  # the default: 3% of one core
     assert make_evaluator()._engine._throttle is not None
     monkeypatch.setenv(ENV, "0.25")
-    assert make_evaluator()._engine._throttle._budget.fraction == 0.25  # type: ignore[union-attr]
+    assert make_evaluator()._engine._throttle.fraction == 0.25  # type: ignore[union-attr]
     for off in (0, None):
         evaluator = make_evaluator(max_worker_cpu_fraction=off)  # the argument wins over the environment
         assert evaluator.settings.cpu_fraction is None and evaluator._engine._throttle is None

@@ -15,8 +15,9 @@ __all__ = ["CpuThrottle", "Sleep"]
 Sleep = Callable[[float], Awaitable[object]]
 
 
-class CpuThrottle:
-    """A :class:`~ctxutil_otel.sampling.CpuBudget` of ``fraction`` of one core for the worker thread.
+class CpuThrottle(CpuBudget):
+    """A :class:`~ctxutil_otel.sampling.CpuBudget` of ``fraction`` of one core for the worker thread that
+    also times the waits it asks for.
 
     The dispatcher calls :meth:`start` once on the worker thread, :meth:`delay` before taking each
     queued interaction, and awaits :meth:`wait` when the delay is positive (the interaction stays
@@ -31,6 +32,8 @@ class CpuThrottle:
         sleep: Awaitable wait of the given seconds (:func:`asyncio.sleep`); injectable for tests.
     """
 
+    __slots__ = ("_since", "_sleep", "_wait_lock", "_waited")
+
     def __init__(
         self,
         fraction: float,
@@ -39,45 +42,27 @@ class CpuThrottle:
         cpu_clock: Callable[[], float] = time.thread_time,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
-        self._budget = CpuBudget(fraction, clock=clock, cpu_clock=cpu_clock)
-        self._clock = clock
+        super().__init__(fraction, clock=clock, cpu_clock=cpu_clock)
         self._sleep = sleep
-        self._lock = threading.Lock()
+        self._wait_lock = threading.Lock()
         self._waited = 0.0
         self._since: float | None = None
-
-    def start(self) -> None:
-        """On the worker thread, before its first evaluation: measure from here, bucket full."""
-        self._budget.start()
-
-    def delay(self) -> float:
-        """Seconds to wait before the next evaluation may start (``0.0``: now)."""
-        return self._budget.delay()
-
-    def started(self) -> None:
-        """An evaluation starts: hold its expected CPU (see :class:`~ctxutil_otel.sampling.CpuBudget`)."""
-        self._budget.started()
-
-    def finished(self, running: int) -> None:
-        """An evaluation ended (on the worker thread), ``running`` others still run: its CPU feeds the
-        estimate, the hold beyond the others' expected CPU is given back."""
-        self._budget.finished(running)
 
     async def wait(self, seconds: float) -> None:
         """Wait ``seconds`` (cancellable: shutdown cancels it), counting the time waited."""
         since = self._clock()
-        with self._lock:
+        with self._wait_lock:
             self._since = since
         try:
             await self._sleep(seconds)
         finally:
-            with self._lock:
+            with self._wait_lock:
                 self._waited += max(0.0, self._clock() - since)
                 self._since = None
 
     def throttled(self) -> tuple[float, bool]:
         """``(seconds waited in total, including a wait in progress; whether waiting now)``."""
-        with self._lock:
+        with self._wait_lock:
             if self._since is None:
                 return self._waited, False
             return self._waited + max(0.0, self._clock() - self._since), True
