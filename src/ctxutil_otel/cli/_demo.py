@@ -138,12 +138,11 @@ def _stop_on_signals() -> threading.Event:
     return stop
 
 
-def _loop(run_pass: Callable[[], object], interval_s: float, stop: threading.Event) -> bool:
-    """Call ``run_pass`` now and then every ``interval_s`` seconds until ``stop`` is set; return ``True``."""
+def _loop(run_pass: Callable[[], object], interval_s: float, stop: threading.Event) -> None:
+    """Call ``run_pass`` now and then every ``interval_s`` seconds until ``stop`` is set."""
     run_pass()
     while not stop.wait(max(0.0, interval_s)):
         run_pass()
-    return True
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -320,23 +319,20 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     questions = [r["query"] for r in rows]
     config: RunnableConfig = {"callbacks": [handler], "max_concurrency": 4}
-    stopped = False
     if stop is not None:
-        stopped = _loop(lambda: chain.batch(questions, config=config), args.interval, stop)
+        _loop(lambda: chain.batch(questions, config=config), args.interval, stop)
     else:
         chain.batch(questions, config=config)
     # Stopped by a signal (docker stop, Ctrl-C): honour the shutdown deadline; else give a slow judge time.
-    flush_ms = int(settings.shutdown_timeout_s * 1000) if stopped else 60_000
+    flush_ms = int(settings.shutdown_timeout_s * 1000) if stop is not None else 60_000
     flushed = evaluator.force_flush(flush_ms)
     elapsed = time.perf_counter() - started
     evaluator.shutdown(1_000)
     # One export per signal (the shutdown exports what is buffered and the last metric collection).
     exported = telemetry.shutdown(int(export_budget_s * 1000))
-    print(
-        render_summary(rows, emitter.results, evaluator.stats(), _agreement(rows, emitter.results), elapsed)
-    )
+    stats = evaluator.stats()
+    print(render_summary(rows, emitter.results, stats, _agreement(rows, emitter.results), elapsed))
     print(_telemetry_line(destinations, exported, export_budget_s, unreachable))
     if not flushed:
         print("warning: evaluations were still pending at the flush deadline", file=sys.stderr)
-    stats = evaluator.stats()
     return 0 if flushed and not stats.failed and not bad_lines else 1
