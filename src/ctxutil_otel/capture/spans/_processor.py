@@ -72,7 +72,6 @@ _OWN_SPAN_NAMES = frozenset({SPAN_EVALUATION, SPAN_INTERACTION})
 _OWN_ATTRIBUTES = frozenset({ATTR_EVALUATION_NAME})
 _LOW_64 = (1 << 64) - 1
 _SWEEP_LIMIT = 4  # traces evicted per on_end call at most (lazy TTL eviction)
-_NOTHING_EVICTED: Final[tuple[tuple[Turn, str], ...]] = ()
 
 
 def read_part(attributes: Mapping[str, object]) -> Part | None:
@@ -262,7 +261,6 @@ class UtilizationSpanProcessor(SpanProcessor):
         ):
             return  # a span that encloses nothing buffered (most spans of a RAG trace): no lock
         start, end = span.start_time or 0, span.end_time or 0
-        evicted: Evicted | tuple[tuple[Turn, str], ...]
         with self._lock:
             if self._shutdown:
                 return
@@ -270,18 +268,18 @@ class UtilizationSpanProcessor(SpanProcessor):
                 turns, evicted = self._buffer.add(record, context, parent_id, start, end)
             else:
                 turns = self._buffer.span_ended(context.trace_id, context.span_id, parent_id, start, end)
-                evicted = _NOTHING_EVICTED
+                evicted = []
             expired = self._buffer.expire(self._clock(), _SWEEP_LIMIT)
         self._account(turns, evicted, expired)
 
-    def _account(
-        self, turns: list[Turn], evicted: Evicted | tuple[tuple[Turn, str], ...], expired: list[Turn]
-    ) -> None:
-        """Outside the lock: submit the assembled turns, count the evicted and expired ones."""
+    def _account(self, turns: list[Turn], evicted: Evicted, expired: list[Turn]) -> None:
+        """Outside the lock: submit the assembled turns; count each evicted turn with the reason its
+        eviction reported (``ttl_expired`` or ``pending_full``) and the expired ones, without admission
+        (see :meth:`_discard`)."""
         if turns:
             self._submit(turns)
-        if evicted:
-            self._discard_evicted(evicted)
+        for turn, reason in evicted:
+            self.evaluator.drop(turn.trace_id, reason)
         if expired:
             self._discard(expired, TTL_EXPIRED)
 
@@ -306,13 +304,6 @@ class UtilizationSpanProcessor(SpanProcessor):
         without admission: ``Evaluator.drop`` takes no rate-cap token and ignores the queue."""
         evaluator = self.evaluator
         for turn in turns:
-            evaluator.drop(turn.trace_id, reason)
-
-    def _discard_evicted(self, evicted: Evicted | tuple[tuple[Turn, str], ...]) -> None:
-        """Count each evicted turn with the reason its eviction reported (``ttl_expired`` or
-        ``pending_full``), without admission (see :meth:`_discard`)."""
-        evaluator = self.evaluator
-        for turn, reason in evicted:
             evaluator.drop(turn.trace_id, reason)
 
     def _on_error(self) -> None:
