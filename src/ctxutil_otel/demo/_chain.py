@@ -12,7 +12,7 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableLambda, RunnablePassthrough
 
-from ._replay import QUESTION_MARKER, RecordedRetriever, ReplayChatModel, normalise_question
+from ._replay import QUESTION_MARKER, RecordedRetriever, ReplayChatModel
 
 __all__ = ["build_rag_chain", "replay_parts"]
 
@@ -45,5 +45,5 @@ def replay_parts(rows: Sequence[Mapping[str, Any]]) -> tuple[RecordedRetriever, 
     """Build the retriever and model that replay ``rows`` (dicts with ``query``, ``retrieved_content``,
     ``actual_output``, as in the bundled sample)."""
     retriever = RecordedRetriever(recorded={r["query"]: list(r["retrieved_content"]) for r in rows})
-    model = ReplayChatModel(answers={normalise_question(r["query"]): r["actual_output"] for r in rows})
+    model = ReplayChatModel(answers={r["query"]: r["actual_output"] for r in rows})
     return retriever, model

@@ -16,6 +16,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.retrievers import BaseRetriever
+from pydantic import field_validator
 
 __all__ = ["QUESTION_MARKER", "RecordedRetriever", "ReplayChatModel", "normalise_question"]
 
@@ -57,6 +58,11 @@ class ReplayChatModel(BaseChatModel):
     answers: Mapping[str, str]
     default_answer: str = "I don't know."
 
+    @field_validator("answers")
+    @classmethod
+    def _normalise_keys(cls, answers: Mapping[str, str]) -> dict[str, str]:
+        return {normalise_question(question): answer for question, answer in answers.items()}
+
     @property
     def _llm_type(self) -> str:
         return "replay-chat-model"
@@ -66,13 +72,7 @@ class ReplayChatModel(BaseChatModel):
         if QUESTION_MARKER not in text:
             return self.default_answer
         question = normalise_question(text.rsplit(QUESTION_MARKER, 1)[1])
-        answer = self.answers.get(question)
-        if answer is not None:  # replay_parts keys answers by the normalised question
-            return answer
-        for recorded, recorded_answer in self.answers.items():  # a mapping built by hand
-            if normalise_question(recorded) == question:
-                return recorded_answer
-        return self.default_answer
+        return self.answers.get(question, self.default_answer)  # keys normalised at construction
 
     def _generate(
         self,
