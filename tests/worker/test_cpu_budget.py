@@ -384,7 +384,7 @@ def test_a_full_queue_still_drops_queue_full_while_throttled(make_engine: Any) -
     assert _offer(engine, 4) == [True, True, True, False]
     assert sleep.entered.wait(5)
     stats = engine.stats()
-    assert stats.cpu_throttled and stats.cpu_throttled_s >= 0
+    assert stats.cpu_throttled
     assert (stats.queue_size, stats.in_flight, stats.dropped) == (3, 0, {"queue_full": 1})
     assert engine.force_flush(50) is False  # waits up to its deadline, no longer
     assert engine.shutdown(0) is False
