@@ -680,3 +680,9 @@ def test_one_judge_works_across_event_loops(serve: ServeFn) -> None:
     assert asyncio.run(once()) == expected(CHUNKS)
     assert asyncio.run(once()) == expected(CHUNKS)
     assert len(server.requests) == 2
+
+
+def test_repr_shows_an_ipv6_endpoint_with_its_brackets() -> None:
+    # Without them host and port run together ("::1:8443"), a different-looking address.
+    judge = OpenAIJudge(model="m", base_url="http://[::1]:8443/v1", api_key=API_KEY)
+    assert "http://[::1]:8443/v1" in repr(judge)

@@ -55,6 +55,8 @@ def safe_url(url: str | None) -> str | None:
         return None
     parts = urlsplit(url)
     host = parts.hostname or ""
+    if ":" in host:  # an IPv6 address keeps its brackets (urlsplit's hostname drops them)
+        host = f"[{host}]"
     try:
         port = parts.port
     except ValueError:  # not a number: maybe part of a password, so not shown
