@@ -73,9 +73,9 @@ def test_every_configuration_has_its_figures(
             assert isinstance(row[key], float) and row[key] > 0, (name, key)
         assert len(row["ratio_to_floor_rounds"]) == 2
     assert configurations["floor"]["ratio_to_floor"] == 1.0
-    for name in OURS:
-        assert isinstance(configurations[name]["target_met"], bool)
-        assert configurations[name]["target_ratio"] in (1.03, 1.10)
+    for name in OURS:  # the verdict follows from the ratio and the target, not printed independently
+        row = configurations[name]
+        assert row["target_met"] is (row["ratio_to_floor"] <= row["target_ratio"]), (name, row)
 
 
 def test_our_outcomes_are_all_accounted_for(
