@@ -316,3 +316,22 @@ def test_shutdown_counts_the_runs_still_in_progress(make_rig: MakeRig) -> None:
     root.on_chain_end({"output": ANSWER})
     assert rig.handler.stats().finished == 1
     assert_accounted(rig)
+
+
+def test_an_unsampled_root_captured_at_its_end_does_no_capture_work(
+    make_rig: MakeRig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The interaction assembly is replaced by one that fails the test if called (a spy, not a mock of
+    # a part: the chain, handler and evaluator are real). Out of the sample, the root is only counted.
+    from ctxutil_otel.capture import _extract
+
+    def must_not_run(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("interaction assembled for a root outside the sample")
+
+    monkeypatch.setattr(_extract, "interaction_of", must_not_run)
+    rig = make_rig(sample_rate=0.0)
+    sources_only = RunnableLambda(lambda q: {"source_documents": [Document(page_content=c) for c in CHUNKS]})
+    sources_only.invoke({"query": QUESTION}, config={"callbacks": [rig.handler]})
+    stats = rig.handler.stats()
+    assert (stats.captured, stats.sampled_out) == (1, 1)
+    assert_accounted(rig)  # includes: no callback errors

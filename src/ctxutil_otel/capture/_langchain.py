@@ -413,6 +413,9 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
                 return
             if documents is None:
                 return
+            if not self.evaluator.in_sample(root.trace_id):
+                self._sample(root.trace_id)  # counted sampled_out, before any capture work
+                return
             retrievals: list[Sequence[object] | None] = [documents]
         else:
             retrievals = root.retrievals

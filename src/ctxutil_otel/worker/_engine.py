@@ -129,7 +129,7 @@ class Engine:
 
     # --- hot path -----------------------------------------------------------------------------
     def sample(self, trace_id: int) -> bool:
-        sampled = self._in_sample(trace_id)
+        sampled = self.in_sample(trace_id)
         with self._lock:
             self._tally.captured += 1
             if not sampled:
@@ -151,7 +151,7 @@ class Engine:
         self._drop_log.log(reason, suppressed)
         return False
 
-    def _in_sample(self, trace_id: int) -> bool:
+    def in_sample(self, trace_id: int) -> bool:
         try:
             return self._sampler.should_sample(trace_id)
         except Exception:  # a non-int trace id from a capture bug: not sampled, still counted
@@ -198,7 +198,7 @@ class Engine:
             self._tally.drop(reason)
 
     def drop(self, trace_id: int, reason: str) -> None:
-        sampled = self._in_sample(trace_id)
+        sampled = self.in_sample(trace_id)
         with self._lock:
             self._tally.captured += 1
             if sampled:

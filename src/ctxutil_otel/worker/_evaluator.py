@@ -153,6 +153,11 @@ class Evaluator:
             self._engine.discard("internal_error")
             return False
 
+    def in_sample(self, trace_id: int) -> bool:
+        """The trace-id ratio decision of :meth:`sample` alone (no admission); counts nothing, never
+        raises. For a capture path that must decide whether to do capture work before it can count."""
+        return self._engine.in_sample(trace_id)
+
     def drop(self, trace_id: int, reason: str) -> None:
         """Count one captured interaction that is already lost (evicted from a buffer, still buffered
         at shutdown, not evaluable) without admitting it: ``sampled_out`` when the trace-id sampler
