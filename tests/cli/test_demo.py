@@ -33,7 +33,7 @@ def test_demo_quiet_prints_only_the_summary() -> None:
     proc = run_demo("--limit", "3", "--quiet")
     assert proc.returncode == 0, proc.stderr
     assert "[span]" not in proc.stdout and "[metric]" not in proc.stdout
-    assert "evaluations received: 3" in proc.stdout
+    assert "questions run: 3 in " in proc.stdout and "distinct questions evaluated: 3" in proc.stdout
 
 
 def test_demo_sample_rate_zero_evaluates_nothing_and_says_so() -> None:
@@ -111,6 +111,8 @@ def test_demo_loop_keeps_sending_until_sigterm_then_summarises() -> None:
     assert proc.returncode == 0, err
     captured = int(out.split("evaluator: captured ")[1].split(",")[0])
     assert captured >= 6 and captured % 2 == 0
+    passes = captured // 2  # two questions per pass: the summary says how many passes ran
+    assert f"questions run: 2 × {passes} passes ({captured} runs)" in out
 
 
 def test_demo_takes_content_capture_and_application_name_from_the_environment() -> None:

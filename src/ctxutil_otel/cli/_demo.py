@@ -138,11 +138,15 @@ def _stop_on_signals() -> threading.Event:
     return stop
 
 
-def _loop(run_pass: Callable[[], object], interval_s: float, stop: threading.Event) -> None:
-    """Call ``run_pass`` now and then every ``interval_s`` seconds until ``stop`` is set."""
+def _loop(run_pass: Callable[[], object], interval_s: float, stop: threading.Event) -> int:
+    """Call ``run_pass`` now and then every ``interval_s`` seconds until ``stop`` is set; returns the
+    number of passes run."""
     run_pass()
+    passes = 1
     while not stop.wait(max(0.0, interval_s)):
         run_pass()
+        passes += 1
+    return passes
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -189,8 +193,10 @@ def render_summary(
     stats: Any,
     report: AgreementReport | None,
     elapsed_s: float,
+    passes: int = 1,
 ) -> str:
-    """The demo's closing table and totals (plain text)."""
+    """The demo's closing table and totals (plain text); ``passes``: how often the questions ran
+    (``--loop``), the table showing the last result of each."""
     out = ["", _ROW.format("#", "id", "chunks", "relevant", "used", "score", "label", "labelled")]
     for i, row in enumerate(rows, start=1):
         result = results.get(row["query"])
@@ -215,7 +221,8 @@ def render_summary(
     scored = [r.score for r in results.values() if r.score is not None]
     passed = sum(1 for r in results.values() if r.passed)
     out.append("")
-    out.append(f"questions run: {len(rows)} in {elapsed_s:.2f} s; evaluations received: {len(results)}")
+    runs = f"{len(rows)} × {passes} passes ({len(rows) * passes} runs)" if passes > 1 else f"{len(rows)}"
+    out.append(f"questions run: {runs} in {elapsed_s:.2f} s; distinct questions evaluated: {len(results)}")
     if scored:
         out.append(f"mean utilization: {sum(scored) / len(scored):.3f} over {len(scored)} scored")
         out.append(
@@ -319,8 +326,9 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     questions = [r["query"] for r in rows]
     config: RunnableConfig = {"callbacks": [handler], "max_concurrency": 4}
+    passes = 1
     if stop is not None:
-        _loop(lambda: chain.batch(questions, config=config), args.interval, stop)
+        passes = _loop(lambda: chain.batch(questions, config=config), args.interval, stop)
     else:
         chain.batch(questions, config=config)
     # Stopped by a signal (docker stop, Ctrl-C): honour the shutdown deadline; else give a slow judge time.
@@ -331,7 +339,7 @@ def run(args: argparse.Namespace) -> int:
     # One export per signal (the shutdown exports what is buffered and the last metric collection).
     exported = telemetry.shutdown(int(export_budget_s * 1000))
     stats = evaluator.stats()
-    print(render_summary(rows, emitter.results, stats, _agreement(rows, emitter.results), elapsed))
+    print(render_summary(rows, emitter.results, stats, _agreement(rows, emitter.results), elapsed, passes))
     print(_telemetry_line(destinations, exported, export_budget_s, unreachable))
     if not flushed:
         print("warning: evaluations were still pending at the flush deadline", file=sys.stderr)
