@@ -1,6 +1,6 @@
 """The same RAG chain driven with `ainvoke` and `astream`: the handler assembles streamed answers.
 
-    pip install "ctxutil-otel[examples]"
+    .venv/bin/pip install ".[examples]"   # from the repository root
     python examples/langchain_async_stream.py [N_QUESTIONS]
 
 Offline (replaying model); see examples/langchain_callback.py for swapping in a real model.

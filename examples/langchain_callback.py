@@ -5,7 +5,7 @@ embedding) and the chat model replays each question's recorded answer. Set OPENA
 optionally OPENAI_BASE_URL / EXAMPLE_CHAT_MODEL) with `langchain-openai` installed to answer with a real
 OpenAI-compatible model instead.
 
-    pip install "ctxutil-otel[examples]"   # numpy, for InMemoryVectorStore
+    .venv/bin/pip install ".[examples]"   # from the repository root: numpy, for InMemoryVectorStore
     python examples/langchain_callback.py [N_QUESTIONS]
 
 Telemetry goes to the global OpenTelemetry providers; this example sets console exporters (compact
