@@ -139,6 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=8, help="grid points to list")
     args = parser.parse_args(argv)
 
+    for name, path in (("--train", args.train), ("--dev", None if args.no_dev else args.dev)):
+        if path is not None and not path.is_file():
+            parser.error(f"{name}: no file at {path} (the RAGBench labelled files live in ../shared/data/)")
     train = load(args.train)
     labels = [LabelledRow.from_record(r) for r in train]
     probe = LexicalJudge()
