@@ -29,7 +29,7 @@ from typing import Any
 from _common import JudgeServer, Providers
 
 from ctxutil_otel import Evaluator
-from ctxutil_otel.capture._interaction import Interaction
+from ctxutil_otel.capture import Interaction
 from ctxutil_otel.data import load_sample
 from ctxutil_otel.emit import Emitter
 

@@ -11,7 +11,7 @@ _SCRIPT = textwrap.dedent(
     """
     import asyncio
 
-    from ctxutil_otel.capture._interaction import Interaction
+    from ctxutil_otel.capture import Interaction
     from ctxutil_otel.judges import ChunkVerdict, JudgeResult
     from ctxutil_otel.metric import ContextualUtilization
     from ctxutil_otel.worker import Evaluator

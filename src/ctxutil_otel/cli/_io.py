@@ -13,8 +13,8 @@ from pydantic import ValidationError
 
 from .._item import DatasetItem
 from .._settings import Settings
-from .._settings import build_judge as _build_judge
 from ..judges._base import Judge
+from ..judges._from_settings import build_judge as _build_judge
 
 __all__ = ["BadLine", "Line", "build_judge", "read_items", "report_bad_line"]
 
@@ -91,7 +91,7 @@ def report_bad_line(path: Path, bad: BadLine) -> None:
 
 def build_judge(name: str, model: str | None = None, base_url: str | None = None) -> Judge:
     """Return the judge a command named (``lexical`` or ``openai``), through the same
-    :func:`ctxutil_otel._settings.build_judge` the live evaluator uses (so ``CTXUTIL_JUDGE_*`` and
+    :func:`ctxutil_otel.judges._from_settings.build_judge` the live evaluator uses (so ``CTXUTIL_JUDGE_*`` and
     ``OPENAI_API_KEY`` apply to the options left unset).
 
     Raises:

@@ -34,7 +34,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 
-from ..capture._interaction import Interaction
+from .._interaction import Interaction
 from ..metric._contextual_utilization import ContextualUtilization
 from ..metric._results import MetricEvaluationResult
 from ..sampling import TokenBucket, TokenBudget, TraceIdRatioSampler

@@ -10,8 +10,10 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
-from .._settings import Settings, build_emitter, build_judge
-from ..capture._interaction import Interaction
+from .._interaction import Interaction
+from .._settings import Settings
+from ..emit._from_settings import build_emitter
+from ..judges._from_settings import build_judge
 from ..metric._contextual_utilization import ContextualUtilization
 from ._engine import Engine
 from ._stats import EvaluatorStats

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, TypeAlias
 
-from ..capture._interaction import Interaction
+from .._interaction import Interaction
 from ..metric._results import MetricEvaluationResult
 
 __all__ = ["EvaluationEmitter", "Outcome", "QueueEntry", "outcome_of"]

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 
 from opentelemetry.trace import SpanContext
 
-from .._interaction import Interaction
+from ..._interaction import Interaction
 from .._reasons import PENDING_FULL, TTL_EXPIRED
 from ._model import Chunk, Generation, Retrieval
 
