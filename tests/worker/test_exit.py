@@ -44,7 +44,7 @@ _SCRIPT = textwrap.dedent(
         shutdown_timeout_s={timeout},
     )
     for i in range(5):
-        assert evaluator.sample(i)
+        assert evaluator.admit(i)
         evaluator.submit(Interaction(query="q", answer="a", documents=["d"], trace_id=i, id=str(i)))
     print("exiting", flush=True)
     """
