@@ -90,7 +90,9 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
             builds one from :class:`~ctxutil_otel._settings.Settings` (``settings_overrides`` >
             ``CTXUTIL_*`` environment > defaults); the handler then owns it.
         clock: Monotonic clock in seconds for the run TTL (default ``time.monotonic``; for tests).
-        **settings_overrides: Settings by name (``sample_rate=0.1``, ``run_ttl_s=60``, ...). With an
+        **settings_overrides: ``tracer_provider=``, ``meter_provider=``, ``logger_provider=``: where the
+            results go (default: the global providers, resolved when first used), and settings by name
+            (``sample_rate=0.1``, ``run_ttl_s=60``, ...). With an
             explicit ``evaluator`` only the capture settings ``run_ttl_s`` and ``max_pending_runs``
             are accepted (the others configure the evaluator).
 

@@ -49,6 +49,7 @@ from ...emit._names import ATTR_EVALUATION_NAME, SPAN_EVALUATION, SPAN_INTERACTI
 from ...sampling import TraceIdRatioSampler
 from .._evaluator_args import resolve_evaluator
 from .._reasons import TTL_EXPIRED
+from .._results_check import ResultsCheck
 from . import _genai, _openinference, _openllmetry
 from ._assembly import Evicted, TraceBuffer, Turn, to_interaction
 from ._model import Generation, Part, Retrieval
@@ -115,9 +116,12 @@ class UtilizationSpanProcessor(SpanProcessor):
             (``settings_overrides`` > ``CTXUTIL_*`` environment > defaults).
         clock: Monotonic clock in seconds for the buffer TTL (default ``time.monotonic``; for tests).
         max_buffered_bytes: Bound on the approximate bytes of buffered text (default 64 MiB).
-        **settings_overrides: Settings by name. ``run_ttl_s`` (seconds a trace may stay buffered
-            waiting for its root) and ``max_pending_runs`` (buffered traces at most) bound the buffer;
-            with an explicit ``evaluator`` only those two are accepted.
+        **settings_overrides: ``tracer_provider=``, ``meter_provider=``, ``logger_provider=``: where the
+            results go (default: the global providers, resolved when first used; without an explicit
+            ``evaluator`` only); warned once when the spans come from another provider. Settings by
+            name: ``run_ttl_s`` (seconds a trace may stay buffered waiting for its root) and
+            ``max_pending_runs`` (buffered traces at most) bound the buffer; with an explicit
+            ``evaluator`` only those two are accepted.
 
     Raises:
         ctxutil_otel._settings.SettingsError: for an unknown setting or an invalid value.
@@ -153,13 +157,17 @@ class UtilizationSpanProcessor(SpanProcessor):
         self._traces = self._buffer.traces  # the same dict, read lock-free on the hot path
         self._lock = threading.Lock()
         self._shutdown = False
+        self._results_check = ResultsCheck(evaluator)
         self._logged_error = False
         #: Unexpected errors caught in ``on_end`` (each logged at debug level, the first at warning).
         self.errors = 0
 
     # --- SpanProcessor --------------------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        """Nothing: the processor only reads finished spans."""
+        """Nothing but, on the first span, check that results go to the provider the spans come from
+        (warned once otherwise): the processor only reads finished spans."""
+        if not self._results_check.done:
+            self._results_check.check(span)
 
     def on_end(self, span: ReadableSpan) -> None:
         """Read a finished span; buffer it if it belongs to a sampled RAG interaction; assemble and
