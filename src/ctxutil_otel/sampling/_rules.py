@@ -150,8 +150,10 @@ def _describe(exc: ValidationError, value: object) -> str:
         if error["type"] == "json_invalid":
             parts.append(f"selection rules: invalid JSON ({error['msg']})")
             continue
-        index = loc.pop(0) if loc and isinstance(loc[0], int) else None
-        if index is not None:
+        first = loc[0] if loc else None
+        if isinstance(first, int):
+            index = first
+            loc = loc[1:]
             where = f"rule {index}"
             name = _rule_name(value, index)
             if name:
