@@ -1,4 +1,4 @@
-"""Bounded dimensions (issue 12 item 2): truncated values, at most N distinct per dimension, overflow counted."""
+"""Bounded dimensions (issue 12 item 2): values truncated, at most N distinct per dimension."""
 
 from __future__ import annotations
 
