@@ -115,19 +115,29 @@ def _warnings(caplog: pytest.LogCaptureFixture, marker: str) -> list[str]:
 # --- item 1: a span processor on a provider that is not the global one -----------------------------
 
 
-def test_processor_on_another_provider_than_its_results_warns_once(
-    providers: Providers, openinference: LangChainInstrumentor, caplog: pytest.LogCaptureFixture
-) -> None:
-    # The reported set-up: the processor built without providers sends results to the global ones,
-    # which are not the provider OpenInference traces into. Before: evaluated=3 and not a word.
+def _run_instrumented(
+    providers: Providers,
+    openinference: LangChainInstrumentor,
+    caplog: pytest.LogCaptureFixture,
+    processor: UtilizationSpanProcessor,
+) -> UtilizationSpanProcessor:
+    """OpenInference on the (non-global) provider, ``processor`` added to it, the chain run per row."""
     openinference.instrument(tracer_provider=providers.tracer_provider)
-    processor = UtilizationSpanProcessor(max_evaluations_per_second=0)
     providers.tracer_provider.add_span_processor(processor)
     chain = _chain()
     with caplog.at_level(logging.WARNING):
         for row in ROWS:
             chain.invoke(row["query"])  # type: ignore[attr-defined]
         assert processor.force_flush(30000)
+    return processor
+
+
+def test_processor_on_another_provider_than_its_results_warns_once(
+    providers: Providers, openinference: LangChainInstrumentor, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The reported set-up: the processor built without providers sends results to the global ones,
+    # which are not the provider OpenInference traces into. Before: evaluated=3 and not a word.
+    processor = _run_instrumented(providers, openinference, caplog, UtilizationSpanProcessor())
     stats = processor.stats()
     assert stats.evaluated + stats.not_applicable == 3
     assert providers.evaluation_spans() == []  # the results did not reach the application's provider
@@ -139,14 +149,9 @@ def test_processor_on_another_provider_than_its_results_warns_once(
 def test_processor_takes_the_providers_and_the_results_arrive_there(
     providers: Providers, openinference: LangChainInstrumentor, caplog: pytest.LogCaptureFixture
 ) -> None:
-    openinference.instrument(tracer_provider=providers.tracer_provider)
-    processor = UtilizationSpanProcessor(max_evaluations_per_second=0, **providers.kwargs())
-    providers.tracer_provider.add_span_processor(processor)
-    chain = _chain()
-    with caplog.at_level(logging.WARNING):
-        for row in ROWS:
-            chain.invoke(row["query"])  # type: ignore[attr-defined]
-        assert processor.force_flush(30000)
+    processor = _run_instrumented(
+        providers, openinference, caplog, UtilizationSpanProcessor(**providers.kwargs())
+    )
     evaluations = providers.evaluation_spans()
     assert len(evaluations) == 3
     app_traces = {

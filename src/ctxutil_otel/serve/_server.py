@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from .._throttled_log import ThrottledLog
 from ._export import ExportResult, bearer_authorized, export_request
 
 if TYPE_CHECKING:
@@ -165,8 +166,7 @@ class TraceReceiver:
         self._accepting = False
         self._in_flight = 0
         self._requests: dict[str, int] = {}
-        self._unlogged: dict[str, int] = {}
-        self._next_log: dict[str, float] = {}
+        self._refusal_log = ThrottledLog(LOG_INTERVAL_S)
         self._spans = [0, 0]  # accepted, rejected
         self._grpc: Any = None
         self._http: Any = None
@@ -193,12 +193,8 @@ class TraceReceiver:
         self._requests[outcome] = self._requests.get(outcome, 0) + 1
         if outcome in _QUIET_OUTCOMES:
             return 0
-        self._unlogged[outcome] = self._unlogged.get(outcome, 0) + 1
-        now = time.monotonic()
-        if now < self._next_log.get(outcome, 0.0):
-            return 0
-        self._next_log[outcome] = now + LOG_INTERVAL_S
-        return self._unlogged.pop(outcome)
+        suppressed = self._refusal_log.due(outcome)
+        return 0 if suppressed is None else suppressed + 1  # this one and those not logged since
 
     @staticmethod
     def _log_refusals(outcome: str, count: int) -> None:
