@@ -141,8 +141,9 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         (delegates to the evaluator). Runs still in progress are not affected."""
         return self.evaluator.force_flush(timeout_millis)
 
-    def shutdown(self, timeout_millis: int = 30000) -> bool:
-        """Stop capturing and shut the evaluator down within ``timeout_millis`` milliseconds.
+    def shutdown(self, timeout_millis: int | None = None) -> bool:
+        """Stop capturing and shut the evaluator down within ``timeout_millis`` milliseconds (default:
+        the evaluator's ``shutdown_timeout_s`` setting).
 
         Runs still in progress are dropped: each captured (sampled) one is counted ``dropped``
         ``shutdown`` and their later callbacks are ignored. Returns ``True`` when no captured run was

@@ -228,10 +228,14 @@ class Evaluator:
         Does not flush the OpenTelemetry providers (call theirs after this one)."""
         return self._engine.force_flush(timeout_millis)
 
-    def shutdown(self, timeout_millis: int = 30000) -> bool:
+    def shutdown(self, timeout_millis: int | None = None) -> bool:
         """Stop accepting work (further submits are dropped ``shutdown``), finish pending evaluations
-        within ``timeout_millis``, count whatever is left as dropped ``shutdown``, and stop the
-        thread. Returns ``True`` when nothing was left. Idempotent (later calls return ``True``)."""
+        within ``timeout_millis`` (default: the ``shutdown_timeout_s`` setting, 5 s, the one shutdown
+        default of the evaluator, the handler, the span processor and the receiver), count whatever
+        is left as dropped ``shutdown``, and stop the thread. Returns ``True`` when nothing was left.
+        Idempotent (later calls return ``True``)."""
+        if timeout_millis is None:
+            timeout_millis = int(self._settings.shutdown_timeout_s * 1000)
         try:
             return self._engine.shutdown(timeout_millis)
         finally:

@@ -11,8 +11,8 @@ import itertools
 import pytest
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from ctxutil_otel.capture.spans import Chunk, Generation, Retrieval, TraceBuffer, to_interaction
-from ctxutil_otel.capture.spans._assembly import BufferedPart, pair
+from ctxutil_otel.capture.spans import Chunk, Generation, Retrieval
+from ctxutil_otel.capture.spans._assembly import BufferedPart, TraceBuffer, pair, to_interaction
 
 from .conftest import FakeClock
 

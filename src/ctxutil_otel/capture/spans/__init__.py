@@ -5,12 +5,10 @@
   :data:`CHAIN` marker or ``None``, whichever convention wrote them (OpenInference, OpenTelemetry GenAI,
   OpenLLMetry).
 * :class:`SpanLike`: what the processor reads from a span (``ReadableSpan`` satisfies it).
-* :class:`TraceBuffer`, :class:`Turn`: trace assembly (how retrievals and generations pair into turns).
 """
 
 from __future__ import annotations
 
-from ._assembly import TraceBuffer, Turn, to_interaction
 from ._model import CHAIN, Chain, Chunk, Generation, Retrieval, SpanLike
 from ._processor import DEFAULT_MAX_BUFFERED_BYTES, MARKER_ATTRIBUTES, UtilizationSpanProcessor, read_part
 
@@ -23,9 +21,6 @@ __all__ = [
     "Generation",
     "Retrieval",
     "SpanLike",
-    "TraceBuffer",
-    "Turn",
     "UtilizationSpanProcessor",
     "read_part",
-    "to_interaction",
 ]
