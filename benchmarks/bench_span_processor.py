@@ -37,7 +37,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.trace import SpanContext, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
-from ctxutil_otel.capture.spans import Retrieval, UtilizationSpanProcessor
+from ctxutil_otel.capture.spans import UtilizationSpanProcessor
+from ctxutil_otel.capture.spans._model import Retrieval
 from ctxutil_otel.worker import Evaluator
 
 _WARMUP = 10_000
