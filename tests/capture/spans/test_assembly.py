@@ -231,3 +231,23 @@ def test_to_interaction_query_chunks_parent_and_not_evaluable_cases() -> None:
     )
     fallback = single(retrieval("c", query=None), Generation("a", "genai", query="q from messages"))
     assert not isinstance(fallback, NotEvaluable) and fallback.query == "q from messages"  # type: ignore[attr-defined]
+
+
+def test_a_trace_evicted_before_its_generation_counts_the_generation_with_the_eviction_reason() -> None:
+    """The span side of issue 10 item 6: the retrieval was evicted (pending_full), then the generation
+    that used it ended: one turn, counted with the eviction's reason (before: nothing, it vanished)."""
+    buf = buffer(max_traces=1)
+    first, second = ctx(1), ctx(2)
+    buf.end_span(retrieval("x"), ctx(1), first.span_id, 1, 2)
+    _, evicted = buf.end_span(retrieval("y"), ctx(2), second.span_id, 3, 4)
+    assert evicted == []  # nothing paired yet: remembered, not counted
+    late = ctx(1)
+    turns, evicted = buf.end_span(generation(), late, first.span_id, 5, 6)
+    assert turns == [] and [(t.trace_id, t.generation.context, r) for t, r in evicted] == [
+        (1, late, "pending_full")
+    ]
+    assert list(buf.traces) == [2]  # the generation was not buffered
+    # a search-only trace evicted and then ended is not a turn: its root forgets it, nothing counted
+    buf.end_span(retrieval("z"), ctx(3), 77, 7, 8)  # evicts trace 2 (retrieval only)
+    assert buf.end_span(None, SpanContext(2, second.span_id, is_remote=False), None, 0, 9) == ([], [])
+    assert buf.end_span(generation(), ctx(2), second.span_id, 10, 11)[1] == []  # root ended: forgotten

@@ -43,6 +43,10 @@ The shapes (``R`` retrieval, ``K`` reranker, ``G`` generation, ``C`` chain; ``*`
                                 └─ G*                │   └─ G   (query writer / filter: discarded)
                                                      └─ G*
 
+A trace evicted while a retrieval still waits for its generation is remembered (at most ``max_traces``
+of them): when that generation ends, its turn is counted with the eviction's reason instead of vanishing
+unpaired (the span side of issue 10 item 6).
+
 Bounds: at most ``max_traces`` buffered traces and ``max_bytes`` of buffered text (approximate, see
 ``Retrieval.size``), each for at most ``ttl_s`` seconds; beyond that the oldest trace is evicted and
 its records paired into turns that the caller counts as dropped, with the reason the eviction reports:
@@ -58,6 +62,7 @@ Not thread-safe: the span processor calls it under its lock. ``traces`` may be r
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final
@@ -212,6 +217,10 @@ class TraceBuffer:
         self.size = 0
         #: Clock time at which the oldest trace expires (``inf`` when empty).
         self.next_deadline = math.inf
+        # Evicted traces that still held a retrieval waiting for its generation -> the eviction's
+        # reason: that generation, when it ends, is counted with it instead of vanishing unpaired.
+        # At most ``max_traces`` entries, oldest forgotten first.
+        self._evicted: OrderedDict[int, str] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self.traces)
@@ -246,6 +255,14 @@ class TraceBuffer:
         trace_id = context.trace_id
         evicted: Evicted = []
         trace = self.traces.get(trace_id)
+        if self._evicted and trace_id in self._evicted:
+            if parent_span_id is None:
+                self._evicted.pop(trace_id)  # its local root: nothing more will come
+            elif trace is None and isinstance(record, Generation):
+                reason = self._evicted.pop(trace_id)
+                part = BufferedPart(record, context, start_ns, end_ns, 0)
+                evicted.append((Turn(trace_id, (), part, start_ns, end_ns), reason))
+                return [], evicted
         if record is None:
             if trace is None:
                 return [], evicted
@@ -281,7 +298,7 @@ class TraceBuffer:
         returns their turns (to be counted ``ttl_expired``)."""
         evicted: list[Turn] = []
         while limit > 0 and now >= self.next_deadline:
-            evicted.extend(self._forget(next(iter(self.traces.values())), None))
+            evicted.extend(self._forget(next(iter(self.traces.values())), None, TTL_EXPIRED))
             limit -= 1
         return evicted
 
@@ -310,14 +327,21 @@ class TraceBuffer:
             self._release(trace, [p for p in group if id(p) not in kept])
         return [Turn(trace.trace_id, r, g, start_ns, end_ns) for r, g in pairs]
 
-    def _forget(self, trace: _Trace, bounds: tuple[int, int] | None) -> list[Turn]:
+    def _forget(
+        self, trace: _Trace, bounds: tuple[int, int] | None, eviction: str | None = None
+    ) -> list[Turn]:
         """Remove ``trace`` and pair everything it still holds: at its local root's end (``bounds``
-        are the root's) or on eviction (``None``: each turn spans its own records). A trace whose
-        records pair into no turn although it holds a retrieval and a generation gives one
-        :data:`UNPAIRED` turn; other leftovers are not RAG turns and are dropped without counting."""
+        are the root's) or on eviction (``None``: each turn spans its own records; ``eviction`` is the
+        reason, remembered for a retrieval still waiting for its generation). A trace whose records
+        pair into no turn although it holds a retrieval and a generation gives one :data:`UNPAIRED`
+        turn; other leftovers are not RAG turns and are dropped without counting."""
         parts = [p for group in trace.waiting.values() for p in group]
         self._remove(trace)
         pairs, leftovers = pair(parts)
+        if eviction is not None and any(isinstance(p.record, Retrieval) for p in leftovers):
+            self._evicted[trace.trace_id] = eviction
+            while len(self._evicted) > self.max_traces:
+                self._evicted.popitem(last=False)
         if not pairs:
             retrievals = tuple(p for p in leftovers if isinstance(p.record, Retrieval))
             generations = [p for p in leftovers if isinstance(p.record, Generation)]
@@ -341,7 +365,7 @@ class TraceBuffer:
         TTL at ``now`` (the lazy sweep had not reached it yet), else the bound was full."""
         reason = TTL_EXPIRED if now >= self.next_deadline else PENDING_FULL
         oldest = next(iter(self.traces.values()))
-        evicted.extend([(turn, reason) for turn in self._forget(oldest, None)])
+        evicted.extend([(turn, reason) for turn in self._forget(oldest, None, reason)])
 
     def _release(self, trace: _Trace, parts: list[BufferedPart], *, keep: bool = False) -> None:
         freed = sum(p.size for p in parts)
