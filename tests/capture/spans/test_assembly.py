@@ -11,14 +11,8 @@ import itertools
 import pytest
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from ctxutil_otel.capture.spans._assembly import (
-    BufferedPart,
-    NotEvaluable,
-    TraceBuffer,
-    Turn,
-    pair,
-    to_interaction,
-)
+from ctxutil_otel.capture.spans._assembly import BufferedPart, TraceBuffer, Turn, pair
+from ctxutil_otel.capture.spans._convert import NotEvaluable, to_interaction
 from ctxutil_otel.capture.spans._model import Chunk, Generation, Retrieval
 
 from .conftest import FakeClock

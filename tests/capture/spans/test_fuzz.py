@@ -35,6 +35,7 @@ from ctxutil_otel.worker import Evaluator
 from ..conftest import RecordingEmitter, RecordingJudge
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "60"))
+pytestmark = pytest.mark.timeout(0 if EXAMPLES > 60 else 120)  # a long run on demand has no time limit
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,

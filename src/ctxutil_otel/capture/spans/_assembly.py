@@ -65,32 +65,13 @@ import math
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Final
 
 from opentelemetry.trace import SpanContext
 
-from .._interaction import Interaction
 from .._reasons import PENDING_FULL, TTL_EXPIRED
-from ._model import CAPTURE_ERROR, Chunk, Generation, Retrieval
+from ._model import UNPAIRED, Generation, Retrieval
 
-__all__ = [
-    "NO_ANSWER",
-    "NO_QUERY",
-    "UNPAIRED",
-    "BufferedPart",
-    "Evicted",
-    "NotEvaluable",
-    "TraceBuffer",
-    "Turn",
-    "pair",
-    "to_interaction",
-]
-
-SOURCE = "span_processor"
-#: Causes of a not-evaluable turn besides the records' own ``problem`` values.
-UNPAIRED: Final = "unpaired"  # retrieval and generation in a trace that pair into no turn
-NO_QUERY: Final = "no_query"
-NO_ANSWER: Final = "no_answer"
+__all__ = ["BufferedPart", "Evicted", "TraceBuffer", "Turn", "pair"]
 
 
 @dataclass(slots=True, eq=False)
@@ -131,23 +112,6 @@ class Turn:
     start_ns: int
     end_ns: int
     cause: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class NotEvaluable:
-    """Why a turn cannot be evaluated.
-
-    Attributes:
-        reason: The drop reason it is counted with: ``capture_error`` when a reader failed on one of
-            its spans, else ``not_evaluable``.
-        cause: ``content_not_captured``, ``malformed``, ``truncated``, ``unrecognised``,
-            ``capture_error``, :data:`UNPAIRED`, :data:`NO_QUERY` or :data:`NO_ANSWER`.
-        convention: The convention of the record at fault (the generation's for the turn-level causes).
-    """
-
-    reason: str
-    cause: str
-    convention: str
 
 
 @dataclass(slots=True, eq=False)
@@ -385,55 +349,3 @@ class TraceBuffer:
         self.next_deadline = (
             next(iter(self.traces.values())).created + self.ttl_s if self.traces else math.inf
         )
-
-
-def to_interaction(turn: Turn) -> Interaction | NotEvaluable:
-    """The :class:`Interaction` of a turn, or why it is not evaluable: a record's content could not be
-    read (its ``problem``; a reader failure is ``capture_error``), the trace's records did not pair
-    (:data:`UNPAIRED`), the answer was not captured, or no query was found (retrievals first, then
-    the generation's input messages).
-
-    The interaction is parented to the generation's span (``parent``, ``trace_id`` and ``id``, the
-    span id in 16 hex digits); start/end are the closing span's; ``source`` is ``"span_processor"``.
-    """
-    generation = turn.generation.record
-    assert isinstance(generation, Generation)
-    records: list[Retrieval | Generation] = [p.record for p in turn.retrievals]
-    records.append(generation)
-    failed = next((r for r in records if r.problem == CAPTURE_ERROR), None)
-    if failed is not None:
-        return NotEvaluable(CAPTURE_ERROR, CAPTURE_ERROR, failed.convention)
-    if turn.cause is not None:
-        return NotEvaluable("not_evaluable", turn.cause, generation.convention)
-    chunks: list[Chunk] = []
-    query: str | None = None
-    for part in turn.retrievals:
-        record = part.record
-        assert isinstance(record, Retrieval)
-        if record.chunks is None:
-            return NotEvaluable("not_evaluable", record.problem or "malformed", record.convention)
-        chunks.extend(record.chunks)
-        if query is None and record.query is not None and record.query.strip():
-            query = record.query
-    if generation.answer is None:
-        return NotEvaluable("not_evaluable", generation.problem or NO_ANSWER, generation.convention)
-    if query is None:
-        query = generation.query
-    if query is None or not query.strip():
-        return NotEvaluable("not_evaluable", NO_QUERY, generation.convention)
-    context = turn.generation.context
-    return Interaction(
-        query=query,
-        answer=generation.answer,
-        documents=chunks,
-        trace_id=context.trace_id,
-        parent=context,
-        start_time_ns=turn.start_ns,
-        end_time_ns=turn.end_ns,
-        source=SOURCE,
-        id=format(context.span_id, "016x"),
-        metadata={
-            "convention": generation.convention,
-            "retrieval_span_ids": [format(p.context.span_id, "016x") for p in turn.retrievals],
-        },
-    )

@@ -23,8 +23,11 @@ __all__ = [
     "MALFORMED",
     "MAX_ID_DIGITS",
     "MAX_INDEX",
+    "NO_ANSWER",
+    "NO_QUERY",
     "REDACTED",
     "TRUNCATED",
+    "UNPAIRED",
     "UNRECOGNISED",
     "Chain",
     "Chunk",
@@ -51,6 +54,10 @@ MALFORMED: Final = "malformed"  # the attribute is there but unreadable (bad JSO
 TRUNCATED: Final = "truncated"  # some documents are missing (attribute count limit, gaps in indices)
 UNRECOGNISED: Final = "unrecognised"  # a retrieval or model span no reader knows how to read
 CAPTURE_ERROR: Final = "capture_error"  # the reader failed on this span (counted ``capture_error``)
+#: Causes of a not-evaluable turn besides the records' own ``problem`` values.
+UNPAIRED: Final = "unpaired"  # retrieval and generation in a trace that pair into no turn
+NO_QUERY: Final = "no_query"  # no retrieval or input message of the turn holds a query
+NO_ANSWER: Final = "no_answer"  # the generation's answer was not recorded
 
 _RECORD_OVERHEAD = 200  # approximate bytes of a buffered record besides its text
 

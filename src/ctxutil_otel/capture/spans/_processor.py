@@ -57,7 +57,8 @@ from ...emit._names import ATTR_EVALUATION_NAME, SPAN_EVALUATION, SPAN_INTERACTI
 from ...sampling import TraceIdRatioSampler
 from .._evaluator_args import resolve_evaluator
 from .._reasons import TTL_EXPIRED
-from ._assembly import Evicted, NotEvaluable, TraceBuffer, Turn, to_interaction
+from ._assembly import Evicted, TraceBuffer, Turn
+from ._convert import NotEvaluable, to_interaction
 from ._model import Generation, Retrieval
 from ._route import MARKER_ATTRIBUTES, ReaderError, read_part
 
