@@ -48,7 +48,7 @@ from ctxutil_otel.demo import build_rag_chain
 from ctxutil_otel.demo._replay import ReplayChatModel
 
 from ..conftest import FixedRetriever
-from .conftest import Harness
+from .conftest import Harness, play
 
 pytestmark = pytest.mark.filterwarnings("ignore:Calling .text\\(\\) as a method is deprecated")
 
@@ -213,55 +213,61 @@ def _chain() -> dict[str, Any]:
     return {SpanAttributes.OPENINFERENCE_SPAN_KIND: OpenInferenceSpanKindValues.CHAIN.value}
 
 
-def test_reranker_after_the_retriever_replaces_its_documents(make_harness: Make) -> None:
+def node(name: str, attributes: dict[str, Any], *children: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "attributes": attributes, "children": children}
+
+
+def rag(step: dict[str, Any]) -> dict[str, Any]:
+    """``rag`` chain span: ``step`` (the retrieval step), then the LLM span."""
+    return node("rag", _chain(), step, node("llm", _llm(ANSWER)))
+
+
+@pytest.mark.parametrize(
+    ("tree", "judged"),
+    [
+        pytest.param(  # CHAIN{RETRIEVER, RERANKER, LLM}: the reranker replaces the retriever's documents
+            node(
+                "rag",
+                _chain(),
+                node("retrieve", _retriever(BASE)),
+                node("rerank", _reranker(BASE, [BASE[2], BASE[0]])),
+                node("llm", _llm(ANSWER)),
+            ),
+            [BASE[2], BASE[0]],
+            id="reranker-after-retriever",
+        ),
+        pytest.param(  # a compression retriever whose compressor is an instrumented reranker
+            rag(
+                node(
+                    "compression",
+                    _retriever([BASE[2]]),
+                    node("base", _retriever(BASE)),
+                    node("rerank", _reranker(BASE, [BASE[2], BASE[0]])),
+                )
+            ),
+            [BASE[2]],
+            id="reranker-inside-retriever",
+        ),
+        pytest.param(  # a reranking step that runs its own retrievers
+            rag(
+                node(
+                    "rerank",
+                    _reranker(BASE, [BASE[0]]),
+                    node("a", _retriever(BASE[:2])),
+                    node("b", _retriever(BASE[2:])),
+                )
+            ),
+            [BASE[0]],
+            id="retrievers-inside-reranker",
+        ),
+        pytest.param(  # parallel retrievers under a chain still merge
+            rag(node("parallel", _chain(), node("a", _retriever(BASE[:2])), node("b", _retriever(BASE[2:])))),
+            list(BASE),
+            id="parallel-retrievers-merge",
+        ),
+    ],
+)
+def test_reranker_and_nested_shapes(make_harness: Make, tree: dict[str, Any], judged: list[str]) -> None:
     h = make_harness()
-    with h.tracer.start_as_current_span("rag", attributes=_chain()):
-        with h.tracer.start_as_current_span("retrieve", attributes=_retriever(BASE)):
-            pass
-        with h.tracer.start_as_current_span("rerank", attributes=_reranker(BASE, [BASE[2], BASE[0]])):
-            pass
-        with h.tracer.start_as_current_span("llm", attributes=_llm(ANSWER)):
-            pass
-    assert _judged(h) == [(QUESTION, ANSWER, [BASE[2], BASE[0]])]
-
-
-def test_reranker_inside_a_retriever_judges_the_retrievers_output(make_harness: Make) -> None:
-    """A compression retriever whose compressor is an instrumented reranker: RETRIEVER{RETRIEVER,
-    RERANKER}; the outer retriever's output is what flows on."""
-    h = make_harness()
-    with h.tracer.start_as_current_span("rag", attributes=_chain()):
-        with h.tracer.start_as_current_span("compression", attributes=_retriever([BASE[2]])):
-            with h.tracer.start_as_current_span("base", attributes=_retriever(BASE)):
-                pass
-            with h.tracer.start_as_current_span("rerank", attributes=_reranker(BASE, [BASE[2], BASE[0]])):
-                pass
-        with h.tracer.start_as_current_span("llm", attributes=_llm(ANSWER)):
-            pass
-    assert _judged(h) == [(QUESTION, ANSWER, [BASE[2]])]
-
-
-def test_retrievers_inside_a_reranker_step_judge_the_reranked_output(make_harness: Make) -> None:
-    """A reranking step that runs its own retrievers: RERANKER{RETRIEVER, RETRIEVER}."""
-    h = make_harness()
-    with h.tracer.start_as_current_span("rag", attributes=_chain()):
-        with h.tracer.start_as_current_span("rerank", attributes=_reranker(BASE, [BASE[0]])):
-            with h.tracer.start_as_current_span("a", attributes=_retriever(BASE[:2])):
-                pass
-            with h.tracer.start_as_current_span("b", attributes=_retriever(BASE[2:])):
-                pass
-        with h.tracer.start_as_current_span("llm", attributes=_llm(ANSWER)):
-            pass
-    assert _judged(h) == [(QUESTION, ANSWER, [BASE[0]])]
-
-
-def test_parallel_retrievers_under_a_chain_still_merge(make_harness: Make) -> None:
-    h = make_harness()
-    with h.tracer.start_as_current_span("rag", attributes=_chain()):
-        with h.tracer.start_as_current_span("parallel", attributes=_chain()):
-            with h.tracer.start_as_current_span("a", attributes=_retriever(BASE[:2])):
-                pass
-            with h.tracer.start_as_current_span("b", attributes=_retriever(BASE[2:])):
-                pass
-        with h.tracer.start_as_current_span("llm", attributes=_llm(ANSWER)):
-            pass
-    assert _judged(h) == [(QUESTION, ANSWER, list(BASE))]
+    play(h.tracer, tree)
+    assert _judged(h) == [(QUESTION, ANSWER, judged)]
