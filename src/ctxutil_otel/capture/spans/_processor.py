@@ -229,7 +229,8 @@ class UtilizationSpanProcessor(SpanProcessor):
         convention)``: causes ``content_not_captured``, ``malformed``, ``truncated``, ``unrecognised``,
         ``unpaired``, ``no_query``, ``no_answer``, ``capture_error``; conventions ``openinference``,
         ``genai``, ``openllmetry`` (a closed set: bounded). A copy."""
-        return dict(self._causes)
+        with self._lock:
+            return dict(self._causes)
 
     # --- internals ------------------------------------------------------------------------------
     def _skip(self, span: ReadableSpan, attributes: Mapping[str, object]) -> bool:
@@ -304,8 +305,9 @@ class UtilizationSpanProcessor(SpanProcessor):
     def _not_evaluable(self, verdict: NotEvaluable) -> None:
         """Count the cause; warn the first time each ``(cause, convention)`` is seen."""
         key = (verdict.cause, verdict.convention)
-        seen = self._causes.get(key, 0)
-        self._causes[key] = seen + 1
+        with self._lock:  # rare path: a turn already lost
+            seen = self._causes.get(key, 0)
+            self._causes[key] = seen + 1
         if not seen:
             _log.warning(
                 "ctxutil span processor: a RAG turn is not evaluable (counted dropped %s): cause %s, "
