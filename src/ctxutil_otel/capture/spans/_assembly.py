@@ -68,6 +68,7 @@ from dataclasses import dataclass, field
 
 from opentelemetry.trace import SpanContext
 
+from ..._accounting import DropReason
 from .._reasons import PENDING_FULL, TTL_EXPIRED
 from ._model import UNPAIRED, Generation, Retrieval
 
@@ -126,7 +127,7 @@ class _Trace:
 
 Pairs = list[tuple[tuple[BufferedPart, ...], BufferedPart]]
 #: Turns of evicted traces, each with its drop reason (``ttl_expired`` or ``pending_full``).
-Evicted = list[tuple[Turn, str]]
+Evicted = list[tuple[Turn, DropReason]]
 
 
 def pair(parts: Iterable[BufferedPart]) -> tuple[Pairs, list[BufferedPart]]:
@@ -184,7 +185,7 @@ class TraceBuffer:
         # Evicted traces that still held a retrieval waiting for its generation -> the eviction's
         # reason: that generation, when it ends, is counted with it instead of vanishing unpaired.
         # At most ``max_traces`` entries, oldest forgotten first.
-        self._evicted: OrderedDict[int, str] = OrderedDict()
+        self._evicted: OrderedDict[int, DropReason] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self.traces)
@@ -292,7 +293,7 @@ class TraceBuffer:
         return [Turn(trace.trace_id, r, g, start_ns, end_ns) for r, g in pairs]
 
     def _forget(
-        self, trace: _Trace, bounds: tuple[int, int] | None, eviction: str | None = None
+        self, trace: _Trace, bounds: tuple[int, int] | None, eviction: DropReason | None = None
     ) -> list[Turn]:
         """Remove ``trace`` and pair everything it still holds: at its local root's end (``bounds``
         are the root's) or on eviction (``None``: each turn spans its own records; ``eviction`` is the

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._interaction import Interaction
+from ..._accounting import DropReason
+from ..._interaction import Interaction
 from ._assembly import Turn
 from ._model import CAPTURE_ERROR, NO_ANSWER, NO_QUERY, Chunk, Generation, Retrieval
 
@@ -26,7 +27,7 @@ class NotEvaluable:
         convention: The convention of the record at fault (the generation's for the turn-level causes).
     """
 
-    reason: str
+    reason: DropReason
     cause: str
     convention: str
 
