@@ -49,7 +49,6 @@ to an inner runnable sees runs whose parent it never saw; they are ignored.
 
 from __future__ import annotations
 
-import logging
 import random
 import threading
 import time
@@ -58,11 +57,16 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
+
+# The config of the runnable running now: the context LangGraph nodes, tools and fallbacks run in.
+from langchain_core.runnables.config import var_child_runnable_config as _running_config
 from opentelemetry import trace
 
 from . import _extract
+from ._accounting import RootAccounting
 from ._evaluator_args import resolve_evaluator
-from ._runs import SAMPLED, UNDECIDED, Evicted, RootRun, RunTable
+from ._guard import ErrorCounter, on_tracked_run, stop_on_exception
+from ._runs import Evicted, RootRun, RunTable
 
 if TYPE_CHECKING:
     from .._settings import Settings
@@ -70,8 +74,6 @@ if TYPE_CHECKING:
     from ..worker._stats import EvaluatorStats
 
 __all__ = ["UtilizationCallbackHandler"]
-
-_log = logging.getLogger("ctxutil_otel.capture")
 
 
 def _new_trace_id() -> int:
@@ -118,8 +120,11 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
             max_pending_runs=settings.max_pending_runs,
             clock=clock or time.monotonic,
         )
-        self._errors: dict[str, int] = {}
-        self._errors_lock = threading.Lock()
+        self._errors = ErrorCounter()
+        self._outcomes = RootAccounting(evaluator, self._errors)
+        self._root_of = self._runs.root_of
+        self._standalone = 0
+        self._standalone_lock = threading.Lock()
 
     # --- what the handler listens to ------------------------------------------------------------
 
@@ -141,14 +146,10 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
     def shutdown(self, timeout_millis: int = 30000) -> bool:
         """Stop capturing and shut the evaluator down within ``timeout_millis`` milliseconds.
 
-        Runs still in progress are dropped: each captured (sampled) one is counted ``dropped``
-        ``shutdown`` and their later callbacks are ignored. Returns ``True`` when no captured run was
-        in progress and the evaluator finished everything in time."""
-        left = 0
-        for root in self._runs.drain():
-            if root.decision == SAMPLED:
-                self.evaluator.discard("shutdown")
-                left += 1
+        Root runs still in progress are counted dropped ``shutdown`` (one that had not retrieved yet
+        too, or ``sampled_out`` outside the sample) and their later callbacks are ignored. Returns
+        ``True`` when no root run was in progress and the evaluator finished everything in time."""
+        left = self._outcomes.lost((root, "shutdown") for root in self._runs.drain())
         return self.evaluator.shutdown(timeout_millis) and left == 0
 
     def stats(self) -> EvaluatorStats:
@@ -165,11 +166,19 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
     @property
     def callback_errors(self) -> dict[str, int]:
         """Unexpected errors inside this handler's callbacks, by callback name (a copy)."""
-        with self._errors_lock:
-            return dict(self._errors)
+        return self._errors.snapshot()
+
+    @property
+    def standalone_retrievals(self) -> int:
+        """Retriever runs seen as roots (no parent run, and no run of this handler in their context):
+        retrievals without a generation, which are not RAG interactions and are not counted in
+        :meth:`stats`. Growing while ``captured`` does not: the handler is attached to a retriever but
+        not to the chain or graph around it."""
+        return self._standalone
 
     # --- chains and tools ----------------------------------------------------------------------
 
+    @stop_on_exception
     def on_chain_start(
         self,
         serialized: dict[str, Any] | None,
@@ -179,33 +188,35 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        try:
-            if parent_run_id is None:
-                self._start_root(run_id, inputs, is_retriever=False)
-            else:
-                self._start_child(run_id, parent_run_id)
-        except Exception as exc:
-            self._failed("on_chain_start", exc)
+        self._start(run_id, parent_run_id, inputs)
 
+    @on_tracked_run
     def on_chain_end(
-        self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+        self, root: RootRun, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
-        root = self._runs.root_of(run_id)
-        if root is None:
-            return
-        try:
-            if root.run_id == run_id:
-                self._finish_root(root, outputs, kwargs.get("inputs"))
-            else:
-                self._runs.end_child(run_id, root)
-        except Exception as exc:
-            self._failed("on_chain_end", exc)
+        if root.run_id == run_id:
+            if self._runs.finish_root(root):
+                self._outcomes.finished(root, outputs, kwargs.get("inputs"))
+        else:
+            documents = _extract.documents_of(outputs) if root.lineage else None
+            self._runs.end_child(run_id, root, documents)
 
+    @on_tracked_run
     def on_chain_error(
-        self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+        self,
+        root: RootRun,
+        error: BaseException,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
     ) -> None:
-        self._end_with_error("on_chain_error", run_id)
+        if root.run_id != run_id:
+            self._runs.fail_child(run_id, root)  # the root may still recover (fallbacks, retries)
+        elif self._runs.finish_root(root):
+            self._outcomes.failed(root)
 
+    @stop_on_exception
     def on_tool_start(
         self,
         serialized: dict[str, Any] | None,
@@ -217,13 +228,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         # Tools matter as parents: an agent's retriever tool runs its retriever under the tool run.
-        try:
-            if parent_run_id is None:
-                self._start_root(run_id, inputs if inputs is not None else input_str, is_retriever=False)
-            else:
-                self._start_child(run_id, parent_run_id)
-        except Exception as exc:
-            self._failed("on_tool_start", exc)
+        self._start(run_id, parent_run_id, inputs if inputs is not None else input_str)
 
     def on_tool_end(
         self, output: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
@@ -233,10 +238,11 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
     def on_tool_error(
         self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
-        self._end_with_error("on_tool_error", run_id)
+        self.on_chain_error(error, run_id=run_id, parent_run_id=parent_run_id)
 
     # --- retrievers ------------------------------------------------------------------------------
 
+    @stop_on_exception
     def on_retriever_start(
         self,
         serialized: dict[str, Any] | None,
@@ -246,40 +252,35 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        try:
-            if parent_run_id is None:
-                root = self._start_root(run_id, query, is_retriever=True)
-            else:
-                found = self._runs.root_of(parent_run_id)
-                if found is None:
-                    return
-                root = found
-            evicted = self._runs.add_retrieval(run_id, root, query, self._sample)
-            if evicted:
-                self._account_evicted(evicted)
-        except Exception as exc:
-            self._failed("on_retriever_start", exc)
-
-    def on_retriever_end(
-        self, documents: Sequence[Any], *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
-    ) -> None:
-        root = self._runs.root_of(run_id)
-        if root is None:
+        parent = self._parent(parent_run_id)
+        if parent is None:
+            if parent_run_id is None:  # a root retriever run (one under a parent we do not track: ignored)
+                with self._standalone_lock:
+                    self._standalone += 1
             return
-        try:
-            self._runs.end_retrieval(run_id, root, documents)
-            if root.run_id == run_id:
-                self._finish_root(root, None, None)
-        except Exception as exc:
-            self._failed("on_retriever_end", exc)
+        root, parent_key = parent
+        self._account(self._runs.add_retrieval(run_id, parent_key, root, query, self._outcomes.sample))
+
+    @on_tracked_run
+    def on_retriever_end(
+        self,
+        root: RootRun,
+        documents: Sequence[Any],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._runs.end_retrieval(run_id, root, documents)
 
     def on_retriever_error(
         self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
-        self._end_with_error("on_retriever_error", run_id)
+        self.on_chain_error(error, run_id=run_id, parent_run_id=parent_run_id)
 
     # --- LLMs and chat models ----------------------------------------------------------------------
 
+    @stop_on_exception
     def on_llm_start(
         self,
         serialized: dict[str, Any] | None,
@@ -289,13 +290,9 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        if parent_run_id is None:
-            return  # a root LLM run retrieves nothing: not a RAG interaction, never tracked
-        try:
-            self._start_child(run_id, parent_run_id)
-        except Exception as exc:
-            self._failed("on_llm_start", exc)
+        self._start_llm(run_id, parent_run_id)
 
+    @stop_on_exception
     def on_chat_model_start(
         self,
         serialized: dict[str, Any] | None,
@@ -305,15 +302,12 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        if parent_run_id is None:
-            return
-        try:
-            self._start_child(run_id, parent_run_id)
-        except Exception as exc:
-            self._failed("on_chat_model_start", exc)
+        self._start_llm(run_id, parent_run_id)
 
+    @on_tracked_run
     def on_llm_new_token(
         self,
+        root: RootRun,
         token: Any,
         *,
         chunk: Any = None,
@@ -321,39 +315,57 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        root = self._runs.root_of(run_id)
-        if root is None:
-            return
-        try:
-            self._runs.add_token(run_id, root, token)
-        except Exception as exc:
-            self._failed("on_llm_new_token", exc)
+        self._runs.add_token(run_id, root, token)
 
+    @on_tracked_run
     def on_llm_end(
-        self, response: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+        self, root: RootRun, response: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
-        root = self._runs.root_of(run_id)
-        if root is None:
-            return
-        try:
-            self._runs.end_llm(run_id, root, response)
-        except Exception as exc:
-            self._failed("on_llm_end", exc)
+        self._runs.end_llm(run_id, root, response)
 
+    @on_tracked_run
     def on_llm_error(
-        self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+        self,
+        root: RootRun,
+        error: BaseException,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
     ) -> None:
-        root = self._runs.root_of(run_id)
-        if root is None:
-            return
-        try:
-            self._runs.end_child(run_id, root)
-        except Exception as exc:
-            self._failed("on_llm_error", exc)
+        self._runs.fail_child(run_id, root)
 
     # --- internals ---------------------------------------------------------------------------
 
-    def _start_root(self, run_id: UUID, inputs: object, *, is_retriever: bool) -> RootRun:
+    def _parent(self, parent_run_id: UUID | None) -> tuple[RootRun, int] | None:
+        """The tracked root and parent key a new run belongs under, or ``None``.
+
+        A run reported without a parent is attached to the run whose context it started in when the
+        handler tracks that run: LangChain keeps the running runnable's config (with its callback
+        manager, whose ``parent_run_id`` is that run) in a context variable, which LangGraph nodes,
+        tools and ``with_fallbacks`` attempts run in, while a handler handed explicitly to the inner
+        runnable (``config={"callbacks": [handler]}``) starts a callback manager without a parent."""
+        if parent_run_id is None:
+            parent_run_id = _context_run_id()
+            if parent_run_id is None:
+                return None
+        root = self._runs.root_of(parent_run_id)
+        return None if root is None else (root, parent_run_id.int)
+
+    def _start(self, run_id: UUID, parent_run_id: UUID | None, inputs: object) -> None:
+        parent = self._parent(parent_run_id)
+        if parent is not None:
+            self._account(self._runs.add_child(run_id, parent[1], parent[0]))
+        elif parent_run_id is None:  # a root (a run under a parent we do not track is ignored)
+            self._start_root(run_id, inputs)
+
+    def _start_llm(self, run_id: UUID, parent_run_id: UUID | None) -> None:
+        # A root model run (no parent, none in its context) retrieves nothing: never tracked.
+        parent = self._parent(parent_run_id)
+        if parent is not None:
+            self._account(self._runs.add_child(run_id, parent[1], parent[0], llm=True))
+
+    def _start_root(self, run_id: UUID, inputs: object) -> None:
         context = trace.get_current_span().get_span_context()
         if context.is_valid:
             trace_id, parent = context.trace_id, context
@@ -366,84 +378,21 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
             start_time_ns=time.time_ns(),
             started_at=self._runs.now(),
             inputs=inputs,
-            is_retriever=is_retriever,
         )
-        root, evicted = self._runs.start_root(root)
+        self._account(self._runs.start_root(root)[1])
+
+    def _account(self, evicted: Evicted) -> None:
         if evicted:
-            self._account_evicted(evicted)
-        return root
-
-    def _start_child(self, run_id: UUID, parent_run_id: UUID) -> None:
-        root = self._runs.root_of(parent_run_id)
-        if root is None:
-            return
-        evicted = self._runs.add_child(run_id, root)
-        if evicted:
-            self._account_evicted(evicted)
-
-    def _sample(self, trace_id: int) -> bool:
-        try:
-            return self.evaluator.sample(trace_id)
-        except Exception as exc:  # contract: never raises; if it does, the root is not captured
-            self._failed("sample", exc)
-            return False
-
-    def _end_with_error(self, callback: str, run_id: UUID) -> None:
-        root = self._runs.root_of(run_id)
-        if root is None:
-            return
-        try:
-            if root.run_id != run_id:
-                self._runs.end_child(run_id, root)  # the root may still recover (fallbacks)
-            elif self._runs.finish_root(root) and root.decision == SAMPLED:
-                self.evaluator.discard("chain_error")
-        except Exception as exc:
-            self._failed(callback, exc)
-
-    def _finish_root(self, root: RootRun, outputs: object, end_inputs: object) -> None:
-        if not self._runs.finish_root(root):
-            return  # evicted meanwhile: already accounted for
-        undecided = root.decision == UNDECIDED
-        if undecided:
-            # Never retrieved. Captured only if its output carries documents (handler on the root only).
-            try:
-                documents = _extract.documents_from_output(outputs)
-            except Exception as exc:
-                self._failed("documents_from_output", exc)
-                return
-            if documents is None:
-                return
-            if not self.evaluator.in_sample(root.trace_id):
-                self._sample(root.trace_id)  # counted sampled_out, before any capture work
-                return
-            retrievals: list[Sequence[object] | None] = [documents]
-        else:
-            retrievals = root.retrievals
-        try:
-            interaction = _extract.interaction_of(root, retrievals, outputs, end_inputs, self._failed)
-        except Exception as exc:
-            self._failed("interaction_of", exc)
-            interaction, reason = None, "capture_error"
-        else:
-            reason = "not_evaluable"
-        if undecided:  # captured only now: a lost one is counted without spending admission on it
-            if interaction is None:
-                self.evaluator.drop(root.trace_id, reason)
-            elif self._sample(root.trace_id):
-                self.evaluator.submit(interaction)
-        elif interaction is None:
-            self.evaluator.discard(reason)
-        else:
-            self.evaluator.submit(interaction)
-
-    def _account_evicted(self, evicted: Evicted) -> None:
-        for root, reason in evicted:
-            if root.decision == SAMPLED:
-                self.evaluator.discard(reason)
+            self._outcomes.lost(evicted)
 
     def _failed(self, callback: str, exc: BaseException) -> None:
-        with self._errors_lock:
-            first = callback not in self._errors
-            self._errors[callback] = self._errors.get(callback, 0) + 1
-        if first:
-            _log.debug("ctxutil-otel: error in %s (further ones are only counted)", callback, exc_info=exc)
+        self._errors(callback, exc)
+
+
+def _context_run_id() -> UUID | None:
+    """The ``run_id`` of the runnable whose context this is (see ``UtilizationCallbackHandler._parent``)."""
+    config = _running_config.get()
+    if not config:
+        return None
+    run_id = getattr(config.get("callbacks"), "parent_run_id", None)
+    return run_id if isinstance(run_id, UUID) else None
