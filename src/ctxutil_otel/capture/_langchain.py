@@ -1,40 +1,40 @@
 """``UtilizationCallbackHandler``: capture RAG interactions from LangChain callbacks.
 
-One interaction per ROOT run (the run whose ``parent_run_id`` is ``None``): the query from the
-root's inputs (else the first retriever's query), the documents of every retriever run under the root
-merged in retriever START order (deterministic, whatever order they end in), the answer from the last
-LLM / chat model run that ended under the root (else its streamed tokens, else the root's output). It
-is submitted to the :class:`~ctxutil_otel.worker.Evaluator` when the root run ends.
+One interaction per ROOT run (a run with no parent, and no run of this handler in the LangChain context
+it started in): the query from the root's inputs (else the inputs reported with its end, else the first
+retriever's query), the documents of the OUTERMOST retrieval steps under the root in start order (a
+retriever inside a retriever, or under a chain step that returns a list of documents, is part of that
+step), the answer from the last answer-model run that ended under the root (a model run inside a
+retrieval is part of it; else its streamed tokens, else the root's output). It is submitted to the
+:class:`~ctxutil_otel.worker.Evaluator` when the root run ends. docs/capture.md gives the rules with the
+shapes they cover.
 
 When is an interaction *captured* (``Evaluator.sample`` is called, which counts it)?
-    At the first ``on_retriever_start`` under a root: only then is the root known to be a RAG
-    interaction. Roots that never retrieve (a plain LLM call, a chain without a retriever) are never
-    counted and their state is dropped silently at their end; a root LLM run is not even tracked.
-    (Exception: a root with no retriever run whose *output* carries ``Document`` objects, like
-    ``RetrievalQA(return_source_documents=True, callbacks=[handler])`` where the handler sees only the
-    root, is captured at its end.)
+    At the first retrieval under a root: only then is the root known to be a RAG interaction. Roots that
+    never retrieve are not counted (a root model run is not even tracked); a root *retriever* run is a
+    standalone retrieval with no generation, counted only in :attr:`standalone_retrievals`. Exceptions:
+    a root whose *output* carries ``Document`` objects (``RetrievalQA(return_source_documents=True,
+    callbacks=[handler])``, where the handler sees only the root) is captured at its end; a root evicted
+    or still running at shutdown is counted whether or not it retrieved.
 
-Every captured interaction then ends in exactly one outcome of the Evaluator's accounting:
+Every captured interaction then ends in exactly one outcome (see ``_accounting.RootAccounting``):
     * ``sampled_out``, or dropped ``rate_limited`` / ``queue_full`` / ``token_budget`` / ``shutdown``:
-      ``sample()`` said no (the evaluator refuses at capture what it could not take anyway); the
-      root's state is freed at once and every later callback of that root costs one lock-free
-      ``dict`` lookup that misses, so a saturated evaluator costs the chain no capture work;
-    * ``submit()`` at the root's end (the Evaluator counts evaluated / not_applicable / failed or its
-      own drops: queue_full when the queue filled meanwhile, token_budget, shutdown);
-    * ``discard("not_evaluable")``: the root ended without a query or without any answer (no LLM
-      run and no text output), e.g. a retriever invoked on its own as the root run;
-    * ``discard("chain_error")``: the root run failed (``on_chain_error`` / ``on_retriever_error`` /
-      ``on_tool_error`` on the root);
-    * ``discard("ttl_expired")``: the root never ended within ``run_ttl_s`` (raise it, or find why
-      the application's runs never end);
-    * ``discard("pending_full")``: the root, younger than ``run_ttl_s``, was the oldest when more than
-      ``max_pending_runs`` runs were tracked (more concurrent runs than the bound: raise it);
-    * ``discard("capture_error")``: an unexpected error in this handler while finishing the root.
+      ``sample()`` said no; the root's state is freed at once and its later callbacks cost one lock-free
+      ``dict`` lookup that misses;
+    * ``submit()`` at the root's end (the Evaluator counts evaluated / not_applicable / failed or its own
+      drops);
+    * ``not_evaluable``: the root ended without a query or without any answer;
+    * ``chain_error``: the root run failed, or ended while its answer model was still running (a stream
+      the consumer abandoned: sync and async agree);
+    * ``ttl_expired`` / ``pending_full``: evicted (unfinished for ``run_ttl_s`` / the oldest when more than
+      ``max_pending_runs`` runs were tracked), before or after its first retrieval; ``shutdown``: still
+      running at :meth:`UtilizationCallbackHandler.shutdown`;
+    * ``capture_error``: an unexpected error in this handler while finishing the root.
 
 Hot path: ``run_inline = True`` (the async callback manager calls the handler on the event loop, in
-order, instead of hopping to a thread pool per event; each callback is a few dict operations and
-never blocks); ``raise_error = False`` and every callback body is wrapped (an error is logged once per
-callback at debug level and counted in :attr:`UtilizationCallbackHandler.callback_errors`).
+order, instead of hopping to a thread pool per event; each callback is a few dict operations and never
+blocks); ``raise_error = False`` and every callback runs under one guard (``_guard.py``: an error is
+logged once per callback at debug level and counted in :attr:`callback_errors`).
 ``on_chat_model_start`` is implemented so LangChain never falls back to stringifying messages.
 
 Trace: when an OpenTelemetry span is active at the root's start its trace id is the sampling key and
@@ -43,8 +43,10 @@ UUID4, whose low 64 bits hold fixed version/variant bits and would skew the trac
 and the parent is ``None`` (the emitter opens a root span ``rag.interaction`` from the start/end times).
 
 Scope: attach the handler to the outermost runnable (``config={"callbacks": [handler]}``,
-``chain.with_config(callbacks=[handler])`` or a legacy chain's ``callbacks=``). A handler attached only
-to an inner runnable sees runs whose parent it never saw; they are ignored.
+``chain.with_config(callbacks=[handler])`` or a legacy chain's ``callbacks=``). Handing it explicitly to
+an inner runnable as well (a LangGraph node's retriever, a tool's) is fine: such runs are attached to
+the run they started in. A handler attached only to an inner runnable sees runs whose parent it never
+saw; they are ignored.
 """
 
 from __future__ import annotations
