@@ -254,14 +254,14 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        parent = self._parent(parent_run_id)
-        if parent is None:
-            if parent_run_id is None:  # a root retriever run (one under a parent we do not track: ignored)
-                with self._standalone_lock:
-                    self._standalone += 1
+        enclosing = self._enclosing(parent_run_id)
+        if enclosing is None:  # a root retriever run: a standalone retrieval
+            with self._standalone_lock:
+                self._standalone += 1
             return
-        root, parent_key = parent
-        self._account(self._runs.add_retrieval(run_id, parent_key, root, query, self._outcomes.sample))
+        root = self._runs.root_of(enclosing)
+        if root is not None:
+            self._account(self._runs.add_retrieval(run_id, enclosing.int, root, query, self._outcomes.sample))
 
     @on_tracked_run
     def on_retriever_end(
@@ -339,33 +339,39 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
 
     # --- internals ---------------------------------------------------------------------------
 
-    def _parent(self, parent_run_id: UUID | None) -> tuple[RootRun, int] | None:
-        """The tracked root and parent key a new run belongs under, or ``None``.
+    def _enclosing(self, parent_run_id: UUID | None) -> UUID | None:
+        """The run a new run belongs under, or ``None`` when the new run is a root for this handler.
 
-        A run reported without a parent is attached to the run whose context it started in when the
-        handler tracks that run: LangChain keeps the running runnable's config (with its callback
-        manager, whose ``parent_run_id`` is that run) in a context variable, which LangGraph nodes,
-        tools and ``with_fallbacks`` attempts run in, while a handler handed explicitly to the inner
-        runnable (``config={"callbacks": [handler]}``) starts a callback manager without a parent."""
-        if parent_run_id is None:
-            parent_run_id = _context_run_id()
-            if parent_run_id is None:
-                return None
-        root = self._runs.root_of(parent_run_id)
-        return None if root is None else (root, parent_run_id.int)
+        A run reported without a parent belongs under the run whose context it started in, when that
+        run was reported to this handler: LangChain keeps the running runnable's config in a context
+        variable (LangGraph nodes, tools and ``with_fallbacks`` attempts run in it); its callback
+        manager's ``parent_run_id`` is that run, and its handlers say whether this handler saw it. A
+        handler handed explicitly to the inner runnable (``config={"callbacks": [handler]}``) starts a
+        callback manager without a parent. The enclosing run may no longer be tracked (unsampled,
+        refused or evicted: already accounted for); the caller then ignores the new run."""
+        if parent_run_id is not None:
+            return parent_run_id
+        config = _running_config.get()
+        if not config:
+            return None
+        manager = config.get("callbacks")
+        run_id = getattr(manager, "parent_run_id", None)
+        if isinstance(run_id, UUID) and self in getattr(manager, "handlers", ()):
+            return run_id
+        return None
 
     def _start(self, run_id: UUID, parent_run_id: UUID | None, inputs: object) -> None:
-        parent = self._parent(parent_run_id)
-        if parent is not None:
-            self._account(self._runs.add_child(run_id, parent[1], parent[0]))
-        elif parent_run_id is None:  # a root (a run under a parent we do not track is ignored)
+        enclosing = self._enclosing(parent_run_id)
+        if enclosing is None:
             self._start_root(run_id, inputs)
+        elif (root := self._runs.root_of(enclosing)) is not None:
+            self._account(self._runs.add_child(run_id, enclosing.int, root))
 
     def _start_llm(self, run_id: UUID, parent_run_id: UUID | None) -> None:
         # A root model run (no parent, none in its context) retrieves nothing: never tracked.
-        parent = self._parent(parent_run_id)
-        if parent is not None:
-            self._account(self._runs.add_child(run_id, parent[1], parent[0], llm=True))
+        enclosing = self._enclosing(parent_run_id)
+        if enclosing is not None and (root := self._runs.root_of(enclosing)) is not None:
+            self._account(self._runs.add_child(run_id, enclosing.int, root, llm=True))
 
     def _start_root(self, run_id: UUID, inputs: object) -> None:
         context = trace.get_current_span().get_span_context()
@@ -389,12 +395,3 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
 
     def _failed(self, callback: str, exc: BaseException) -> None:
         self._errors(callback, exc)
-
-
-def _context_run_id() -> UUID | None:
-    """The ``run_id`` of the runnable whose context this is (see ``UtilizationCallbackHandler._parent``)."""
-    config = _running_config.get()
-    if not config:
-        return None
-    run_id = getattr(config.get("callbacks"), "parent_run_id", None)
-    return run_id if isinstance(run_id, UUID) else None
