@@ -9,7 +9,7 @@ retrieval is part of it; else its streamed tokens, else the root's output). It i
 :class:`~ctxutil_otel.worker.Evaluator` when the root run ends. docs/capture.md gives the rules with the
 shapes they cover.
 
-When is an interaction *captured* (``Evaluator.sample`` is called, which counts it)?
+When is an interaction *captured* (``Evaluator.admit`` is called, which counts it)?
     At the first retrieval under a root: only then is the root known to be a RAG interaction. Roots that
     never retrieve are not counted (a root model run is not even tracked); a root *retriever* run is a
     standalone retrieval with no generation, counted only in :attr:`standalone_retrievals`. Exceptions:
@@ -17,9 +17,9 @@ When is an interaction *captured* (``Evaluator.sample`` is called, which counts 
     callbacks=[handler])``, where the handler sees only the root) is captured at its end; a root evicted
     or still running at shutdown is counted whether or not it retrieved.
 
-Every captured interaction then ends in exactly one outcome (see ``_accounting.RootAccounting``):
+Every captured interaction then ends in exactly one outcome (see ``_root_accounting.RootAccounting``):
     * ``sampled_out``, or dropped ``rate_limited`` / ``queue_full`` / ``token_budget`` / ``shutdown``:
-      ``sample()`` said no; the root's state is freed at once and its later callbacks cost one lock-free
+      ``admit()`` said no; the root's state is freed at once and its later callbacks cost one lock-free
       ``dict`` lookup that misses;
     * ``submit()`` at the root's end (the Evaluator counts evaluated / not_applicable / failed or its own
       drops);
@@ -65,9 +65,9 @@ from langchain_core.runnables.config import var_child_runnable_config as _runnin
 from opentelemetry import trace
 
 from . import _extract
-from ._accounting import RootAccounting
 from ._evaluator_args import resolve_evaluator
 from ._guard import ErrorCounter, on_tracked_run, stop_on_exception
+from ._root_accounting import RootAccounting
 from ._runs import Evicted, RootRun, RunTable
 
 if TYPE_CHECKING:
