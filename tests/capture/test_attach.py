@@ -216,3 +216,18 @@ def test_root_branch_and_router_are_one_interaction_each(make_rig: MakeRig) -> N
     assert rig.judge.calls == [(QUESTION, ANSWER, list(CHUNKS))] * 2
     assert (rig.handler.stats().captured, dict(rig.handler.stats().dropped)) == (2, {})
     assert_accounted(rig)
+
+
+def test_an_attempt_under_a_root_no_longer_tracked_is_not_a_second_root(make_rig: MakeRig) -> None:
+    """Sampled out at the first attempt's retrieval, the wrapper root leaves the table; the fallback
+    attempt, reported without a parent, must not start a second root (found by the fault test, with
+    eviction instead of sampling)."""
+    rig = make_rig(sample_rate=0.0)
+    chain = _retrieve_then_fail().with_fallbacks([rag_chain()])
+    for _ in range(5):
+        assert chain.invoke(QUESTION, config={"callbacks": [rig.handler]}) == ANSWER
+    rig.flush()
+    stats = rig.handler.stats()
+    assert (stats.captured, stats.sampled_out) == (5, 5)
+    assert rig.judge.calls == []
+    assert_accounted(rig)
