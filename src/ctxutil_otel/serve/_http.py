@@ -32,8 +32,11 @@ sender that stalls or disconnects mid-request gets its connection closed without
 ``incomplete``). At most ``max_connections`` connections are served at once, plus
 :data:`~._limits.HEALTH_RESERVED_CONNECTIONS` kept for probes: a connection in a reserved slot gets one
 answer, ``GET /healthz`` answered as usual and anything else a retryable 503 (``Retry-After``, counted
-``refused_connection``), then is closed, so a full listener still answers its liveness probe. Connections
-beyond those are closed at accept (counted ``refused_connection``; OTLP clients retry). With TLS the
+``refused_connection``), then is closed, so a full listener still answers its liveness probe. When every
+slot is taken, a new connection takes the slot of the oldest idle one (waiting for a request, nothing of it
+received), which is closed as at its idle deadline: idle connections never starve probes or senders. Only
+when none is idle are further connections closed at accept (counted ``refused_connection``; OTLP clients
+retry). With TLS the
 handshake runs in the connection's thread, within ``header_timeout_s``, so a silent client cannot block
 accept.
 """
@@ -143,6 +146,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.rfile.close()  # the socket's own file object: replaced by one that keeps the deadlines
         self.rfile = io.BufferedReader(self._reader)
         self._in_headers = False
+        self.server.slots.attach(self.request, self._idle)
+
+    def _idle(self) -> bool:
+        """Waiting for a request, nothing of it received: the connection may be closed for a newcomer."""
+        return self._in_headers and self._reader.received == 0
 
     def handle_one_request(self) -> None:
         receiver = self.server.receiver

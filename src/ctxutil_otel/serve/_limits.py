@@ -8,15 +8,19 @@
   ``GET /healthz`` only, so that a full listener (a burst of senders, idle keep-alive connections) still
   answers its liveness probe. Same idea as PostgreSQL's ``superuser_reserved_connections``: the last few
   slots are kept for one kind of client, recognised after the connection is made (here: by the request
-  line).
+  line). When all are taken, a newcomer takes the slot of the oldest idle connection, which is closed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
+import select
+import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Final, Literal
 
 __all__ = ["HEALTH_RESERVED_CONNECTIONS", "ConnectionSlots", "DeadlineReader", "Slot"]
@@ -78,6 +82,11 @@ class DeadlineReader(io.RawIOBase):
 class ConnectionSlots:
     """``capacity`` slots for any request, then ``reserved`` slots for health probes only. Thread-safe.
 
+    When every slot is taken, a new connection takes the slot of the oldest *idle* one (attached with
+    :meth:`attach` and waiting for a request with no byte of it received), which is closed: connections
+    that say nothing never starve a health probe or a sender (issue 10: re-opening idle connections held
+    the reserved slots, and every probe was refused at accept).
+
     Raises:
         ValueError: when ``capacity < 1`` or ``reserved < 0``.
     """
@@ -89,29 +98,85 @@ class ConnectionSlots:
         self.reserved = reserved
         self._lock = threading.Lock()
         self._any = 0
-        self._health: set[int] = set()  # id() of the connections holding a reserved slot
+        self._health = 0
+        # id(connection) -> [slot, the socket, its idle test (None until attached)]; insertion order = age
+        self._held: dict[int, list[Any]] = {}
+        self.evicted = 0
 
-    def acquire(self, connection: object) -> Slot | None:
+    def acquire(self, connection: Any) -> Slot | None:
         """A slot for a new connection: ``"any"`` while one is free, else ``"health"`` while a reserved
-        one is free, else ``None`` (refuse the connection). Pair with :meth:`release`."""
+        one is free, else the slot of the oldest idle connection (closed here), else ``None`` (refuse the
+        connection). Pair with :meth:`release`."""
+        victim = None
         with self._lock:
             if self._any < self.capacity:
                 self._any += 1
-                return "any"
-            if len(self._health) < self.reserved:
-                self._health.add(id(connection))
-                return "health"
-            return None
+                slot: Slot = "any"
+            elif self._health < self.reserved:
+                self._health += 1
+                slot = "health"
+            else:
+                victim = self._idle_victim()
+                if victim is None:
+                    return None
+                slot = victim[0]
+                self.evicted += 1
+            self._held[id(connection)] = [slot, connection, None]
+        if victim is not None:
+            with contextlib.suppress(OSError):  # its thread sees end-of-file and ends
+                victim[1].shutdown(socket.SHUT_RDWR)
+        return slot
+
+    def _idle_victim(self) -> list[Any] | None:
+        for key, held in self._held.items():
+            if _idle(held[1], held[2]):
+                del self._held[key]  # its slot moves to the new connection; release() will skip it
+                return held
+        return None
+
+    def attach(self, connection: object, is_idle: Callable[[], bool]) -> None:
+        """Tell when ``connection`` may be closed for a newcomer: while ``is_idle()`` (called under this
+        object's lock: keep it a cheap read) says it waits for a request and has read nothing of it, and
+        no byte waits unread on its socket. Before ``attach`` (its thread not yet running) only the
+        socket is checked."""
+        with self._lock:
+            held = self._held.get(id(connection))
+            if held is not None:
+                held[2] = is_idle
 
     def release(self, connection: object) -> None:
-        """Free the slot ``connection`` holds (call once, while the connection object is alive)."""
+        """Free the slot ``connection`` holds (call once, while the connection object is alive); nothing
+        when its slot went to a newcomer."""
         with self._lock:
-            if id(connection) in self._health:
-                self._health.discard(id(connection))
+            held = self._held.pop(id(connection), None)
+            if held is None:
+                return
+            if held[0] == "health":
+                self._health -= 1
             else:
                 self._any -= 1
 
     def health_only(self, connection: object) -> bool:
         """Whether ``connection`` holds a reserved slot (it may answer ``GET /healthz`` only)."""
         with self._lock:
-            return id(connection) in self._health
+            held = self._held.get(id(connection))
+            return held is not None and held[0] == "health"
+
+    def close_all(self) -> None:
+        """Shut down every connection holding a slot (reads end; the stop of the listener)."""
+        with self._lock:
+            connections = [held[1] for held in self._held.values()]
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RD)
+
+
+def _idle(connection: Any, is_idle: Callable[[], bool] | None) -> bool:
+    """Nothing of a request read (``is_idle``) nor waiting to be read on the socket."""
+    if is_idle is not None and not is_idle():
+        return False
+    try:
+        readable, _, _ = select.select([connection], [], [], 0)
+    except (OSError, ValueError):  # already closed
+        return True
+    return not readable
