@@ -10,8 +10,12 @@ client socket timeouts (10 s), never timed assertions.
 
 from __future__ import annotations
 
+import fcntl
 import select
 import socket
+import struct
+import termios
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 
@@ -35,6 +39,16 @@ def _idle_connections(served: Served, count: int) -> Iterator[list[socket.socket
             read_until_closed(sock)
 
 
+def _until_acknowledged(sock: socket.socket) -> None:
+    """Wait until the server's kernel has acknowledged every byte sent (the client's unacknowledged send
+    queue, TIOCOUTQ, is empty): the bytes are then readable on the server's socket. Polls that kernel
+    condition; a bound of 10 s, never a delay standing in for it."""
+    deadline = time.monotonic() + 10
+    while struct.unpack("i", fcntl.ioctl(sock, termios.TIOCOUTQ, b"\0\0\0\0"))[0] > 0:
+        assert time.monotonic() < deadline, "the server never acknowledged the bytes"
+        select.select([], [], [], 0.001)
+
+
 @contextmanager
 def _busy_connections(served: Served, count: int) -> Iterator[list[socket.socket]]:
     """``count`` connections that have sent part of a request line (not idle: never evicted); on exit
@@ -43,6 +57,7 @@ def _busy_connections(served: Served, count: int) -> Iterator[list[socket.socket
         sockets = [stack.enter_context(connect(served)) for _ in range(count)]
         for sock in sockets:
             sock.sendall(b"POST /v1/tra")
+            _until_acknowledged(sock)
         yield sockets
         for sock in sockets:
             sock.shutdown(socket.SHUT_WR)
