@@ -39,7 +39,7 @@ def _idle_connections(served: Served, count: int) -> Iterator[list[socket.socket
             read_until_closed(sock)
 
 
-def _until_acknowledged(sock: socket.socket) -> None:
+def until_acknowledged(sock: socket.socket) -> None:
     """Wait until the server's kernel has acknowledged every byte sent (the client's unacknowledged send
     queue, TIOCOUTQ, is empty): the bytes are then readable on the server's socket. Polls that kernel
     condition; a bound of 10 s, never a delay standing in for it."""
@@ -57,7 +57,7 @@ def _busy_connections(served: Served, count: int) -> Iterator[list[socket.socket
         sockets = [stack.enter_context(connect(served)) for _ in range(count)]
         for sock in sockets:
             sock.sendall(b"POST /v1/tra")
-            _until_acknowledged(sock)
+            until_acknowledged(sock)
         yield sockets
         for sock in sockets:
             sock.shutdown(socket.SHUT_WR)

@@ -127,7 +127,6 @@ def test_oversized_requests(make_served: Callable[..., Served], rag_trace: RagTr
 def test_wrong_content_type_and_encoding(make_served: Callable[..., Served], rag_trace: RagTrace) -> None:
     served = make_served()
     for content_type, headers in (
-        ("application/json", {}),
         ("text/plain", {}),
         ("application/x-protobuf", {"Content-Encoding": "br"}),
     ):

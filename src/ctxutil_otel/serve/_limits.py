@@ -4,6 +4,9 @@
   timeout alone bounds each ``recv``, so a sender trickling a byte every few seconds (slow-loris) would
   hold a connection forever; the deadline bounds the request line and headers together
   (``header_timeout_s``), then the body (``request_timeout_s``), whatever the pace of the bytes.
+* :class:`CallDeadlines`: the same total deadline for gRPC calls, whose request message grpcio reads in the
+  call's worker thread: past it the call is cancelled, so a call that sends its headers and then nothing
+  frees its thread.
 * :class:`ConnectionSlots`: ``capacity`` connections for any request plus ``reserved`` ones that answer
   ``GET /healthz`` only, so that a full listener (a burst of senders, idle keep-alive connections) still
   answers its liveness probe. Same idea as PostgreSQL's ``superuser_reserved_connections``: the last few
@@ -14,6 +17,7 @@
 from __future__ import annotations
 
 import contextlib
+import heapq
 import io
 import math
 import select
@@ -23,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
-__all__ = ["HEALTH_RESERVED_CONNECTIONS", "ConnectionSlots", "DeadlineReader", "Slot"]
+__all__ = ["HEALTH_RESERVED_CONNECTIONS", "CallDeadlines", "ConnectionSlots", "DeadlineReader", "Slot"]
 
 #: Connections kept, beyond ``max_connections``, for ``GET /healthz`` (one request each, then closed).
 HEALTH_RESERVED_CONNECTIONS: Final = 2
@@ -96,7 +100,7 @@ class ConnectionSlots:
             raise ValueError(f"capacity must be >= 1 and reserved >= 0, got {capacity} and {reserved}")
         self.capacity = capacity
         self.reserved = reserved
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._any = 0
         self._health = 0
         # id(connection) -> [slot, the socket, its idle test (None until attached)]; insertion order = age
@@ -155,6 +159,13 @@ class ConnectionSlots:
                 self._health -= 1
             else:
                 self._any -= 1
+            if not self._held:
+                self._lock.notify_all()
+
+    def wait_empty(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` until no connection holds a slot; ``True`` when none does."""
+        with self._lock:
+            return self._lock.wait_for(lambda: not self._held, timeout_s)
 
     def health_only(self, connection: object) -> bool:
         """Whether ``connection`` holds a reserved slot (it may answer ``GET /healthz`` only)."""
@@ -180,3 +191,67 @@ def _idle(connection: Any, is_idle: Callable[[], bool] | None) -> bool:
     except (OSError, ValueError):  # already closed
         return True
     return not readable
+
+
+class CallDeadlines:
+    """Runs ``cancel`` callbacks whose deadline passed, from one daemon thread (started on first use).
+
+    :meth:`arm` returns a handle for :meth:`disarm`; a callback runs at most once, never after
+    ``disarm`` returned. :meth:`close` stops the thread.
+    """
+
+    def __init__(self, name: str = "ctxutil-serve-deadlines") -> None:
+        self._name = name
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._armed: set[int] = set()
+        self._next = 0
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self.fired = 0
+
+    def arm(self, cancel: Callable[[], None], seconds: float) -> int:
+        with self._cond:
+            handle = self._next
+            self._next += 1
+            heapq.heappush(self._heap, (time.monotonic() + seconds, handle, cancel))
+            self._armed.add(handle)
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+            self._cond.notify()
+        return handle
+
+    def disarm(self, handle: int) -> bool:
+        """``True`` when the deadline had not fired."""
+        with self._cond:
+            if handle in self._armed:
+                self._armed.discard(handle)
+                return True
+            return False
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        thread = self._thread
+        if thread is not None:
+            thread.join(5.0)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed:
+                    while self._heap and self._heap[0][1] not in self._armed:
+                        heapq.heappop(self._heap)  # disarmed
+                    now = time.monotonic()
+                    if self._heap and self._heap[0][0] <= now:
+                        _, handle, cancel = heapq.heappop(self._heap)
+                        self._armed.discard(handle)
+                        self.fired += 1
+                        break
+                    self._cond.wait(self._heap[0][0] - now if self._heap else None)
+                else:
+                    return
+            with contextlib.suppress(Exception):  # grpcio's cancel; never kills the thread
+                cancel()
