@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import ast
 import ctypes
+import gzip
 import http.client
 import itertools
 import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -28,7 +30,8 @@ from typing import Protocol
 
 import pytest
 
-from tests.serve.conftest import free_port, record_rag_trace
+from tests.serve.conftest import RagTrace, Served, free_port, grpc_export, record_rag_trace
+from tests.serve.test_grpc_stalls import StalledCalls
 
 #: Seconds the evaluator gets to flush at SIGTERM (CTXUTIL_SHUTDOWN_TIMEOUT_S); the telemetry exporters are
 #: off, so the process must be gone within this deadline plus the interpreter's own exit.
@@ -149,7 +152,7 @@ class Trial:
     to_thread: bool
 
 
-class Served(Protocol):
+class ServeProcess(Protocol):
     pid: int
 
     def lines(self) -> Iterator[str]: ...
@@ -264,7 +267,7 @@ class _Forked:
         self._stderr.close()
 
 
-def _run_trial(trial: Trial, start: Callable[[list[str]], Served]) -> None:
+def _run_trial(trial: Trial, start: Callable[[list[str]], ServeProcess]) -> None:
     http_port, grpc_port = free_port(), free_port()
     served = start(["serve", "--http-port", str(http_port), "--grpc-port", str(grpc_port)])
     senders = Senders(http_port)
@@ -321,3 +324,93 @@ def test_signal_under_http_load_exits_within_the_deadline_every_time(tmp_path: P
 def test_thread_directed_sigterm_exits_within_the_deadline() -> None:
     """The same trial through the console entry point in a new interpreter (``python -m ctxutil_otel``)."""
     _run_trial(Trial(signal.SIGTERM, to_thread=True), _Popen)
+
+
+# --- in-process: stalled and hostile senders beside well-behaved ones, then a graceful stop -----------
+def _hostile_bodies() -> list[tuple[bytes, dict[str, str]]]:
+    protobuf = {"Content-Type": "application/x-protobuf"}
+    return [
+        (gzip.compress(b"", mtime=0) * 20_000, {**protobuf, "Content-Encoding": "gzip"}),  # many members
+        (gzip.compress(b"\0" * (8 * 1024 * 1024)), {**protobuf, "Content-Encoding": "gzip"}),  # a bomb
+        (b"\x00\x01 not a protobuf \xff", protobuf),
+        (b"[" * 20_000, {"Content-Type": "application/json"}),
+        (b"x" * (5 * 1024 * 1024), protobuf),  # over max_request_bytes
+    ]
+
+
+def _stalled_http(port: int, count: int) -> list[socket.socket]:
+    """Connections that sent headers and part of the body, then nothing."""
+    stalled = []
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        sock.sendall(
+            f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            f"Content-Length: {len(PAYLOAD)}\r\n\r\n".encode()
+            + PAYLOAD[:10]
+        )
+        stalled.append(sock)
+    return stalled
+
+
+def _serve_threads() -> set[threading.Thread]:
+    return {
+        t
+        for t in threading.enumerate()
+        if t.name.startswith("ctxutil-serve") or "process_request_thread" in t.name
+    }
+
+
+def test_stalled_and_hostile_senders_then_stop(
+    make_served: Callable[..., Served], rag_trace: RagTrace
+) -> None:
+    before = _serve_threads()
+    served = make_served(max_connections=16, header_timeout_s=60.0, request_timeout_s=60.0)
+    stalled_sockets = _stalled_http(served.http_port, 3)
+    stalled_calls = StalledCalls(served.grpc_target, 3)
+    hostile_answers: list[int] = []
+    stop_hostile = threading.Event()
+
+    def hostile() -> None:
+        bodies = _hostile_bodies()
+        while not stop_hostile.is_set():
+            for body, headers in bodies:
+                connection = http.client.HTTPConnection("127.0.0.1", served.http_port, timeout=30)
+                try:
+                    connection.request("POST", "/v1/traces", body=body, headers=headers)
+                    hostile_answers.append(connection.getresponse().status)
+                except (OSError, http.client.HTTPException):
+                    return  # the receiver stopped
+                finally:
+                    connection.close()
+
+    hostile_thread = threading.Thread(target=hostile, daemon=True)
+    hostile_thread.start()
+    senders = Senders(served.http_port)
+    senders.start()
+    try:
+        assert senders.ready.wait(60), "well-behaved senders got no answer beside the stalled ones"
+        grpc_export(served.grpc_target, rag_trace.request_bytes())  # gRPC served beside stalled calls
+        assert served.receiver.stop(20.0)  # everything flushed within the deadline
+    finally:
+        stop_hostile.set()
+        senders.stop()
+        stalled_calls.close()
+        for sock in stalled_sockets:
+            sock.close()
+        hostile_thread.join(30)
+    assert not hostile_thread.is_alive()
+    assert set(hostile_answers) <= {400, 413}  # refused, never a 500
+    # No thread of the receiver left blocked: stalled connections were cut at stop, not at their deadline.
+    for thread in _serve_threads() - before:
+        thread.join(10)
+        assert not thread.is_alive(), f"{thread.name} still running after stop"
+    requests = served.receiver.stats().requests
+    assert "internal" not in requests
+    assert requests.get("incomplete", 0) >= 3  # the stalled HTTP bodies, cut by the stop
+    stats = served.evaluator.stats()
+    assert stats.captured == requests["ok"]  # one RAG turn per accepted export
+    assert stats.queue_size == stats.in_flight == 0
+    assert stats.captured == (
+        stats.sampled_out + sum(stats.dropped.values()) + stats.evaluated + stats.not_applicable
+        + sum(stats.failed.values())
+    )  # fmt: skip

@@ -157,9 +157,10 @@ def _add_health(server: Any) -> bool:
 class GrpcListener:
     """The running ``grpc.Server`` and its calls in progress."""
 
-    def __init__(self, server: Any, calls: _Calls) -> None:
+    def __init__(self, server: Any, calls: _Calls, executor: futures.ThreadPoolExecutor) -> None:
         self.server = server
         self._calls = calls
+        self._executor = executor
 
     def problem(self) -> str | None:
         """Why the listener cannot take a call now (every call slot busy), else ``None``."""
@@ -174,6 +175,7 @@ class GrpcListener:
         """``grpc.Server.stop``; returns its event. Calls still waiting for their message are cancelled."""
         stopped = self.server.stop(grace_s)
         self._calls.deadlines.close()
+        self._executor.shutdown(wait=False)  # its idle workers end; grpcio leaves them waiting otherwise
         return stopped
 
 
@@ -186,11 +188,12 @@ def start_grpc_server(receiver: Receiver, port: int) -> tuple[GrpcListener, int]
     """
     limit = receiver.max_request_bytes
     calls = _Calls(receiver.max_connections)
+    # A thread for every admitted call: none waits in the executor's queue behind stalled ones.
+    executor = futures.ThreadPoolExecutor(
+        max_workers=receiver.max_connections, thread_name_prefix="ctxutil-serve-grpc"
+    )
     server = grpc.server(
-        # A thread for every admitted call: none waits in the executor's queue behind stalled ones.
-        futures.ThreadPoolExecutor(
-            max_workers=receiver.max_connections, thread_name_prefix="ctxutil-serve-grpc"
-        ),
+        executor,
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", 1024 * 1024),
@@ -223,4 +226,4 @@ def start_grpc_server(receiver: Receiver, port: int) -> tuple[GrpcListener, int]
         server.stop(None)
         raise OSError(f"cannot bind the OTLP/gRPC listener to {address}")
     server.start()
-    return GrpcListener(server, calls), int(bound)
+    return GrpcListener(server, calls, executor), int(bound)
