@@ -280,9 +280,16 @@ def _run_trial(trial: Trial, start: Callable[[list[str]], ServeProcess]) -> None
                 break
         assert "listening" in "".join(seen), "".join(seen)
         senders.start()
+        # Stalled senders held open through the signal: a gRPC call with headers and no message, and an
+        # HTTP body cut short (their waits must not hold the process's exit).
+        stalled_calls = StalledCalls(f"127.0.0.1:{grpc_port}", 2)
+        stalled_http = _stalled_http(http_port, 1)
         assert senders.ready.wait(60), "the senders got no answer (a bound only)"
         _signal(served.pid, trial.signum, trial.to_thread)
         status = served.wait(EXIT_DEADLINE_S)
+        stalled_calls.close()
+        for sock in stalled_http:
+            sock.close()
         if status is None:
             pytest.fail(f"{trial}: still running {EXIT_DEADLINE_S} s after the signal (signal ignored)")
         senders.stop()

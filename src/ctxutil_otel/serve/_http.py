@@ -37,7 +37,8 @@ sender that stalls or disconnects mid-request gets its connection closed without
 answer, ``GET /healthz`` answered as usual and anything else a retryable 503 (``Retry-After``, counted
 ``refused_connection``), then is closed, so a full listener still answers its liveness probe. When every
 slot is taken, a new connection takes the slot of the oldest idle one (waiting for a request, nothing of it
-received), which is closed as at its idle deadline: idle connections never starve probes or senders. Only
+received; first those that never completed a request, then keep-alive ones), which is closed as at its idle
+deadline: idle connections never starve probes or senders. Only
 when none is idle are further connections closed at accept (counted ``refused_connection``; OTLP clients
 retry). With TLS the
 handshake runs in the connection's thread, within ``header_timeout_s``, so a silent client cannot block
@@ -59,7 +60,7 @@ from typing import TYPE_CHECKING, Any, Final
 from google.rpc import code_pb2  # type: ignore[import-untyped,unused-ignore]
 
 from ._json import JSON_MEDIA_TYPE, to_json
-from ._limits import ConnectionSlots, DeadlineReader
+from ._limits import IDLE_BETWEEN_REQUESTS, IDLE_BUSY, IDLE_NEVER_USED, ConnectionSlots, DeadlineReader
 from ._parsing import HeaderSectionReader, Refusal, body_length, gunzip, has_body, quoted_path, route_path
 from ._status import invalid, os_error, parser_error, ssl_context, unavailable
 from ._status import status as status_message
@@ -168,17 +169,22 @@ class _Handler(BaseHTTPRequestHandler):
         self.rfile.close()  # the socket's own file object: replaced by one that keeps the deadlines
         self.rfile = io.BufferedReader(self._reader)
         self._in_headers = False
+        self._served = 0  # requests answered on this connection
         self.server.slots.attach(self.request, self._idle)
 
-    def _idle(self) -> bool:
-        """Waiting for a request, nothing of it received: the connection may be closed for a newcomer."""
-        return self._in_headers and self._reader.received == 0
+    def _idle(self) -> int:
+        """Waiting for a request, nothing of it received: the connection may be closed for a newcomer
+        (first those that never completed a request)."""
+        if not (self._in_headers and self._reader.received == 0):
+            return IDLE_BUSY
+        return IDLE_BETWEEN_REQUESTS if self._served else IDLE_NEVER_USED
 
     def handle_one_request(self) -> None:
         receiver = self.server.receiver
         self._reader.start(receiver.header_timeout_s)
         self._in_headers = True
         super().handle_one_request()  # on TimeoutError: closes the connection without an answer
+        self._served += 1
         if self._in_headers and self._reader.expired and self._reader.received:
             _log.debug("ctxutil serve: request line/headers not received in time")
             receiver.count("incomplete")  # a sender that sent nothing (idle keep-alive) is not counted

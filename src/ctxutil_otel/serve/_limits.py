@@ -27,7 +27,16 @@ import time
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
-__all__ = ["HEALTH_RESERVED_CONNECTIONS", "CallDeadlines", "ConnectionSlots", "DeadlineReader", "Slot"]
+__all__ = [
+    "HEALTH_RESERVED_CONNECTIONS",
+    "IDLE_BETWEEN_REQUESTS",
+    "IDLE_BUSY",
+    "IDLE_NEVER_USED",
+    "CallDeadlines",
+    "ConnectionSlots",
+    "DeadlineReader",
+    "Slot",
+]
 
 #: Connections kept, beyond ``max_connections``, for ``GET /healthz`` (one request each, then closed).
 HEALTH_RESERVED_CONNECTIONS: Final = 2
@@ -132,17 +141,24 @@ class ConnectionSlots:
         return slot
 
     def _idle_victim(self) -> list[Any] | None:
+        """The oldest idle connection that never completed a request, else the oldest idle keep-alive
+        one (a well-behaved sender between exports: it reconnects, but only when nothing else is idle)."""
+        fallback = None
         for key, held in self._held.items():
-            if _idle(held[1], held[2]):
+            idleness = _idleness(held[1], held[2])
+            if idleness == _NEVER_USED:
                 del self._held[key]  # its slot moves to the new connection; release() will skip it
                 return held
-        return None
+            if idleness == _BETWEEN_REQUESTS and fallback is None:
+                fallback = key
+        return None if fallback is None else self._held.pop(fallback)
 
-    def attach(self, connection: object, is_idle: Callable[[], bool]) -> None:
+    def attach(self, connection: object, is_idle: Callable[[], int]) -> None:
         """Tell when ``connection`` may be closed for a newcomer: while ``is_idle()`` (called under this
-        object's lock: keep it a cheap read) says it waits for a request and has read nothing of it, and
-        no byte waits unread on its socket. Before ``attach`` (its thread not yet running) only the
-        socket is checked."""
+        object's lock: keep it a cheap read) says it waits for a request and has read nothing of it
+        (:data:`IDLE_NEVER_USED` or :data:`IDLE_BETWEEN_REQUESTS`, else :data:`IDLE_BUSY`), and no byte
+        waits unread on its socket. Before ``attach`` (its thread not yet running) only the socket is
+        checked."""
         with self._lock:
             held = self._held.get(id(connection))
             if held is not None:
@@ -182,22 +198,32 @@ class ConnectionSlots:
                 connection.shutdown(socket.SHUT_RD)
 
 
-def _idle(connection: Any, is_idle: Callable[[], bool] | None) -> bool:
-    """Nothing of a request read (``is_idle``) nor waiting to be read on the socket."""
-    if is_idle is not None and not is_idle():
-        return False
+#: Idleness of a connection (what ``attach``'s callable returns): busy, idle between requests, idle and
+#: never used for a request.
+IDLE_BUSY: Final = 0
+_BETWEEN_REQUESTS: Final = 1
+_NEVER_USED: Final = 2
+IDLE_BETWEEN_REQUESTS: Final = _BETWEEN_REQUESTS
+IDLE_NEVER_USED: Final = _NEVER_USED
+
+
+def _idleness(connection: Any, idleness: Callable[[], int] | None) -> int:
+    """The connection's idleness (before ``attach``: never used), busy when a byte waits on its socket."""
+    level = _NEVER_USED if idleness is None else idleness()
+    if level == IDLE_BUSY:
+        return IDLE_BUSY
     try:
         readable, _, _ = select.select([connection], [], [], 0)
     except (OSError, ValueError):  # already closed
-        return True
-    return not readable
+        return level
+    return IDLE_BUSY if readable else level
 
 
 class CallDeadlines:
     """Runs ``cancel`` callbacks whose deadline passed, from one daemon thread (started on first use).
 
     :meth:`arm` returns a handle for :meth:`disarm`; a callback runs at most once, never after
-    ``disarm`` returned. :meth:`close` stops the thread.
+    ``disarm`` returned ``True``. :meth:`close` runs the armed ones at once and stops the thread.
     """
 
     def __init__(self, name: str = "ctxutil-serve-deadlines") -> None:
@@ -231,9 +257,17 @@ class CallDeadlines:
             return False
 
     def close(self) -> None:
+        """Run every armed callback now (the calls still waiting are cancelled: a thread blocked in one
+        would otherwise hold the process's exit), then stop the thread."""
         with self._cond:
             self._closed = True
+            pending = [cancel for _, handle, cancel in self._heap if handle in self._armed]
+            self._armed.clear()
+            self._heap.clear()
             self._cond.notify()
+        for cancel in pending:
+            with contextlib.suppress(Exception):
+                cancel()
         thread = self._thread
         if thread is not None:
             thread.join(5.0)
