@@ -184,3 +184,31 @@ def test_idle_connections_in_every_slot_never_starve_probes_or_senders(
     requests = served.receiver.stats().requests
     assert requests == {"ok": 1}  # probes are not counted; evicted idle connections neither (no request)
     assert served.evaluator.stats().captured == 1
+
+
+def _probe_on(sock: socket.socket) -> bytes:
+    """``GET /healthz`` on an open keep-alive connection; the whole answer (head and body may arrive
+    apart)."""
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    answer = b""
+    while not answer.endswith(b"\r\n\r\nok\n"):
+        chunk = sock.recv(65536)
+        assert chunk, f"closed before the whole answer arrived: {answer!r}"
+        answer += chunk
+    return answer
+
+
+def test_eviction_spares_keep_alive_senders_while_unused_connections_are_idle(
+    make_served: Callable[..., Served],
+) -> None:
+    # The soak: bursts of idle connections evicted well-behaved keep-alive senders between two exports
+    # (BrokenPipe on their next request). Connections that never completed a request go first.
+    served = make_served(max_connections=1, header_timeout_s=30.0)
+    probe = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    with connect(served) as keep_alive:  # the ordinary slot, kept alive after one request
+        assert _probe_on(keep_alive).startswith(b"HTTP/1.1 200")
+        with _idle_connections(served, HEALTH_RESERVED_CONNECTIONS) as unused:  # the reserved slots
+            head, body = _exchange(served, probe)
+            assert head.startswith(b"HTTP/1.1 200") and body == b"ok\n"
+            assert read_until_closed(unused[0]) == b""  # the oldest unused one made room
+            assert _probe_on(keep_alive).startswith(b"HTTP/1.1 200")  # the keep-alive sender was spared
