@@ -40,7 +40,7 @@ def _unknown_names(text: str) -> list[str]:
 
 
 def test_the_vocabulary_is_the_one_on_the_wire() -> None:
-    assert {"sampled_out", "dropped", "evaluated", "not_applicable", "failed"} == OUTCOMES
+    assert {"sampled_out", "not_selected", "dropped", "evaluated", "not_applicable", "failed"} == OUTCOMES
     assert {"internal_error", "capture_error", "sdk_disabled", "pending_full", "ttl_expired"} <= REASONS
     assert bool(Admission()) and not Admission("queue_full")
 

@@ -22,8 +22,10 @@ __all__ = [
     "refused",
 ]
 
-#: The five outcomes of one captured interaction.
-Outcome: TypeAlias = Literal["sampled_out", "dropped", "evaluated", "not_applicable", "failed"]
+#: The six outcomes of one captured interaction. ``sampled_out``: the ``sample_rate`` (no selection rule
+#: matched) did not select its trace; ``not_selected``: a matching selection rule's own ``sample_rate``
+#: did not (``selection_rules``, docs/selection.md).
+Outcome: TypeAlias = Literal["sampled_out", "not_selected", "dropped", "evaluated", "not_applicable", "failed"]
 
 #: Why a captured, sampled interaction was dropped (never evaluated):
 #:
@@ -70,10 +72,11 @@ class Admission:
 
     Attributes:
         refused: ``None`` when admitted (the caller must then ``submit`` or ``abandon`` the interaction
-            exactly once); else the outcome it was counted in: ``"sampled_out"`` or the drop reason.
+            exactly once); else the outcome it was counted in: ``"sampled_out"``, ``"not_selected"`` or
+            the drop reason.
     """
 
-    refused: Literal["sampled_out"] | DropReason | None = None
+    refused: Literal["sampled_out", "not_selected"] | DropReason | None = None
 
     @property
     def admitted(self) -> bool:
@@ -87,10 +90,11 @@ class Admission:
 ADMITTED: Final = Admission()
 _REFUSED: Final[dict[str, Admission]] = {
     "sampled_out": Admission("sampled_out"),
+    "not_selected": Admission("not_selected"),
     **{reason: Admission(reason) for reason in DROP_REASONS},
 }
 
 
-def refused(outcome: Literal["sampled_out"] | DropReason) -> Admission:
+def refused(outcome: Literal["sampled_out", "not_selected"] | DropReason) -> Admission:
     """The shared :class:`Admission` refused with ``outcome``."""
     return _REFUSED[outcome]

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import difflib
 import os
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ._mode import EvaluationMode
+from ._selection import SelectionRule, parse_rules
 
 __all__ = [
     "ENV_PREFIX",
@@ -94,6 +95,17 @@ class Settings(BaseSettings):
             "Share of traces evaluated, 0..1 (CTXUTIL_SAMPLE_RATE, default 1.0). Decided from the trace "
             "id like OpenTelemetry's TraceIdRatioBased, so the same trace gets the same decision in every "
             "process. Lower it for high traffic; the rate cap below bounds the cost either way."
+        ),
+    )
+    selection_rules: Annotated[tuple[SelectionRule, ...], NoDecode] = Field(
+        default=(),
+        description=(
+            "Which interactions are evaluated, before sampling (CTXUTIL_SELECTION_RULES, a JSON list; "
+            "default none): an ordered list of rules, each with match conditions (root_name glob, tags "
+            "any-of, metadata key=value for the LangChain callback; service_name glob, root_name = the "
+            "enclosing span's name, attributes equality for spans) and its own sample_rate; the first "
+            "matching rule decides, no match falls back to sample_rate. A matching rule's refusal is "
+            "counted not_selected. See docs/selection.md."
         ),
     )
     max_evaluations_per_second: float | None = Field(
@@ -284,6 +296,15 @@ class Settings(BaseSettings):
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("selection_rules", mode="before")
+    @classmethod
+    def _rules(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():
+            return ()
+        if isinstance(value, (str, list, tuple)):
+            return tuple(parse_rules(value))  # errors name the rule and the field
+        return value
 
     @field_validator("judge_base_url")
     @classmethod

@@ -40,13 +40,16 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Literal
 
 from .._accounting import ADMITTED, Admission, DropReason, OutcomeKey, refused
 from .._interaction import Interaction
 from ..metric._contextual_utilization import ContextualUtilization
 from ..metric._results import MetricEvaluationResult
+from .._selection import SelectionFacts, SelectionRule
 from ..sampling import TokenBucket, TokenBudget, TraceIdRatioSampler
+from ..sampling._rules import SelectionRules
 from ._convert import Rejection
 from ._drop_log import DropLog
 from ._evaluate import evaluate
@@ -58,6 +61,9 @@ from ._types import EvaluationEmitter, QueueEntry, outcome_of
 __all__ = ["Engine", "Lifecycle"]
 
 _log = logging.getLogger("ctxutil_otel.worker")
+
+#: Why an interaction is not evaluated before admission: the fallback rate, or a matching rule's rate.
+Unselected = Literal["sampled_out", "not_selected"]
 
 _LOG_INTERVAL_S = 10.0
 _JOIN_GRACE_S = 0.1
@@ -81,6 +87,7 @@ class Engine:
         emitter: EvaluationEmitter,
         *,
         sample_rate: float,
+        selection_rules: Sequence[SelectionRule | Mapping[str, object]] = (),
         max_queue_size: int,
         max_concurrency: int,
         timeout_s: float,
@@ -95,6 +102,8 @@ class Engine:
         self._metric = metric
         self._emitter = emitter
         self._sampler = TraceIdRatioSampler(sample_rate)
+        # None without rules: the decision is the bare trace-id ratio, as cheap as before rules existed.
+        self._selection = SelectionRules(selection_rules, sample_rate=sample_rate) if selection_rules else None
         self._max_queue_size = max_queue_size
         self._max_concurrency = max_concurrency
         self._timeout_s = timeout_s
@@ -150,13 +159,13 @@ class Engine:
         self._init_state()
 
     # --- hot path -----------------------------------------------------------------------------
-    def admit(self, trace_id: int) -> Admission:
-        sampled = self.would_sample(trace_id)
+    def admit(self, trace_id: int, facts: SelectionFacts | None = None) -> Admission:
+        unselected = self.unselected(trace_id, facts)
         with self._lock:
             self._tally.captured += 1
-            if not sampled:
-                self._tally.count(("sampled_out", None))
-                return refused("sampled_out")
+            if unselected is not None:
+                self._tally.count((unselected, None))
+                return refused(unselected)
             # Refuse now what submit() would refuse, so the capture path stops tracking it (a refused
             # interaction costs the request path no capture work).
             reason, _ = self._admission(at_capture=True)
@@ -166,11 +175,28 @@ class Engine:
         self._drop_log.log(reason, suppressed)
         return refused(reason)
 
-    def would_sample(self, trace_id: int) -> bool:
+    def would_sample(self, trace_id: int, facts: SelectionFacts | None = None) -> bool:
+        return self.unselected(trace_id, facts) is None
+
+    def unselected(self, trace_id: int, facts: SelectionFacts | None = None) -> Unselected | None:
+        """``None`` when the interaction is selected, else the outcome it would be counted in: the first
+        selection rule matching ``facts`` decides (``not_selected``), with none the ``sample_rate`` does
+        (``sampled_out``). Without rules or facts: the trace-id ratio alone (the fast path)."""
         try:
-            return self._sampler.should_sample(trace_id)
+            selection = self._selection
+            if selection is None or facts is None:
+                return None if self._sampler.should_sample(trace_id) else "sampled_out"
+            decision = selection.decide(trace_id, facts)
+            if decision.selected:
+                return None
+            return "sampled_out" if decision.rule is None else "not_selected"
         except Exception:  # a non-int trace id from a capture bug: not sampled, still counted
-            return False
+            return "sampled_out"
+
+    @property
+    def selection(self) -> SelectionRules | None:
+        """The selection rules, or ``None`` when none are configured."""
+        return self._selection
 
     def submit(self, interaction: Interaction) -> bool:
         suppressed: int | None = None
@@ -220,11 +246,11 @@ class Engine:
         with self._lock:
             self._tally.count(("dropped", reason))
 
-    def count_lost(self, trace_id: int, reason: DropReason) -> None:
-        sampled = self.would_sample(trace_id)
+    def count_lost(self, trace_id: int, reason: DropReason, facts: SelectionFacts | None = None) -> None:
+        unselected = self.unselected(trace_id, facts)
         with self._lock:
             self._tally.captured += 1
-            self._tally.count(("dropped", reason) if sampled else ("sampled_out", None))
+            self._tally.count(("dropped", reason) if unselected is None else (unselected, None))
 
     # --- counters -----------------------------------------------------------------------------
     def stats(self) -> EvaluatorStats:

@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from .._accounting import Admission, DropReason
 from .._interaction import Interaction
+from .._selection import SelectionFacts
 from .._settings import Settings, SettingsError
 from ..emit._destinations import sdk_disabled, warn_if_nowhere
 from ..emit._from_settings import build_emitter
 from ..judges._from_settings import build_judge
 from ..metric._contextual_utilization import ContextualUtilization
+from ..sampling import TraceIdRatioSampler
 from ._engine import Engine
 from ._stats import EvaluatorStats
 from ._types import EvaluationEmitter
@@ -138,6 +140,7 @@ class Evaluator:
             metric,
             emitter,
             sample_rate=resolved.sample_rate,
+            selection_rules=resolved.selection_rules,
             max_queue_size=resolved.max_queue_size,
             max_concurrency=resolved.max_concurrency,
             timeout_s=resolved.evaluation_timeout_s,
@@ -168,12 +171,16 @@ class Evaluator:
         atexit.register(_shutdown_at_exit)
 
     # --- request path -------------------------------------------------------------------------
-    def admit(self, trace_id: int) -> Admission:
+    def admit(self, trace_id: int, facts: SelectionFacts | None = None) -> Admission:
         """Count one captured interaction and decide, at once, whether it will be evaluated.
 
-        First the trace-id ratio decision, deterministic in ``trace_id`` (the 128-bit OpenTelemetry
-        trace id as an ``int``): sampled when its low 64 bits are below ``round(sample_rate * 2**64)``,
-        the rule of OpenTelemetry's ``TraceIdRatioBased``; not sampled is counted ``sampled_out``.
+        First selection, deterministic in ``trace_id`` (the 128-bit OpenTelemetry trace id as an
+        ``int``): the first of the ``selection_rules`` matching ``facts`` (what the capture path knows:
+        root run name, tags, metadata; or ``service.name``, span name, attributes) decides with its own
+        rate, counted ``not_selected`` when it says no; with no match (or no rules, or ``facts=None``)
+        the ``sample_rate`` decides, counted ``sampled_out`` when it says no. Either rate is the rule of
+        OpenTelemetry's ``TraceIdRatioBased``: sampled when the low 64 bits of the trace id are below
+        ``round(rate * 2**64)``.
         Then admission, before the caller spends anything on capturing it: after shutdown -> dropped
         ``shutdown``; queue at ``max_queue_size`` -> ``queue_full``; rate cap exceeded ->
         ``rate_limited`` (the cap's token is taken here, so the cap counts interactions admitted at
@@ -184,7 +191,7 @@ class Evaluator:
         :meth:`submit` or :meth:`abandon` the interaction exactly once. Refused (falsy, ``refused``
         says how it was counted): the interaction is accounted for; capture nothing more. Never raises.
         """
-        return self._engine.admit(trace_id)
+        return self._engine.admit(trace_id, facts)
 
     def submit(self, interaction: Interaction) -> bool:
         """Queue an admitted interaction for evaluation; never blocks, never raises.
@@ -208,18 +215,29 @@ class Evaluator:
         Never raises."""
         self._engine.abandon(reason)
 
-    def count_lost(self, trace_id: int, reason: DropReason) -> None:
+    def count_lost(self, trace_id: int, reason: DropReason, facts: SelectionFacts | None = None) -> None:
         """Count one captured interaction that was lost before it was admitted (evicted from a buffer,
-        still buffered at shutdown, not evaluable): ``sampled_out`` when the trace-id sampler would not
-        have sampled it, else ``dropped`` with ``reason``. Takes no rate-cap token and does not look at
+        still buffered at shutdown, not evaluable): ``sampled_out`` / ``not_selected`` when selection
+        (as in :meth:`admit`, with ``facts``) would not have selected it, else ``dropped`` with ``reason``. Takes no rate-cap token and does not look at
         the queue or the budgets (:meth:`admit` then :meth:`abandon` would spend admission on it).
         Never raises."""
-        self._engine.count_lost(trace_id, reason)
+        self._engine.count_lost(trace_id, reason, facts)
 
-    def would_sample(self, trace_id: int) -> bool:
-        """The trace-id ratio decision of :meth:`admit` alone; counts nothing, never raises. For a
-        capture path that must decide whether to do capture work before it can count."""
-        return self._engine.would_sample(trace_id)
+    def would_sample(self, trace_id: int, facts: SelectionFacts | None = None) -> bool:
+        """The selection decision of :meth:`admit` alone (rules with ``facts``, else ``sample_rate``);
+        counts nothing, never raises. For a capture path that must decide whether to do capture work
+        before it can count."""
+        return self._engine.would_sample(trace_id, facts)
+
+    @property
+    def selection_bound(self) -> int:
+        """The highest trace-id bound of ``sample_rate`` and every selection rule's rate: a trace whose
+        low 64 bits are at or above it is selected by nothing (the ratio decisions nest), so a capture
+        path may skip it before reading anything (the span processor does)."""
+        selection = self._engine.selection
+        if selection is None:
+            return TraceIdRatioSampler.bound_for_rate(self._settings.sample_rate)
+        return selection.bound
 
     # --- lifecycle ----------------------------------------------------------------------------
     def force_flush(self, timeout_millis: int = 30000) -> bool:

@@ -24,7 +24,9 @@ class EvaluatorStats:
     Attributes:
         captured: Interactions offered to :meth:`Evaluator.admit` or counted by
             :meth:`Evaluator.count_lost`.
-        sampled_out: Not selected by the trace-id ratio sampler.
+        sampled_out: Not selected by the trace-id ratio sampler (``sample_rate``; no selection rule
+            matched).
+        not_selected: A selection rule matched and its own ``sample_rate`` did not select the trace.
         dropped: Refused or abandoned, by :data:`~ctxutil_otel.worker.DropReason` (each explained
             there).
         evaluated: Scored (label ``pass`` or ``fail``).
@@ -40,11 +42,12 @@ class EvaluatorStats:
         cpu_throttled: Whether the worker is waiting on its CPU budget right now.
 
     Invariant once idle (nothing queued, in flight, or sampled and still being captured):
-    ``captured == sampled_out + sum(dropped) + evaluated + not_applicable + sum(failed)``.
+    ``captured == sampled_out + not_selected + sum(dropped) + evaluated + not_applicable + sum(failed)``.
     """
 
     captured: int = 0
     sampled_out: int = 0
+    not_selected: int = 0
     dropped: Mapping[str, int] = field(default_factory=dict)
     evaluated: int = 0
     not_applicable: int = 0
@@ -62,6 +65,7 @@ class EvaluatorStats:
     def __repr__(self) -> str:
         return (
             f"EvaluatorStats(captured={self.captured}, sampled_out={self.sampled_out}, "
+            f"not_selected={self.not_selected}, "
             f"dropped={dict(self.dropped)}, evaluated={self.evaluated}, "
             f"not_applicable={self.not_applicable}, failed={dict(self.failed)}, "
             f"in_flight={self.in_flight}, queue_size={self.queue_size}, "
@@ -75,7 +79,7 @@ class EvaluatorStats:
         other fields (``captured``, ``in_flight``, ...) by name."""
         dropped: dict[str, int] = {}
         failed: dict[str, int] = {}
-        single: dict[str, int] = {"sampled_out": 0, "evaluated": 0, "not_applicable": 0}
+        single: dict[str, int] = {"sampled_out": 0, "not_selected": 0, "evaluated": 0, "not_applicable": 0}
         for (kind, detail), n in outcomes.items():
             if kind == "dropped":
                 dropped[detail or "unknown"] = dropped.get(detail or "unknown", 0) + n
@@ -85,6 +89,7 @@ class EvaluatorStats:
                 single[kind] += n
         return cls(
             sampled_out=single["sampled_out"],
+            not_selected=single["not_selected"],
             evaluated=single["evaluated"],
             not_applicable=single["not_applicable"],
             dropped=dropped,
@@ -104,7 +109,9 @@ class EvaluatorStats:
     def finished(self) -> int:
         """Interactions that reached their one outcome."""
         return (
-            self.sampled_out + self.dropped_total + self.evaluated + self.not_applicable + self.failed_total
+            self.sampled_out
+            + self.not_selected
+            + self.dropped_total + self.evaluated + self.not_applicable + self.failed_total
         )
 
     @property
@@ -114,9 +121,11 @@ class EvaluatorStats:
 
     def outcomes(self) -> dict[tuple[str, str | None], int]:
         """Counts keyed ``(outcome, detail)``: detail is the drop reason, the failure's ``error.type``,
-        or ``None`` for ``sampled_out``, ``evaluated`` and ``not_applicable`` (always present)."""
+        or ``None`` for ``sampled_out``, ``not_selected``, ``evaluated`` and ``not_applicable`` (always
+        present)."""
         counts: dict[tuple[str, str | None], int] = {
             ("sampled_out", None): self.sampled_out,
+            ("not_selected", None): self.not_selected,
             ("evaluated", None): self.evaluated,
             ("not_applicable", None): self.not_applicable,
         }

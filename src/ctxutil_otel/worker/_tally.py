@@ -9,7 +9,7 @@ from ._stats import EvaluatorStats
 
 __all__ = ["Tally"]
 
-_NO_DETAIL = frozenset({"sampled_out", "evaluated", "not_applicable"})
+_NO_DETAIL = frozenset({"sampled_out", "not_selected", "evaluated", "not_applicable"})
 
 
 @dataclass(slots=True)
@@ -23,7 +23,7 @@ class Tally:
 
     def count(self, outcome: OutcomeKey) -> None:
         """One interaction's final outcome ``(kind, detail)``: the detail of ``sampled_out``,
-        ``evaluated`` and ``not_applicable`` is ignored; a missing one of ``dropped`` / ``failed``
+        ``not_selected``, ``evaluated`` and ``not_applicable`` is ignored; a missing one of ``dropped`` / ``failed``
         counts as ``unknown``."""
         kind, detail = outcome
         key: OutcomeKey = (kind, None) if kind in _NO_DETAIL else (kind, detail or "unknown")
