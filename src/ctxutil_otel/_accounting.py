@@ -25,7 +25,9 @@ __all__ = [
 #: The six outcomes of one captured interaction. ``sampled_out``: the ``sample_rate`` (no selection rule
 #: matched) did not select its trace; ``not_selected``: a matching selection rule's own ``sample_rate``
 #: did not (``selection_rules``, docs/selection.md).
-Outcome: TypeAlias = Literal["sampled_out", "not_selected", "dropped", "evaluated", "not_applicable", "failed"]
+Outcome: TypeAlias = Literal[
+    "sampled_out", "not_selected", "dropped", "evaluated", "not_applicable", "failed"
+]
 
 #: Why a captured, sampled interaction was dropped (never evaluated):
 #:

@@ -1,7 +1,7 @@
 """Selection rules, the model: which interactions are evaluated (the decision: ``sampling._rules``).
 
 An ordered list of :class:`SelectionRule`; the first rule whose every condition matches an interaction
-decides, with its own ``sample_rate`` (the trace-id ratio rule of :mod:`._sampler`, so the decision stays
+decides, with its own ``sample_rate`` (the trace-id ratio rule of ``sampling._sampler``, so the decision stays
 deterministic per trace id within a rule); an interaction no rule matches falls back to the evaluator's
 ``sample_rate``. The precedent is Datadog's ``DD_LLMOBS_EVALUATOR_SAMPLING_RULES`` (a JSON list of rules,
 each with ``sample_rate`` and match fields, first match wins).
@@ -23,8 +23,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError
 
-
-__all__ = ["SelectionDecision", "SelectionFacts", "SelectionRule", "SelectionRules", "parse_rules"]
+__all__ = ["SelectionDecision", "SelectionFacts", "SelectionRule", "parse_rules"]
 
 AttributeScalar = str | bool | int | float
 

@@ -12,6 +12,7 @@ Shapes understood (LangChain 0.3 / 1.x):
 * answer: an ``LLMResult`` (``Generation.text``; ``ChatGeneration.message.content`` as a string or
   a list of content blocks whose ``text`` parts are joined); streamed tokens; a root output that is a
   ``str``, a message, or a mapping with ``answer`` / ``output`` / ``result`` / ``text`` / ...
+* selection facts (:func:`selection_facts`, at a root's start): its name, tags and metadata.
 * documents: retriever outputs (any sequence, kept as is); a root output mapping with
   ``source_documents`` / ``documents`` / ``context`` / ``docs`` holding LangChain ``Document`` objects.
 
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from .._interaction import Interaction
+from .._selection import SelectionFacts
 from ._runs import RootRun
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "interaction_of",
     "merge_documents",
     "query_from_inputs",
+    "selection_facts",
     "text_of_content",
 ]
 
@@ -257,4 +260,23 @@ def interaction_of(
         end_time_ns=end_time_ns,
         source="langchain",
         id=str(root.run_id),
+    )
+
+
+def selection_facts(serialized: dict[str, Any] | None, kwargs: dict[str, Any]) -> SelectionFacts:
+    """What the selection rules see of a root run, from its start callback: the run's ``name`` (its
+    ``run_name``, else the serialized runnable's name), its ``tags`` and ``metadata`` (as LangChain
+    passes them: the config's plus the runnable's own)."""
+    name = kwargs.get("name")
+    if not isinstance(name, str) and isinstance(serialized, dict):
+        name = serialized.get("name")
+        if not isinstance(name, str):
+            ids = serialized.get("id")
+            name = ids[-1] if isinstance(ids, list) and ids else None
+    tags = kwargs.get("tags")
+    metadata = kwargs.get("metadata")
+    return SelectionFacts(
+        root_name=name if isinstance(name, str) else None,
+        tags=tags if isinstance(tags, list) else None,
+        metadata=metadata if isinstance(metadata, dict) else None,
     )

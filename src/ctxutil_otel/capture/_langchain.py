@@ -64,6 +64,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables.config import var_child_runnable_config as _running_config
 from opentelemetry import trace
 
+from .._selection import SelectionFacts
 from . import _extract
 from ._evaluator_args import resolve_evaluator
 from ._guard import ErrorCounter, on_tracked_run, stop_on_exception
@@ -129,6 +130,8 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         self._root_of = self._runs.root_of
         self._standalone = 0
         self._standalone_lock = threading.Lock()
+        # Facts for the selection rules are read at a root's start only when there are rules.
+        self._select = bool(getattr(settings, "selection_rules", ()))
 
     # --- what the handler listens to ------------------------------------------------------------
 
@@ -193,7 +196,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        self._start(run_id, parent_run_id, inputs)
+        self._start(run_id, parent_run_id, inputs, serialized, kwargs)
 
     @on_tracked_run
     def on_chain_end(
@@ -233,7 +236,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         # Tools matter as parents: an agent's retriever tool runs its retriever under the tool run.
-        self._start(run_id, parent_run_id, inputs if inputs is not None else input_str)
+        self._start(run_id, parent_run_id, inputs if inputs is not None else input_str, serialized, kwargs)
 
     def on_tool_end(
         self, output: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
@@ -363,10 +366,18 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
             return run_id
         return None
 
-    def _start(self, run_id: UUID, parent_run_id: UUID | None, inputs: object) -> None:
+    def _start(
+        self,
+        run_id: UUID,
+        parent_run_id: UUID | None,
+        inputs: object,
+        serialized: dict[str, Any] | None,
+        kwargs: dict[str, Any],
+    ) -> None:
         enclosing = self._enclosing(parent_run_id)
         if enclosing is None:
-            self._start_root(run_id, inputs)
+            facts = _extract.selection_facts(serialized, kwargs) if self._select else None
+            self._start_root(run_id, inputs, facts)
         elif (root := self._runs.root_of(enclosing)) is not None:
             self._account(self._runs.add_child(run_id, enclosing.int, root))
 
@@ -376,7 +387,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         if enclosing is not None and (root := self._runs.root_of(enclosing)) is not None:
             self._account(self._runs.add_child(run_id, enclosing.int, root, llm=True))
 
-    def _start_root(self, run_id: UUID, inputs: object) -> None:
+    def _start_root(self, run_id: UUID, inputs: object, facts: SelectionFacts | None) -> None:
         context = trace.get_current_span().get_span_context()
         if context.is_valid:
             trace_id, parent = context.trace_id, context
@@ -389,6 +400,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
             start_time_ns=time.time_ns(),
             started_at=self._runs.now(),
             inputs=inputs,
+            facts=facts,
         )
         self._account(self._runs.start_root(root)[1])
 

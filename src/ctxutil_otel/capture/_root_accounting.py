@@ -20,6 +20,7 @@ from ._runs import SAMPLED, UNDECIDED, RootRun
 
 if TYPE_CHECKING:
     from .._accounting import DropReason
+    from .._selection import SelectionFacts
     from ..worker._evaluator import Evaluator
 
 __all__ = ["CHAIN_ERROR", "RootAccounting"]
@@ -39,10 +40,11 @@ class RootAccounting:
         self.evaluator = evaluator
         self._failed = failed
 
-    def sample(self, trace_id: int) -> bool:
-        """``Evaluator.admit``: counts the root captured; ``False`` when it is sampled out or refused."""
+    def sample(self, trace_id: int, facts: SelectionFacts | None = None) -> bool:
+        """``Evaluator.admit`` (``facts``: the root's, for the selection rules): counts the root captured;
+        ``False`` when it is sampled out, not selected or refused."""
         try:
-            return bool(self.evaluator.admit(trace_id))
+            return bool(self.evaluator.admit(trace_id, facts))
         except Exception as exc:  # contract: never raises; if it does, the root is not captured
             self._failed("sample", exc)
             return False
@@ -60,7 +62,7 @@ class RootAccounting:
                 self.evaluator.abandon(reason)
                 captured += 1
             elif root.decision == UNDECIDED:
-                self.evaluator.count_lost(root.trace_id, reason)
+                self.evaluator.count_lost(root.trace_id, reason, root.facts)
         return captured
 
     def finished(self, root: RootRun, outputs: object, end_inputs: object) -> None:
@@ -76,15 +78,15 @@ class RootAccounting:
                 return
             if documents is None:
                 return
-            if not self.evaluator.would_sample(root.trace_id):
-                self.sample(root.trace_id)  # counted sampled_out, before any capture work
+            if not self.evaluator.would_sample(root.trace_id, root.facts):
+                self.sample(root.trace_id, root.facts)  # counted unselected, before any capture work
                 return
             retrievals: Sequence[Sequence[object] | None] = [documents]
         else:
             retrievals = root.retrievals
         if root.llm_open:  # ended while its answer was still being generated: abandoned mid-stream
             if undecided:
-                self.evaluator.count_lost(root.trace_id, CHAIN_ERROR)
+                self.evaluator.count_lost(root.trace_id, CHAIN_ERROR, root.facts)
             else:
                 self.evaluator.abandon(CHAIN_ERROR)
             return
@@ -97,8 +99,8 @@ class RootAccounting:
             reason = NOT_EVALUABLE
         if undecided:  # captured only now: a lost one is counted without spending admission on it
             if interaction is None:
-                self.evaluator.count_lost(root.trace_id, reason)
-            elif self.sample(root.trace_id):
+                self.evaluator.count_lost(root.trace_id, reason, root.facts)
+            elif self.sample(root.trace_id, root.facts):
                 self.evaluator.submit(interaction)
         elif interaction is None:
             self.evaluator.abandon(reason)

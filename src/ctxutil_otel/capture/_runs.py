@@ -34,6 +34,7 @@ from uuid import UUID
 from opentelemetry.trace import SpanContext
 
 from .._accounting import DropReason
+from .._selection import SelectionFacts
 from ._reasons import PENDING_FULL, TTL_EXPIRED
 
 __all__ = ["Evicted", "RootRun", "RunTable"]
@@ -53,6 +54,8 @@ class RootRun:
         start_time_ns: ``time.time_ns()`` at the root's start.
         started_at: The table clock (seconds, monotonic) at the root's start, for the TTL.
         inputs: The root's inputs as LangChain passed them.
+        facts: What selection rules see of the root (its name, tags, metadata), read once at its start;
+            ``None`` when no rules are configured.
         decision: ``UNDECIDED`` until the first retrieval under the root, then ``SAMPLED`` (an
             unsampled root is removed from the table at once).
         runs: Descendant ``run_id.int`` still running -> its parent's ``run_id.int`` (freed at the
@@ -80,6 +83,7 @@ class RootRun:
     start_time_ns: int
     started_at: float
     inputs: object
+    facts: SelectionFacts | None = None
     decision: int = UNDECIDED
     runs: dict[int, int] = field(default_factory=dict)
     inner: set[int] = field(default_factory=set)
@@ -210,12 +214,17 @@ class RunTable:
         return evicted
 
     def add_retrieval(
-        self, run_id: UUID, parent_key: int, root: RootRun, query: object, sample: Callable[[int], bool]
+        self,
+        run_id: UUID,
+        parent_key: int,
+        root: RootRun,
+        query: object,
+        sample: Callable[[int, SelectionFacts | None], bool],
     ) -> Evicted:
         """Track a retriever run under ``root``, a child of the run ``parent_key``. Inside another
         retrieval (a retriever, or a run under one) it is part of that one and gets no slot; otherwise it
         is an outermost retrieval step and gets the next slot. On the root's first retrieval, make the
-        sampling decision with ``sample(trace_id)`` (which counts the root as captured). It runs inside
+        sampling decision with ``sample(trace_id, facts)`` (which counts the root as captured). It runs inside
         the lock so that concurrent retrievers of one root (``RunnableParallel`` on a thread pool)
         decide exactly once. An unsampled root is removed from the table with all its runs at once.
 
@@ -245,7 +254,7 @@ class RunTable:
             root.lineage.append(root.ancestors(parent_key))
             if root.decision == UNDECIDED:
                 root.retriever_query = query
-                if sample(root.trace_id):
+                if sample(root.trace_id, root.facts):
                     root.decision = SAMPLED
                 else:
                     self._remove(root)

@@ -45,9 +45,9 @@ from typing import Literal
 
 from .._accounting import ADMITTED, Admission, DropReason, OutcomeKey, refused
 from .._interaction import Interaction
+from .._selection import SelectionFacts, SelectionRule
 from ..metric._contextual_utilization import ContextualUtilization
 from ..metric._results import MetricEvaluationResult
-from .._selection import SelectionFacts, SelectionRule
 from ..sampling import TokenBucket, TokenBudget, TraceIdRatioSampler
 from ..sampling._rules import SelectionRules
 from ._convert import Rejection
@@ -103,7 +103,9 @@ class Engine:
         self._emitter = emitter
         self._sampler = TraceIdRatioSampler(sample_rate)
         # None without rules: the decision is the bare trace-id ratio, as cheap as before rules existed.
-        self._selection = SelectionRules(selection_rules, sample_rate=sample_rate) if selection_rules else None
+        self._selection = (
+            SelectionRules(selection_rules, sample_rate=sample_rate) if selection_rules else None
+        )
         self._max_queue_size = max_queue_size
         self._max_concurrency = max_concurrency
         self._timeout_s = timeout_s

@@ -218,9 +218,9 @@ class Evaluator:
     def count_lost(self, trace_id: int, reason: DropReason, facts: SelectionFacts | None = None) -> None:
         """Count one captured interaction that was lost before it was admitted (evicted from a buffer,
         still buffered at shutdown, not evaluable): ``sampled_out`` / ``not_selected`` when selection
-        (as in :meth:`admit`, with ``facts``) would not have selected it, else ``dropped`` with ``reason``. Takes no rate-cap token and does not look at
-        the queue or the budgets (:meth:`admit` then :meth:`abandon` would spend admission on it).
-        Never raises."""
+        (as in :meth:`admit`, with ``facts``) would not have selected it, else ``dropped`` with
+        ``reason``. Takes no rate-cap token and does not look at the queue or the budgets (:meth:`admit`
+        then :meth:`abandon` would spend admission on it). Never raises."""
         self._engine.count_lost(trace_id, reason, facts)
 
     def would_sample(self, trace_id: int, facts: SelectionFacts | None = None) -> bool:

@@ -111,7 +111,10 @@ class EvaluatorStats:
         return (
             self.sampled_out
             + self.not_selected
-            + self.dropped_total + self.evaluated + self.not_applicable + self.failed_total
+            + self.dropped_total
+            + self.evaluated
+            + self.not_applicable
+            + self.failed_total
         )
 
     @property

@@ -23,8 +23,8 @@ class Tally:
 
     def count(self, outcome: OutcomeKey) -> None:
         """One interaction's final outcome ``(kind, detail)``: the detail of ``sampled_out``,
-        ``not_selected``, ``evaluated`` and ``not_applicable`` is ignored; a missing one of ``dropped`` / ``failed``
-        counts as ``unknown``."""
+        ``not_selected``, ``evaluated`` and ``not_applicable`` is ignored; a missing one of ``dropped`` /
+        ``failed`` counts as ``unknown``."""
         kind, detail = outcome
         key: OutcomeKey = (kind, None) if kind in _NO_DETAIL else (kind, detail or "unknown")
         self.outcomes[key] = self.outcomes.get(key, 0) + 1
