@@ -30,6 +30,16 @@ Sampling and accounting (exact, per turn):
     hold); ``shutdown`` (still buffered at shutdown). A trace holding several turns is counted once
     per turn. Records that never pair into a turn are not interactions and are not counted.
 
+Selection rules (``selection_rules``, docs/selection.md): the trace-id filter above uses the highest rate
+of ``sample_rate`` and every rule (the ratio decisions nest, so a trace above it is selected by nothing
+and is skipped uncounted, as before). Each turn is then decided when it closes, by ``admit(trace_id,
+facts)``: a rule sees the ENCLOSING span, the one whose end closed the turn (the chain span around the
+retrieval and the generation, or the service's local root), its name (``root_name``), its attributes
+(``attributes``) and its Resource's ``service.name`` (``service_name``). A turn no rule lets through is
+counted ``not_selected`` (a matching rule said no) or ``sampled_out`` (no rule matched, ``sample_rate``
+said no). Turns lost before they close (evicted, expired, shutdown) have no enclosing span: they are
+decided by ``sample_rate`` alone. Without rules nothing of this runs (the facts are never built).
+
 Fork safety: the processor's lock and buffer are re-created in a forked child (``os.register_at_fork``
 through a weak reference, as the evaluator does): a child forked while another thread held the lock
 (gunicorn, celery prefork) must not hang in ``span.end()``. The child starts with an empty buffer: the
@@ -54,6 +64,7 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, Context, get_va
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from ..._accounting import DropReason
+from ..._selection import SelectionFacts
 from ...emit._names import ATTR_EVALUATION_NAME, SPAN_EVALUATION, SPAN_INTERACTION
 from ...sampling import TraceIdRatioSampler
 from .._evaluator_args import resolve_evaluator
@@ -139,7 +150,11 @@ class UtilizationSpanProcessor(SpanProcessor):
         self.evaluator: Evaluator = evaluator
         self.settings: Settings = settings
         self._clock = clock or time.monotonic
-        self._bound = TraceIdRatioSampler.bound_for_rate(settings.sample_rate)
+        bound = getattr(evaluator, "selection_bound", None)
+        self._bound = (
+            bound if isinstance(bound, int) else TraceIdRatioSampler.bound_for_rate(settings.sample_rate)
+        )
+        self._select = bool(settings.selection_rules)  # build selection facts only when there are rules
         self._max_buffered_bytes = max_buffered_bytes
         self._shutdown = False
         self._results_check = ResultsCheck(evaluator)
@@ -281,14 +296,17 @@ class UtilizationSpanProcessor(SpanProcessor):
                 record, context, parent_id, span.start_time or 0, span.end_time or 0
             )
             expired = self._buffer.expire(self._clock(), _SWEEP_LIMIT)
-        self._account(turns, evicted, expired)
+        self._account(turns, evicted, expired, span)
 
-    def _account(self, turns: list[Turn], evicted: Evicted, expired: list[Turn]) -> None:
-        """Outside the lock: submit the assembled turns; count each evicted turn with the reason its
-        eviction reported (``ttl_expired`` or ``pending_full``) and the expired ones, without admission
-        (see :meth:`_discard`)."""
+    def _account(
+        self, turns: list[Turn], evicted: Evicted, expired: list[Turn], closing: ReadableSpan
+    ) -> None:
+        """Outside the lock: submit the assembled turns (``closing``: the span that closed them, what
+        selection rules see); count each evicted turn with the reason its eviction reported
+        (``ttl_expired`` or ``pending_full``) and the expired ones, without admission (see
+        :meth:`_discard`)."""
         if turns:
-            self._submit(turns)
+            self._submit(turns, _selection_facts(closing) if self._select else None)
         for turn, reason in evicted:
             self.evaluator.count_lost(turn.trace_id, reason)
         if expired:
@@ -299,7 +317,7 @@ class UtilizationSpanProcessor(SpanProcessor):
             expired = self._buffer.expire(self._clock(), limit)
         self._discard(expired, TTL_EXPIRED)
 
-    def _submit(self, turns: list[Turn]) -> None:
+    def _submit(self, turns: list[Turn], facts: SelectionFacts | None) -> None:
         """Convert each closed turn first, then admit only a convertible one: a turn that is not
         evaluable is already lost, so it is counted with ``count_lost`` and takes no rate-cap token."""
         evaluator = self.evaluator
@@ -307,8 +325,8 @@ class UtilizationSpanProcessor(SpanProcessor):
             interaction = to_interaction(turn)
             if isinstance(interaction, NotEvaluable):
                 self._not_evaluable(interaction)
-                evaluator.count_lost(turn.trace_id, interaction.reason)
-            elif evaluator.admit(turn.trace_id):
+                evaluator.count_lost(turn.trace_id, interaction.reason, facts)
+            elif evaluator.admit(turn.trace_id, facts):
                 evaluator.submit(interaction)
 
     def _not_evaluable(self, verdict: NotEvaluable) -> None:
@@ -342,3 +360,16 @@ class UtilizationSpanProcessor(SpanProcessor):
             )
         else:
             _log.debug("ctxutil span processor: unexpected error in on_end", exc_info=True)
+
+
+def _selection_facts(span: ReadableSpan) -> SelectionFacts:
+    """What selection rules see of a turn: its enclosing span's name and attributes, and the
+    ``service.name`` of that span's Resource (``None`` when the span has no Resource, e.g. a span-like
+    object without one)."""
+    resource = getattr(span, "resource", None)
+    service = None if resource is None else resource.attributes.get("service.name")
+    return SelectionFacts(
+        root_name=span.name,
+        service_name=service if isinstance(service, str) else None,
+        attributes=span.attributes,
+    )
