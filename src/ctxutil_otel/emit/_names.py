@@ -95,17 +95,17 @@ __all__ = [
     "ATTR_EVALUATION_SCORE_VALUE",
     "ATTR_INTERACTION_ID",
     "ATTR_INTERACTION_SOURCE",
+    "ATTR_JUDGE_INPUT_TOKENS",
+    "ATTR_JUDGE_MODEL",
     "ATTR_JUDGE_NAME",
+    "ATTR_JUDGE_OUTPUT_TOKENS",
     "ATTR_OUTCOME",
     "ATTR_QUERY",
     "ATTR_REASON",
-    "ATTR_REQUEST_MODEL",
     "ATTR_THRESHOLD",
     "ATTR_TOKEN_TYPE",
     "ATTR_TOTAL_CHUNKS",
     "ATTR_TOTAL_RELEVANT_CHUNKS",
-    "ATTR_USAGE_INPUT_TOKENS",
-    "ATTR_USAGE_OUTPUT_TOKENS",
     "ATTR_UTILIZATION_RATE",
     "ATTR_UTILIZATION_SCORE",
     "ATTR_UTILIZED_CHUNKS",
@@ -154,12 +154,6 @@ ATTR_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
 """string, conditionally required: ``pass`` | ``fail`` | ``not_applicable`` | ``error``."""
 ATTR_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
 """string, recommended: one human-readable sentence."""
-ATTR_REQUEST_MODEL: Final = "gen_ai.request.model"
-"""string: the judge's model (GenAI conventions' request model of the judge call)."""
-ATTR_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
-"""int: judge input tokens (GenAI conventions)."""
-ATTR_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
-"""int: judge output tokens (GenAI conventions)."""
 ATTR_TOKEN_TYPE: Final = "gen_ai.token.type"
 """string ``input`` | ``output`` on the judge token counter (GenAI conventions)."""
 
@@ -175,6 +169,15 @@ ATTR_UTILIZATION_RATE: Final = "ctxutil.utilization_rate"
 ATTR_TOTAL_CHUNKS: Final = "ctxutil.total_chunks"
 ATTR_THRESHOLD: Final = "ctxutil.threshold"
 ATTR_JUDGE_NAME: Final = "ctxutil.judge.name"
+"""string: the judge (``lexical``, ``openai``, ...)."""
+ATTR_JUDGE_MODEL: Final = "ctxutil.judge.model"
+"""string: the judge's model, when it has one. Not ``gen_ai.request.model``: the evaluation span and event
+live inside the application's trace, where that name means the application's own model (issue 9 item 7)."""
+ATTR_JUDGE_INPUT_TOKENS: Final = "ctxutil.judge.usage.input_tokens"
+"""int: input tokens the judge spent on this evaluation. Not ``gen_ai.usage.input_tokens``: tools that add
+up ``gen_ai.usage.*`` over a trace would count the judge's tokens as the application's."""
+ATTR_JUDGE_OUTPUT_TOKENS: Final = "ctxutil.judge.usage.output_tokens"
+"""int: output tokens the judge spent on this evaluation (see ``ctxutil.judge.usage.input_tokens``)."""
 ATTR_APPLICATION_NAME: Final = "ctxutil.application.name"
 """string: the configured application / chain name (bounded: set by configuration, not by data)."""
 ATTR_INTERACTION_ID: Final = "ctxutil.interaction.id"

@@ -98,7 +98,7 @@ class Judge(Protocol):
     """Decides relevance and utilization for every chunk of one interaction.
 
     Implementations must be safe to call concurrently from one asyncio loop. ``name`` is emitted as
-    ``ctxutil.judge.name`` and ``model`` (``None`` for model-free judges) as ``gen_ai.request.model``.
+    ``ctxutil.judge.name`` and ``model`` (``None`` for model-free judges) as ``ctxutil.judge.model``.
 
     ``reasons=False`` is passed in :attr:`EvaluationMode.FAST` mode: the judge may then skip writing
     reasons (fewer output tokens). Judges that do not accept the keyword work in GRANULAR mode only.
@@ -111,7 +111,7 @@ class Judge(Protocol):
 
     @property
     def model(self) -> str | None:
-        """The judge's model (``gen_ai.request.model``), or ``None`` for model-free judges."""
+        """The judge's model (``ctxutil.judge.model``), or ``None`` for model-free judges."""
         ...
 
     async def judge(
