@@ -2,8 +2,9 @@
 
 The data flow (DESIGN.md): capture -> sample -> queue -> worker -> judge -> metric -> emit.
 
-* Capture: :class:`UtilizationCallbackHandler` (LangChain) or :class:`UtilizationSpanProcessor`
-  (spans from OpenInference / OpenTelemetry GenAI / OpenLLMetry instrumentation).
+* Capture: :class:`UtilizationCallbackHandler` (LangChain; :class:`CtxutilInstrumentor` attaches it to every
+  run) or :class:`UtilizationSpanProcessor` (spans from OpenInference / OpenTelemetry GenAI / OpenLLMetry
+  instrumentation).
 * Worker: :class:`Evaluator` (sampling, bounded queue, background evaluation, accounting).
 * Judges and metric: :class:`LexicalJudge` (offline default), :class:`OpenAIJudge`,
   :class:`ContextualUtilization`.
@@ -30,6 +31,7 @@ from .metric import (
 )
 
 if TYPE_CHECKING:
+    from .capture._instrumentor import CtxutilInstrumentor
     from .capture._langchain import UtilizationCallbackHandler
     from .capture.spans import UtilizationSpanProcessor
     from .emit import Emitter, configure_telemetry
@@ -43,6 +45,7 @@ __all__ = [
     "ChunkVerdict",
     "ContextualUtilization",
     "ContextualUtilizationResult",
+    "CtxutilInstrumentor",
     "DatasetItem",
     "Emitter",
     "EvaluationMode",
@@ -65,6 +68,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "CtxutilInstrumentor": ".capture._instrumentor",
     "UtilizationCallbackHandler": ".capture._langchain",
     "UtilizationSpanProcessor": ".capture.spans",
     "Emitter": ".emit",
