@@ -41,6 +41,10 @@ Trace: when an OpenTelemetry span is active at the root's start its trace id is 
 its span context the interaction's parent; otherwise the trace id is ``random.getrandbits(128)`` (not a
 UUID4, whose low 64 bits hold fixed version/variant bits and would skew the trace-id ratio sampler)
 and the parent is ``None`` (the emitter opens a root span ``rag.interaction`` from the start/end times).
+When another instrumentation traces the same run and offers a way to find its span for the root run
+(OpenInference, see ``_run_spans``), that span is the parent and its trace the sampling key instead,
+looked up at the root's start and again before the sampling decision: the evaluation span then lands
+in the instrumentation's trace, as a child of the evaluated run's span.
 
 Scope: attach the handler to the outermost runnable (``config={"callbacks": [handler]}``,
 ``chain.with_config(callbacks=[handler])`` or a legacy chain's ``callbacks=``). A handler attached only
@@ -62,6 +66,7 @@ from opentelemetry import trace
 
 from . import _extract
 from ._evaluator_args import resolve_evaluator
+from ._run_spans import run_span_context
 from ._runs import SAMPLED, UNDECIDED, Evicted, RootRun, RunTable
 
 if TYPE_CHECKING:
@@ -72,6 +77,14 @@ if TYPE_CHECKING:
 __all__ = ["UtilizationCallbackHandler"]
 
 _log = logging.getLogger("ctxutil_otel.capture")
+
+
+def _adopt_run_span(root: RootRun) -> None:
+    """Make the span another instrumentation opened for ``root``'s run its trace and parent (see
+    :mod:`._run_spans`); leave the root as it is when there is none. Before the sampling decision only."""
+    found = run_span_context(root.run_id)
+    if found is not None:
+        root.trace_id, root.parent = found.trace_id, found
 
 
 def _new_trace_id() -> int:
@@ -254,7 +267,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
                 if found is None:
                     return
                 root = found
-            evicted = self._runs.add_retrieval(run_id, root, query, self._sample)
+            evicted = self._runs.add_retrieval(run_id, root, query, lambda _: self._decide(root))
             if evicted:
                 self._account_evicted(evicted)
         except Exception as exc:
@@ -368,6 +381,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
             inputs=inputs,
             is_retriever=is_retriever,
         )
+        _adopt_run_span(root)  # found here when the other instrumentation's handler ran before ours
         root, evicted = self._runs.start_root(root)
         if evicted:
             self._account_evicted(evicted)
@@ -380,6 +394,13 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         evicted = self._runs.add_child(run_id, root)
         if evicted:
             self._account_evicted(evicted)
+
+    def _decide(self, root: RootRun) -> bool:
+        """The sampling decision at the root's first retrieval (under the run table's lock, once per
+        root). First adopts the span another instrumentation (OpenInference) opened for the root run, if
+        any, as the evaluated span: the evaluation then lands in that trace, as its child."""
+        _adopt_run_span(root)
+        return self._sample(root.trace_id)
 
     def _sample(self, trace_id: int) -> bool:
         try:
@@ -413,6 +434,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
                 return
             if documents is None:
                 return
+            _adopt_run_span(root)
             if not self.evaluator.in_sample(root.trace_id):
                 self._sample(root.trace_id)  # counted sampled_out, before any capture work
                 return
