@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import difflib
 import os
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .metric._contextual_utilization import EvaluationMode
 
@@ -71,6 +71,21 @@ class _OTelCaptureContentSource(PydanticBaseSettingsSource):
         if not raw:
             return {}
         return {"capture_content": raw in _OTEL_CAPTURE_ON}
+
+
+class _EmptyMeansNoneSource(PydanticBaseSettingsSource):
+    """``CTXUTIL_CHUNK_METADATA_KEYS`` set to an empty value means "no keys" (the environment source skips
+    empty values, which would otherwise mean the default)."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ answers directly
+
+    def __call__(self) -> dict[str, Any]:
+        name = env_var("chunk_metadata_keys")
+        for key, value in os.environ.items():
+            if key.upper() == name and not value.strip():
+                return {"chunk_metadata_keys": ()}
+        return {}
 
 
 class Settings(BaseSettings):
@@ -250,6 +265,15 @@ class Settings(BaseSettings):
             "default None)."
         ),
     )
+    chunk_metadata_keys: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=("source",),
+        description=(
+            "Which document each chunk was: its id and these metadata keys are emitted per chunk as "
+            "ctxutil.chunks.{i}.id / .metadata.{key}, even with content capture off (truncated to 256 "
+            "characters, never the chunk text) (CTXUTIL_CHUNK_METADATA_KEYS, comma-separated, default "
+            "source). Empty (CTXUTIL_CHUNK_METADATA_KEYS= set to nothing) emits neither ids nor metadata."
+        ),
+    )
     # --- capture state (used by the capture paths) ----------------------------------------------
     run_ttl_s: float = Field(
         default=300.0,
@@ -285,12 +309,31 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # explicit argument > CTXUTIL_* > OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT > default.
         # No .env file and no secrets directory: configuration comes from code and the environment.
-        return init_settings, env_settings, _OTelCaptureContentSource(settings_cls)
+        return (
+            init_settings,
+            env_settings,
+            _EmptyMeansNoneSource(settings_cls),
+            _OTelCaptureContentSource(settings_cls),
+        )
 
     @field_validator("judge", "mode", mode="before")
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("chunk_metadata_keys", mode="before")
+    @classmethod
+    def _key_list(cls, value: object) -> object:
+        if isinstance(value, str):  # the environment's comma-separated form
+            return tuple(key.strip() for key in value.split(",") if key.strip())
+        return value
+
+    @field_validator("chunk_metadata_keys")
+    @classmethod
+    def _keys_not_blank(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not key.strip() for key in value):
+            raise ValueError("metadata keys must not be blank")
+        return tuple(dict.fromkeys(key.strip() for key in value))
 
     @field_validator("judge_base_url")
     @classmethod
@@ -397,7 +440,8 @@ def build_emitter(
     logger_provider: _logs.LoggerProvider | None = None,
 ) -> Emitter:
     """Build the :class:`~ctxutil_otel.emit.Emitter` the settings configure (``capture_content``,
-    ``application_name``, ``max_content_chars``) on the given providers (``None``: the global ones)."""
+    ``application_name``, ``max_content_chars``, ``chunk_metadata_keys``) on the given providers (``None``:
+    the global ones)."""
     from .emit._emitter import Emitter
 
     return Emitter(
@@ -407,4 +451,5 @@ def build_emitter(
         capture_content=settings.capture_content,
         application_name=settings.application_name,
         max_content_chars=settings.max_content_chars,
+        chunk_metadata_keys=settings.chunk_metadata_keys,
     )

@@ -41,9 +41,12 @@ from ._names import (
     ATTR_UTILIZATION_RATE,
     ATTR_UTILIZATION_SCORE,
     ATTR_UTILIZED_CHUNKS,
+    CHUNK_ID,
     CHUNK_INDEX,
     CHUNK_IS_RELEVANT,
     CHUNK_IS_UTILIZED,
+    CHUNK_LABEL_MAX_CHARS,
+    CHUNK_METADATA,
     CHUNK_REASON,
     CHUNK_TEXT,
     METRIC_EVALUATIONS,
@@ -60,6 +63,8 @@ __all__ = [
     "chunk_attributes",
     "content_attributes",
     "count",
+    "document_attributes",
+    "document_source",
     "extract",
     "finite",
     "interaction_attributes",
@@ -229,13 +234,17 @@ def chunk_attributes(
     max_content_chars: int,
     text_of: Callable[[int], str | None],
     on_error: ErrorCallback,
+    document_of: Callable[[int], object] = lambda i: None,
+    metadata_keys: Sequence[str] = (),
 ) -> dict[str, AttributeValue]:
     """Per-chunk attributes ``ctxutil.chunks.{i}.*`` for the first ``max_chunks`` verdicts, plus
     ``ctxutil.chunks.truncated``.
 
-    Always: ``.index`` (int), ``.is_relevant`` (bool), ``.is_utilized`` (bool). With ``capture_content``
-    only: ``.reason`` (str, when non-empty) and ``.text`` (``text_of(i)`` truncated to ``max_content_chars``).
-    A field that fails is reported as ``ctxutil.chunks.{i}.{field}`` and only it is lost.
+    Always: ``.index`` (int), ``.is_relevant`` (bool), ``.is_utilized`` (bool). With ``metadata_keys``
+    (content capture or not): ``.id`` and ``.metadata.{key}`` of ``document_of(index)`` (see
+    :func:`document_attributes`). With ``capture_content`` only: ``.reason`` (str, when non-empty) and
+    ``.text`` (``text_of(i)`` truncated to ``max_content_chars``). A field that fails is reported as
+    ``ctxutil.chunks.{i}.{field}`` and only it is lost.
     """
     out: dict[str, AttributeValue] = {}
     verdicts: Sequence[ChunkResult] = ()
@@ -254,7 +263,47 @@ def chunk_attributes(
                 continue
             if value is not None:
                 out[key] = value
+        if metadata_keys:
+            try:
+                index = int(verdicts[i].index)
+                out.update(document_attributes(i, document_of(index), metadata_keys, text_of(i)))
+            except Exception as exc:
+                on_error(chunk_attribute(i, CHUNK_METADATA), exc)
     out[ATTR_CHUNKS_TRUNCATED] = shown < len(verdicts)
+    return out
+
+
+def document_attributes(
+    i: int, document: object, metadata_keys: Sequence[str], text: str | None
+) -> dict[str, AttributeValue]:
+    """``ctxutil.chunks.{i}.id`` and ``ctxutil.chunks.{i}.metadata.{key}`` of one retrieved document.
+
+    ``document`` is what capture holds: a LangChain ``Document`` (``id``, ``metadata``), a span reader's
+    chunk (the same attributes) or a mapping (``"id"``, ``"metadata"``); anything else (a plain string)
+    has neither. The id is a string (an ``int`` id is written in decimal), cut to
+    :data:`CHUNK_LABEL_MAX_CHARS`; a metadata value is kept when it is a ``str`` (cut the same way), ``bool``,
+    ``int`` or finite ``float`` and is not the chunk's ``text`` itself; other values are left out.
+    """
+    if isinstance(document, Mapping):
+        doc_id, metadata = document.get("id"), document.get("metadata")
+    else:
+        doc_id, metadata = getattr(document, "id", None), getattr(document, "metadata", None)
+    out: dict[str, AttributeValue] = {}
+    if isinstance(doc_id, (str, int)) and not isinstance(doc_id, bool) and str(doc_id):
+        out[chunk_attribute(i, CHUNK_ID)] = truncate(str(doc_id), CHUNK_LABEL_MAX_CHARS)
+    if isinstance(metadata, Mapping):
+        for key in metadata_keys:
+            value = metadata.get(key)
+            if isinstance(value, str):
+                if not value or value == text:
+                    continue
+                value = truncate(value, CHUNK_LABEL_MAX_CHARS)
+            elif isinstance(value, float):
+                if not math.isfinite(value):
+                    continue
+            elif not isinstance(value, (bool, int)):
+                continue
+            out[f"{chunk_attribute(i, CHUNK_METADATA)}.{key}"] = value
     return out
 
 
@@ -347,6 +396,17 @@ def text_source(
         return breakdown.get(i)
 
     return from_interaction
+
+
+def document_source(interaction: Interaction) -> Callable[[int], object]:
+    """The captured document at a retrieval index (``None`` out of range): ids and metadata live there
+    (the validated item keeps only text)."""
+    documents = interaction.documents
+
+    def document_of(i: int) -> object:
+        return documents[i] if 0 <= i < len(documents) else None
+
+    return document_of
 
 
 def outcome_observations(

@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from opentelemetry import _logs, metrics, trace
@@ -30,6 +30,7 @@ from ._attributes import (
     chunk_attributes,
     content_attributes,
     count,
+    document_source,
     extract,
     finite,
     interaction_attributes,
@@ -84,10 +85,14 @@ class Emitter:
             Fewer are emitted when the span attribute count limit (``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``,
             default 128; the SDK silently evicts the *oldest* attributes beyond it) leaves no room;
             ``ctxutil.chunks.truncated`` then says so.
+        chunk_metadata_keys: Which document each chunk was, emitted with or without content capture:
+            ``ctxutil.chunks.{i}.id`` (the document's id) and ``ctxutil.chunks.{i}.metadata.{key}`` for these
+            keys of its metadata (default ``source``), truncated to 256 characters, never the chunk text.
+            Empty: neither ids nor metadata.
 
     Raises:
-        ValueError: naming the argument, for ``max_content_chars < 1``, ``max_chunk_attributes < 0`` or a
-            non-string ``application_name``.
+        ValueError: naming the argument, for ``max_content_chars < 1``, ``max_chunk_attributes < 0``, a
+            non-string ``application_name`` or ``chunk_metadata_keys`` that are not non-empty strings.
     """
 
     def __init__(
@@ -100,6 +105,7 @@ class Emitter:
         application_name: str | None = None,
         max_content_chars: int = 1000,
         max_chunk_attributes: int = 64,
+        chunk_metadata_keys: Sequence[str] = ("source",),
     ) -> None:
         _check_int("max_content_chars", max_content_chars, 1)
         _check_int("max_chunk_attributes", max_chunk_attributes, 0)
@@ -109,6 +115,13 @@ class Emitter:
         self.application_name = application_name or None
         self.max_content_chars = max_content_chars
         self.max_chunk_attributes = max_chunk_attributes
+        if isinstance(chunk_metadata_keys, str) or not all(
+            isinstance(key, str) and key for key in chunk_metadata_keys
+        ):
+            raise ValueError(
+                f"chunk_metadata_keys must be a sequence of non-empty str, got {chunk_metadata_keys!r}"
+            )
+        self.chunk_metadata_keys = tuple(chunk_metadata_keys)
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
         self._logger_provider = logger_provider
@@ -199,7 +212,9 @@ class Emitter:
         duration: float | None,
     ) -> None:
         attributes = {**common, **content}
-        per_chunk = 5 if self.capture_content else 3
+        per_chunk = (5 if self.capture_content else 3) + (
+            1 + len(self.chunk_metadata_keys) if self.chunk_metadata_keys else 0
+        )
         room = self.max_chunk_attributes
         limit = self._span_attribute_limit()
         if limit is not None:
@@ -212,6 +227,8 @@ class Emitter:
                 max_content_chars=self.max_content_chars,
                 text_of=text_source(result, interaction, item),
                 on_error=self._on_error,
+                document_of=document_source(interaction),
+                metadata_keys=self.chunk_metadata_keys,
             )
         )
         start_ns = end_ns - int(duration * 1e9) if duration is not None else end_ns

@@ -109,9 +109,12 @@ __all__ = [
     "ATTR_UTILIZATION_RATE",
     "ATTR_UTILIZATION_SCORE",
     "ATTR_UTILIZED_CHUNKS",
+    "CHUNK_ID",
     "CHUNK_INDEX",
     "CHUNK_IS_RELEVANT",
     "CHUNK_IS_UTILIZED",
+    "CHUNK_LABEL_MAX_CHARS",
+    "CHUNK_METADATA",
     "CHUNK_REASON",
     "CHUNK_TEXT",
     "DURATION_BUCKETS",
@@ -194,6 +197,15 @@ ATTR_CHUNK_PREFIX: Final = "ctxutil.chunks"
 CHUNK_INDEX: Final = "index"
 CHUNK_IS_RELEVANT: Final = "is_relevant"
 CHUNK_IS_UTILIZED: Final = "is_utilized"
+CHUNK_ID: Final = "id"
+"""string, emitted without content capture: the chunk's document id (LangChain ``Document.id``, OpenInference
+``retrieval.documents.{i}.document.id``, GenAI retrieval document ``id``), truncated; absent when unknown."""
+CHUNK_METADATA: Final = "metadata"
+"""Prefix of ``ctxutil.chunks.{i}.metadata.{key}``: the configured metadata keys (``chunk_metadata_keys``,
+default ``source``) of the chunk's document, emitted without content capture; scalar values only, strings
+truncated, never a value equal to the chunk's text."""
+CHUNK_LABEL_MAX_CHARS: Final = 256
+"""Characters kept of a chunk id or metadata string value."""
 CHUNK_REASON: Final = "reason"
 """Only with content capture: a judge's free-text reason routinely quotes or paraphrases the chunk."""
 CHUNK_TEXT: Final = "text"
