@@ -31,6 +31,8 @@ class Interaction:
         start_time_ns / end_time_ns: Wall-clock bounds of the interaction (``time.time_ns()``).
         source: Which capture path produced it (``"langchain"``, ``"span_processor"``, ...).
         id: An identifier for logs and results (the LangChain root ``run_id``, or the span id).
+        response_id: The evaluated generation's ``gen_ai.response.id`` (the model provider's completion id,
+            e.g. ``chatcmpl-...``) when capture saw one; emitted on the ``gen_ai.evaluation.result`` event.
     """
 
     query: str | None
@@ -43,3 +45,4 @@ class Interaction:
     source: str = "langchain"
     id: str | None = None
     metadata: dict[str, object] = field(default_factory=dict)
+    response_id: str | None = None

@@ -35,6 +35,7 @@ from ._names import (
     ATTR_OUTCOME,
     ATTR_QUERY,
     ATTR_REASON,
+    ATTR_RESPONSE_ID,
     ATTR_THRESHOLD,
     ATTR_TOTAL_CHUNKS,
     ATTR_TOTAL_RELEVANT_CHUNKS,
@@ -355,12 +356,17 @@ def metric_attributes(
 def interaction_attributes(
     interaction: Interaction, application_name: str | None
 ) -> dict[str, AttributeValue]:
-    """``ctxutil.application.name`` (when configured), ``ctxutil.interaction.id`` and ``.source``:
-    for spans and log records only, never metrics (ids are unbounded)."""
+    """``ctxutil.application.name`` (when configured), ``ctxutil.interaction.id`` and ``.source``, and
+    ``gen_ai.response.id`` when capture saw one: for spans and log records only, never metrics (ids are
+    unbounded)."""
     attributes: dict[str, AttributeValue] = {}
     if application_name:
         attributes[ATTR_APPLICATION_NAME] = application_name
-    for key, value in ((ATTR_INTERACTION_ID, interaction.id), (ATTR_INTERACTION_SOURCE, interaction.source)):
+    for key, value in (
+        (ATTR_INTERACTION_ID, interaction.id),
+        (ATTR_INTERACTION_SOURCE, interaction.source),
+        (ATTR_RESPONSE_ID, getattr(interaction, "response_id", None)),
+    ):
         if value is not None:
             attributes[key] = str(value)
     return attributes

@@ -6,8 +6,12 @@ Sources
   (development stability), maintained in https://github.com/open-telemetry/semantic-conventions-genai.
   ``model/gen-ai/events.yaml``: the event requires ``gen_ai.evaluation.name``, conditionally requires
   ``gen_ai.evaluation.score.value`` and ``gen_ai.evaluation.score.label`` ("if applicable"), recommends
-  ``gen_ai.evaluation.explanation``, includes the ``error.type`` group, and SHOULD be parented to the
-  evaluated span. The same constants ship, marked "moved", in ``opentelemetry-semantic-conventions``
+  ``gen_ai.evaluation.explanation`` and ``gen_ai.response.id`` ("when available"), includes the
+  ``error.type`` group, and SHOULD be parented to the evaluated span. All of them are emitted (the response
+  id when capture saw one). The conventions define no attribute for the evaluator's own model or cost, so
+  the judge's go under ``ctxutil.judge.*`` (never ``gen_ai.request.model`` / ``gen_ai.usage.*``, which
+  would count as the application's inside its trace). The same constants ship, marked "moved", in
+  ``opentelemetry-semantic-conventions``
   (``opentelemetry.semconv._incubating.attributes.gen_ai_attributes``).
 * ``error.type``: OpenTelemetry semantic conventions, stable
   (``opentelemetry.semconv.attributes.error_attributes``).
@@ -102,6 +106,7 @@ __all__ = [
     "ATTR_OUTCOME",
     "ATTR_QUERY",
     "ATTR_REASON",
+    "ATTR_RESPONSE_ID",
     "ATTR_THRESHOLD",
     "ATTR_TOKEN_TYPE",
     "ATTR_TOTAL_CHUNKS",
@@ -157,6 +162,10 @@ ATTR_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
 """string, conditionally required: ``pass`` | ``fail`` | ``not_applicable`` | ``error``."""
 ATTR_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
 """string, recommended: one human-readable sentence."""
+ATTR_RESPONSE_ID: Final = "gen_ai.response.id"
+"""string, spans and the event only (never metrics): the evaluated generation's completion id, when capture
+saw one (LangChain ``response_metadata["id"]``, a GenAI / OpenLLMetry span's ``gen_ai.response.id``). The
+event's conventions recommend it "when available", to correlate where the span id is not available."""
 ATTR_TOKEN_TYPE: Final = "gen_ai.token.type"
 """string ``input`` | ``output`` on the judge token counter (GenAI conventions)."""
 

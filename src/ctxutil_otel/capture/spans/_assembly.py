@@ -338,6 +338,7 @@ def to_interaction(turn: Turn) -> Interaction | None:
         end_time_ns=turn.end_ns,
         source=SOURCE,
         id=format(context.span_id, "016x"),
+        response_id=generation.response_id,
         metadata={
             "convention": generation.convention,
             "retrieval_span_ids": [format(p.context.span_id, "016x") for p in turn.retrievals],

@@ -133,12 +133,14 @@ class Generation:
             retrieval of the turn has a query (in a RAG prompt it usually holds the context too).
         convention: ``"openinference"``, ``"genai"`` or ``"openllmetry"``.
         problem: ``None``, or why ``answer`` is ``None``.
+        response_id: The span's ``gen_ai.response.id`` (GenAI conventions, OpenLLMetry), if any.
     """
 
     answer: str | None
     convention: str
     query: str | None = None
     problem: str | None = None
+    response_id: str | None = None
 
     def size(self) -> int:
         """Approximate bytes this record holds."""

@@ -34,6 +34,7 @@ OpenTelemetry instrumentation is suppressed (the evaluator's worker runs that wa
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -65,6 +66,8 @@ _log = logging.getLogger("ctxutil_otel.capture")
 MARKER_ATTRIBUTES: Final = frozenset(
     {_openinference.SPAN_KIND, _genai.OPERATION_NAME, _openllmetry.SPAN_KIND, _openllmetry.REQUEST_TYPE}
 )
+#: The generation's completion id (GenAI conventions; OpenLLMetry writes it too).
+RESPONSE_ID: Final = "gen_ai.response.id"
 #: Default bound on buffered text, approximate bytes.
 DEFAULT_MAX_BUFFERED_BYTES: Final = 64 * 1024 * 1024
 
@@ -82,10 +85,16 @@ def read_part(attributes: Mapping[str, object]) -> Part | None:
     # cost an exception each, and the readers look up many keys.
     attributes = attributes if type(attributes) is dict else dict(attributes)
     if _openinference.SPAN_KIND in attributes:
-        return _openinference.read(attributes)
-    if _genai.OPERATION_NAME in attributes:
-        return _genai.read(attributes)
-    return _openllmetry.read(attributes)
+        part = _openinference.read(attributes)
+    elif _genai.OPERATION_NAME in attributes:
+        part = _genai.read(attributes)
+    else:
+        part = _openllmetry.read(attributes)
+    if isinstance(part, Generation):
+        response_id = attributes.get(RESPONSE_ID)
+        if isinstance(response_id, str) and response_id:
+            part = dataclasses.replace(part, response_id=response_id)
+    return part
 
 
 class UtilizationSpanProcessor(SpanProcessor):
