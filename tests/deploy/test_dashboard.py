@@ -103,7 +103,7 @@ def test_datasource_is_chosen_by_a_uid_variable() -> None:
         assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
         for target in panel["targets"]:
             assert target["datasource"]["uid"] == "${datasource}", panel["title"]
-    for name in ("job", "application"):
+    for name in ("job", "service", "application"):
         assert variables[name]["datasource"]["uid"] == "${datasource}"
 
 

@@ -50,6 +50,7 @@ from ._names import (
     CHUNK_METADATA,
     CHUNK_REASON,
     CHUNK_TEXT,
+    EVALUATED_SERVICE_FROM_RESOURCE,
     METRIC_EVALUATIONS,
     chunk_attribute,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "count",
     "document_attributes",
     "document_source",
+    "evaluated_service_attributes",
     "extract",
     "finite",
     "interaction_attributes",
@@ -402,6 +404,21 @@ def text_source(
         return breakdown.get(i)
 
     return from_interaction
+
+
+def evaluated_service_attributes(interaction: Interaction) -> dict[str, AttributeValue]:
+    """``ctxutil.evaluated.service.name`` / ``.namespace`` / ``ctxutil.evaluated.deployment.environment.name``
+    from the interaction's ``service`` (the sender's Resource), values cut to 128 characters; ``{}`` when
+    unknown. The emitter bounds how many distinct identities it labels."""
+    service = getattr(interaction, "service", None)
+    if not isinstance(service, Mapping):
+        return {}
+    out: dict[str, AttributeValue] = {}
+    for key, name in EVALUATED_SERVICE_FROM_RESOURCE.items():
+        value = service.get(key)
+        if isinstance(value, str) and value and name not in out:
+            out[name] = truncate(value, 128)
+    return out
 
 
 def document_source(interaction: Interaction) -> Callable[[int], object]:

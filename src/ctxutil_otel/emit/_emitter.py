@@ -31,6 +31,7 @@ from ._attributes import (
     content_attributes,
     count,
     document_source,
+    evaluated_service_attributes,
     extract,
     finite,
     interaction_attributes,
@@ -40,11 +41,14 @@ from ._attributes import (
 )
 from ._names import (
     ATTR_APPLICATION_NAME,
+    ATTR_EVALUATED_SERVICE_NAME,
     ATTR_EVALUATION_NAME,
     ATTR_TOKEN_TYPE,
     DURATION_BUCKETS,
+    EVALUATED_SERVICE_OTHER,
     EVENT_EVALUATION_RESULT,
     INSTRUMENTATION_SCOPE,
+    MAX_EVALUATED_SERVICES,
     METRIC_CHUNKS_RELEVANT,
     METRIC_CHUNKS_UTILIZED,
     METRIC_EVALUATION_DURATION,
@@ -155,6 +159,7 @@ class Emitter:
         )
         self._lock = threading.Lock()
         self._failures: Counter[str] = Counter()
+        self._senders: set[tuple[tuple[str, str], ...]] = set()
         self._observables = ObservableInstruments(self._meter, self.application_name, self._on_error)
 
     # ------------------------------------------------------------------------------------------ emit
@@ -186,6 +191,8 @@ class Emitter:
             duration = valid_duration(duration_s)
             common = extract(RESULT_EXTRACTORS, result, self._on_error)
             common.update(interaction_attributes(interaction, self.application_name))
+            sender = self._bounded_sender(evaluated_service_attributes(interaction))
+            common.update(sender)
             content = (
                 content_attributes(interaction, item, self.max_content_chars) if self.capture_content else {}
             )
@@ -198,7 +205,7 @@ class Emitter:
             lambda: self._emit_span(result, evaluated, common, content, interaction, item, end_ns, duration),
         )
         self._guard("log", lambda: self._emit_log(result, evaluated, common, content, end_ns))
-        self._record_metrics(result, duration)
+        self._record_metrics(result, duration, sender)
 
     def _emit_span(
         self,
@@ -266,9 +273,11 @@ class Emitter:
         )
         self._logger.emit(record)
 
-    def _record_metrics(self, result: MetricEvaluationResult, duration: float | None) -> None:
+    def _record_metrics(
+        self, result: MetricEvaluationResult, duration: float | None, sender: dict[str, AttributeValue]
+    ) -> None:
         try:
-            attributes = metric_attributes(result, self.application_name)
+            attributes = {**metric_attributes(result, self.application_name), **sender}
         except Exception as exc:
             self._on_error("metrics", exc)
             return
@@ -287,13 +296,13 @@ class Emitter:
                 lambda: self._utilized.add(count(result.signals.utilized_chunks), attributes),
             )
         if result.usage is not None:
-            self._guard(METRIC_JUDGE_TOKENS, lambda: self._record_tokens(result))
+            self._guard(METRIC_JUDGE_TOKENS, lambda: self._record_tokens(result, sender))
 
-    def _record_tokens(self, result: MetricEvaluationResult) -> None:
+    def _record_tokens(self, result: MetricEvaluationResult, sender: dict[str, AttributeValue]) -> None:
         usage = result.usage
         if usage is None:
             return
-        base: dict[str, AttributeValue] = {ATTR_EVALUATION_NAME: str(result.metric_name)}
+        base: dict[str, AttributeValue] = {ATTR_EVALUATION_NAME: str(result.metric_name), **sender}
         if self.application_name:
             base[ATTR_APPLICATION_NAME] = self.application_name
         self._tokens.add(count(usage.input_tokens), {**base, ATTR_TOKEN_TYPE: "input"})
@@ -366,6 +375,19 @@ class Emitter:
             self._failures[key] += 1
         if first:
             _log.debug("emitting %s failed (logged once): %r", key, exc, exc_info=exc)
+
+    def _bounded_sender(self, sender: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
+        """``sender`` while fewer than ``MAX_EVALUATED_SERVICES`` identities were seen (or it is one of
+        them), else ``{ctxutil.evaluated.service.name: _OTHER}`` (counted once under its name)."""
+        if not sender:
+            return sender
+        identity = tuple(sorted((k, str(v)) for k, v in sender.items()))
+        with self._lock:
+            if identity in self._senders or len(self._senders) < MAX_EVALUATED_SERVICES:
+                self._senders.add(identity)
+                return sender
+        self._on_error(ATTR_EVALUATED_SERVICE_NAME, ValueError("too many evaluated services"))
+        return {ATTR_EVALUATED_SERVICE_NAME: EVALUATED_SERVICE_OTHER}
 
     def _guard(self, key: str, action: Callable[[], object]) -> None:
         try:

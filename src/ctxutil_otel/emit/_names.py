@@ -93,6 +93,9 @@ __all__ = [
     "ATTR_CHUNKS_TRUNCATED",
     "ATTR_CHUNK_PREFIX",
     "ATTR_ERROR_TYPE",
+    "ATTR_EVALUATED_DEPLOYMENT_ENVIRONMENT",
+    "ATTR_EVALUATED_SERVICE_NAME",
+    "ATTR_EVALUATED_SERVICE_NAMESPACE",
     "ATTR_EVALUATION_EXPLANATION",
     "ATTR_EVALUATION_NAME",
     "ATTR_EVALUATION_SCORE_LABEL",
@@ -123,8 +126,11 @@ __all__ = [
     "CHUNK_REASON",
     "CHUNK_TEXT",
     "DURATION_BUCKETS",
+    "EVALUATED_SERVICE_FROM_RESOURCE",
+    "EVALUATED_SERVICE_OTHER",
     "EVENT_EVALUATION_RESULT",
     "INSTRUMENTATION_SCOPE",
+    "MAX_EVALUATED_SERVICES",
     "METRIC_CHUNKS_RELEVANT",
     "METRIC_CHUNKS_UTILIZED",
     "METRIC_EVALUATIONS",
@@ -192,6 +198,27 @@ ATTR_JUDGE_OUTPUT_TOKENS: Final = "ctxutil.judge.usage.output_tokens"
 """int: output tokens the judge spent on this evaluation (see ``ctxutil.judge.usage.input_tokens``)."""
 ATTR_APPLICATION_NAME: Final = "ctxutil.application.name"
 """string: the configured application / chain name (bounded: set by configuration, not by data)."""
+ATTR_EVALUATED_SERVICE_NAME: Final = "ctxutil.evaluated.service.name"
+"""string, spans, events and metrics: the ``service.name`` of the application whose spans were evaluated
+(their Resource; set on the span-processor path, so ``serve`` names each sender). Bounded: at most
+:data:`MAX_EVALUATED_SERVICES` distinct identities per process, then ``_OTHER``."""
+ATTR_EVALUATED_SERVICE_NAMESPACE: Final = "ctxutil.evaluated.service.namespace"
+"""string, as ``ctxutil.evaluated.service.name``: the sender's ``service.namespace`` when it has one."""
+ATTR_EVALUATED_DEPLOYMENT_ENVIRONMENT: Final = "ctxutil.evaluated.deployment.environment.name"
+"""string, as ``ctxutil.evaluated.service.name``: the sender's ``deployment.environment.name`` (or the older
+``deployment.environment``) when it has one."""
+EVALUATED_SERVICE_FROM_RESOURCE: Final = {
+    "service.name": ATTR_EVALUATED_SERVICE_NAME,
+    "service.namespace": ATTR_EVALUATED_SERVICE_NAMESPACE,
+    "deployment.environment.name": ATTR_EVALUATED_DEPLOYMENT_ENVIRONMENT,
+    "deployment.environment": ATTR_EVALUATED_DEPLOYMENT_ENVIRONMENT,
+}
+"""Sender Resource attribute -> the attribute naming it on results (the first of the two environment keys
+present wins)."""
+MAX_EVALUATED_SERVICES: Final = 100
+"""Distinct evaluated-service identities one emitter labels; results of further senders get
+``ctxutil.evaluated.service.name=_OTHER`` (and no namespace or environment)."""
+EVALUATED_SERVICE_OTHER: Final = "_OTHER"
 ATTR_INTERACTION_ID: Final = "ctxutil.interaction.id"
 """string, spans and log records only (never metrics): the LangChain root run_id or the span id."""
 ATTR_INTERACTION_SOURCE: Final = "ctxutil.interaction.source"

@@ -134,6 +134,8 @@ class Generation:
         convention: ``"openinference"``, ``"genai"`` or ``"openllmetry"``.
         problem: ``None``, or why ``answer`` is ``None``.
         response_id: The span's ``gen_ai.response.id`` (GenAI conventions, OpenLLMetry), if any.
+        service: ``(key, value)`` pairs of the span's Resource that name the sending application
+            (``service.name``, ``service.namespace``, ``deployment.environment.name``).
     """
 
     answer: str | None
@@ -141,6 +143,7 @@ class Generation:
     query: str | None = None
     problem: str | None = None
     response_id: str | None = None
+    service: tuple[tuple[str, str], ...] = ()
 
     def size(self) -> int:
         """Approximate bytes this record holds."""

@@ -68,6 +68,13 @@ MARKER_ATTRIBUTES: Final = frozenset(
 )
 #: The generation's completion id (GenAI conventions; OpenLLMetry writes it too).
 RESPONSE_ID: Final = "gen_ai.response.id"
+#: Resource attributes naming the sending application (``deployment.environment`` is the older name).
+SENDER_RESOURCE_KEYS: Final = (
+    "service.name",
+    "service.namespace",
+    "deployment.environment.name",
+    "deployment.environment",
+)
 #: Default bound on buffered text, approximate bytes.
 DEFAULT_MAX_BUFFERED_BYTES: Final = 64 * 1024 * 1024
 
@@ -95,6 +102,21 @@ def read_part(attributes: Mapping[str, object]) -> Part | None:
         if isinstance(response_id, str) and response_id:
             part = dataclasses.replace(part, response_id=response_id)
     return part
+
+
+def _with_sender(record: Generation, span: ReadableSpan) -> Generation:
+    """``record`` with the identity of the application that sent ``span`` (its Resource's
+    :data:`SENDER_RESOURCE_KEYS`), so that ``serve`` can say which application each result is about."""
+    resource = getattr(span, "resource", None)
+    attributes = getattr(resource, "attributes", None)
+    if not attributes:
+        return record
+    service = tuple(
+        (key, value)
+        for key in SENDER_RESOURCE_KEYS
+        if isinstance(value := attributes.get(key), str) and value
+    )
+    return dataclasses.replace(record, service=service) if service else record
 
 
 class UtilizationSpanProcessor(SpanProcessor):
@@ -242,6 +264,8 @@ class UtilizationSpanProcessor(SpanProcessor):
         record = read_part(attributes)
         if not isinstance(record, (Retrieval, Generation)):
             return  # a chain marker (or nothing) in a trace with nothing buffered: nothing to close
+        if isinstance(record, Generation):
+            record = _with_sender(record, span)
         parent = span.parent
         parent_id = None if parent is None or parent.is_remote else parent.span_id
         with self._lock:
@@ -260,6 +284,8 @@ class UtilizationSpanProcessor(SpanProcessor):
             if self._skip(span, attributes):
                 return
             record = read_part(attributes)
+            if isinstance(record, Generation):
+                record = _with_sender(record, span)
         parent = span.parent
         parent_id = None if parent is None or parent.is_remote else parent.span_id
         is_record = isinstance(record, (Retrieval, Generation))
