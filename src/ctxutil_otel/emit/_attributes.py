@@ -16,6 +16,7 @@ from opentelemetry.util.types import AttributeValue
 from .._item import DatasetItem, chunk_text
 from ..capture._interaction import Interaction
 from ..metric._results import ChunkResult, MetricEvaluationResult
+from ._identity import document_attributes, truncate
 from ._names import (
     ATTR_ANSWER,
     ATTR_APPLICATION_NAME,
@@ -42,15 +43,12 @@ from ._names import (
     ATTR_UTILIZATION_RATE,
     ATTR_UTILIZATION_SCORE,
     ATTR_UTILIZED_CHUNKS,
-    CHUNK_ID,
     CHUNK_INDEX,
     CHUNK_IS_RELEVANT,
     CHUNK_IS_UTILIZED,
-    CHUNK_LABEL_MAX_CHARS,
     CHUNK_METADATA,
     CHUNK_REASON,
     CHUNK_TEXT,
-    EVALUATED_SERVICE_FROM_RESOURCE,
     METRIC_EVALUATIONS,
     chunk_attribute,
 )
@@ -65,9 +63,6 @@ __all__ = [
     "chunk_attributes",
     "content_attributes",
     "count",
-    "document_attributes",
-    "document_source",
-    "evaluated_service_attributes",
     "extract",
     "finite",
     "interaction_attributes",
@@ -97,13 +92,6 @@ _SECRET = re.compile(
 def redact(text: str) -> str:
     """Replace API-key and bearer-token lookalikes with ``[REDACTED]``."""
     return _SECRET.sub("[REDACTED]", text)
-
-
-def truncate(text: str, max_chars: int) -> str:
-    """Return ``text`` cut to at most ``max_chars`` characters, the last one ``…`` when cut."""
-    if len(text) <= max_chars:
-        return text
-    return text[: max_chars - 1] + "…" if max_chars > 1 else text[:max_chars]
 
 
 def finite(value: float) -> float:
@@ -276,40 +264,6 @@ def chunk_attributes(
     return out
 
 
-def document_attributes(
-    i: int, document: object, metadata_keys: Sequence[str], text: str | None
-) -> dict[str, AttributeValue]:
-    """``ctxutil.chunks.{i}.id`` and ``ctxutil.chunks.{i}.metadata.{key}`` of one retrieved document.
-
-    ``document`` is what capture holds: a LangChain ``Document`` (``id``, ``metadata``), a span reader's
-    chunk (the same attributes) or a mapping (``"id"``, ``"metadata"``); anything else (a plain string)
-    has neither. The id is a string (an ``int`` id is written in decimal), cut to
-    :data:`CHUNK_LABEL_MAX_CHARS`; a metadata value is kept when it is a ``str`` (cut the same way), ``bool``,
-    ``int`` or finite ``float`` and is not the chunk's ``text`` itself; other values are left out.
-    """
-    if isinstance(document, Mapping):
-        doc_id, metadata = document.get("id"), document.get("metadata")
-    else:
-        doc_id, metadata = getattr(document, "id", None), getattr(document, "metadata", None)
-    out: dict[str, AttributeValue] = {}
-    if isinstance(doc_id, (str, int)) and not isinstance(doc_id, bool) and str(doc_id):
-        out[chunk_attribute(i, CHUNK_ID)] = truncate(str(doc_id), CHUNK_LABEL_MAX_CHARS)
-    if isinstance(metadata, Mapping):
-        for key in metadata_keys:
-            value = metadata.get(key)
-            if isinstance(value, str):
-                if not value or value == text:
-                    continue
-                value = truncate(value, CHUNK_LABEL_MAX_CHARS)
-            elif isinstance(value, float):
-                if not math.isfinite(value):
-                    continue
-            elif not isinstance(value, (bool, int)):
-                continue
-            out[f"{chunk_attribute(i, CHUNK_METADATA)}.{key}"] = value
-    return out
-
-
 def _chunk_fields(
     verdict: ChunkResult,
     i: int,
@@ -404,32 +358,6 @@ def text_source(
         return breakdown.get(i)
 
     return from_interaction
-
-
-def evaluated_service_attributes(interaction: Interaction) -> dict[str, AttributeValue]:
-    """``ctxutil.evaluated.service.name`` / ``.namespace`` / ``ctxutil.evaluated.deployment.environment.name``
-    from the interaction's ``service`` (the sender's Resource), values cut to 128 characters; ``{}`` when
-    unknown. The emitter bounds how many distinct identities it labels."""
-    service = getattr(interaction, "service", None)
-    if not isinstance(service, Mapping):
-        return {}
-    out: dict[str, AttributeValue] = {}
-    for key, name in EVALUATED_SERVICE_FROM_RESOURCE.items():
-        value = service.get(key)
-        if isinstance(value, str) and value and name not in out:
-            out[name] = truncate(value, 128)
-    return out
-
-
-def document_source(interaction: Interaction) -> Callable[[int], object]:
-    """The captured document at a retrieval index (``None`` out of range): ids and metadata live there
-    (the validated item keeps only text)."""
-    documents = interaction.documents
-
-    def document_of(i: int) -> object:
-        return documents[i] if 0 <= i < len(documents) else None
-
-    return document_of
 
 
 def outcome_observations(

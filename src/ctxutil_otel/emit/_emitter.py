@@ -30,8 +30,6 @@ from ._attributes import (
     chunk_attributes,
     content_attributes,
     count,
-    document_source,
-    evaluated_service_attributes,
     extract,
     finite,
     interaction_attributes,
@@ -39,13 +37,13 @@ from ._attributes import (
     text_source,
     valid_duration,
 )
+from ._identity import EvaluatedServices, document_source, evaluated_service_attributes
 from ._names import (
     ATTR_APPLICATION_NAME,
     ATTR_EVALUATED_SERVICE_NAME,
     ATTR_EVALUATION_NAME,
     ATTR_TOKEN_TYPE,
     DURATION_BUCKETS,
-    EVALUATED_SERVICE_OTHER,
     EVENT_EVALUATION_RESULT,
     INSTRUMENTATION_SCOPE,
     MAX_EVALUATED_SERVICES,
@@ -159,7 +157,7 @@ class Emitter:
         )
         self._lock = threading.Lock()
         self._failures: Counter[str] = Counter()
-        self._senders: set[tuple[tuple[str, str], ...]] = set()
+        self._senders = EvaluatedServices(MAX_EVALUATED_SERVICES)
         self._observables = ObservableInstruments(self._meter, self.application_name, self._on_error)
 
     # ------------------------------------------------------------------------------------------ emit
@@ -191,7 +189,9 @@ class Emitter:
             duration = valid_duration(duration_s)
             common = extract(RESULT_EXTRACTORS, result, self._on_error)
             common.update(interaction_attributes(interaction, self.application_name))
-            sender = self._bounded_sender(evaluated_service_attributes(interaction))
+            sender, limited = self._senders.bounded(evaluated_service_attributes(interaction))
+            if limited:
+                self._on_error(ATTR_EVALUATED_SERVICE_NAME, ValueError("too many evaluated services"))
             common.update(sender)
             content = (
                 content_attributes(interaction, item, self.max_content_chars) if self.capture_content else {}
@@ -375,19 +375,6 @@ class Emitter:
             self._failures[key] += 1
         if first:
             _log.debug("emitting %s failed (logged once): %r", key, exc, exc_info=exc)
-
-    def _bounded_sender(self, sender: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
-        """``sender`` while fewer than ``MAX_EVALUATED_SERVICES`` identities were seen (or it is one of
-        them), else ``{ctxutil.evaluated.service.name: _OTHER}`` (counted once under its name)."""
-        if not sender:
-            return sender
-        identity = tuple(sorted((k, str(v)) for k, v in sender.items()))
-        with self._lock:
-            if identity in self._senders or len(self._senders) < MAX_EVALUATED_SERVICES:
-                self._senders.add(identity)
-                return sender
-        self._on_error(ATTR_EVALUATED_SERVICE_NAME, ValueError("too many evaluated services"))
-        return {ATTR_EVALUATED_SERVICE_NAME: EVALUATED_SERVICE_OTHER}
 
     def _guard(self, key: str, action: Callable[[], object]) -> None:
         try:
