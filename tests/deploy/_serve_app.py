@@ -21,8 +21,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import start_http_server
 
-from ctxutil_otel._settings import Settings, build_emitter
+from ctxutil_otel._settings import Settings
 from ctxutil_otel.capture.spans import UtilizationSpanProcessor
+from ctxutil_otel.emit._from_settings import build_emitter
 from ctxutil_otel.serve import TraceReceiver
 from ctxutil_otel.worker import Evaluator
 

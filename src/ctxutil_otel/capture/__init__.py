@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._interaction import Interaction
+from .._interaction import Interaction
 
 if TYPE_CHECKING:
     from ._instrumentor import CtxutilInstrumentor

@@ -97,7 +97,8 @@ class CtxutilInstrumentor(BaseInstrumentor):  # type: ignore[misc]  # BaseInstru
 def _build_handler(kwargs: dict[str, Any]) -> UtilizationCallbackHandler:
     """The handler for ``instrument(**kwargs)``: an Evaluator on the given providers (global when absent)
     with the settings in ``kwargs`` (``BaseInstrumentor``'s own ``skip_dep_check`` is not a setting)."""
-    from .._settings import Settings, build_emitter
+    from .._settings import Settings
+    from ..emit._from_settings import build_emitter
     from ..worker._evaluator import Evaluator
     from ._evaluator_args import CAPTURE_SETTINGS
     from ._langchain import UtilizationCallbackHandler

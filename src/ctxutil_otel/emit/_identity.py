@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from opentelemetry.util.types import AttributeValue
 
-from ..capture._interaction import Interaction
+from .._interaction import Interaction
 from ._names import (
     ATTR_EVALUATED_SERVICE_NAME,
     CHUNK_ID,
