@@ -22,12 +22,15 @@ dictionary lookup. Never raises.
 from __future__ import annotations
 
 import sys
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from uuid import UUID
 
 from opentelemetry.trace import SpanContext
 
-__all__ = ["OPENINFERENCE_MODULE", "run_span_context"]
+if TYPE_CHECKING:
+    from ._runs import RootRun
+
+__all__ = ["OPENINFERENCE_MODULE", "adopt_run_span", "run_span_context"]
 
 OPENINFERENCE_MODULE: Final = "openinference.instrumentation.langchain"
 
@@ -48,3 +51,11 @@ def run_span_context(run_id: UUID) -> SpanContext | None:
     except Exception:  # an API that changed: behave as if the instrumentation were absent
         return None
     return context if isinstance(context, SpanContext) and context.is_valid else None
+
+
+def adopt_run_span(root: RootRun) -> None:
+    """Make the span another instrumentation opened for ``root``'s run its trace and parent; leave the
+    root as it is when there is none. Before the sampling decision only."""
+    found = run_span_context(root.run_id)
+    if found is not None:
+        root.trace_id, root.parent = found.trace_id, found
