@@ -64,6 +64,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables.config import var_child_runnable_config as _running_config
 from opentelemetry import trace
 
+from .._fork import reinit_after_fork
 from . import _extract
 from ._evaluator_args import resolve_evaluator
 from ._guard import ErrorCounter, on_tracked_run, stop_on_exception
@@ -128,6 +129,11 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         self._outcomes = RootAccounting(evaluator, self._errors)
         self._root_of = self._runs.root_of
         self._standalone = 0
+        self._standalone_lock = threading.Lock()
+        reinit_after_fork(self._new_lock)
+
+    def _new_lock(self) -> None:
+        """A fresh lock in a forked child (see :mod:`ctxutil_otel._fork`)."""
         self._standalone_lock = threading.Lock()
 
     # --- what the handler listens to ------------------------------------------------------------

@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace import SpanLimits
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
+from .._fork import reinit_after_fork
 from .._interaction import Interaction
 from .._item import DatasetItem
 from ..metric._results import MetricEvaluationResult
@@ -160,6 +161,12 @@ class Emitter:
         self._lock = threading.Lock()
         self._failures: Counter[str] = Counter()
         self._observables = ObservableInstruments(self._meter, self.application_name, self._on_error)
+        reinit_after_fork(self._new_locks)
+
+    def _new_locks(self) -> None:
+        """Fresh locks in a forked child: the parent's worker thread may have held one at the fork."""
+        self._lock = threading.Lock()
+        self._observables.new_lock()
 
     # ------------------------------------------------------------------------------------------ emit
     def emit(

@@ -43,10 +43,8 @@ OpenTelemetry instrumentation is suppressed (the evaluator's worker runs that wa
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
-import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -54,6 +52,7 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, Context, get_va
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from ..._accounting import DropReason
+from ..._fork import reinit_after_fork
 from ...emit._names import ATTR_EVALUATION_NAME, SPAN_EVALUATION, SPAN_INTERACTION
 from ...sampling import TraceIdRatioSampler
 from .._evaluator_args import resolve_evaluator
@@ -147,14 +146,7 @@ class UtilizationSpanProcessor(SpanProcessor):
         #: Unexpected errors caught in ``on_end`` (each logged at debug level, the first at warning).
         self.errors = 0
         self._init_state()
-        if hasattr(os, "register_at_fork"):
-            weak_reinit = weakref.WeakMethod(self._init_state)
-
-            def _after_in_child() -> None:
-                if (reinit := weak_reinit()) is not None:
-                    reinit()
-
-            os.register_at_fork(after_in_child=_after_in_child)
+        reinit_after_fork(self._init_state)
 
     def _init_state(self) -> None:
         """(Re)create what a forked child must not share: the lock (another thread of the parent may
