@@ -10,8 +10,9 @@ from ctxutil_otel import ContextualUtilization
 from ctxutil_otel._settings import SettingsError
 from ctxutil_otel.capture import UtilizationCallbackHandler
 from ctxutil_otel.worker._evaluator import Evaluator
+from tests.support.doubles import RecordingEmitter
 
-from .conftest import QUESTION, RecordingEmitter, Rig, assert_accounted, rag_chain
+from .conftest import QUESTION, Rig, assert_accounted, rag_chain
 
 MakeRig = Callable[..., Rig]
 

@@ -13,8 +13,7 @@ from opentelemetry.trace import SpanContext, TraceFlags
 
 from ctxutil_otel.capture.spans import Chunk, Generation, Retrieval, TraceBuffer, to_interaction
 from ctxutil_otel.capture.spans._assembly import BufferedPart, pair
-
-from .conftest import FakeClock
+from tests.support.doubles import FakeClock
 
 TRACE = 0xABC
 _ids = itertools.count(1)
