@@ -8,7 +8,17 @@ from pydantic import BaseModel, Field
 
 from ..judges._base import TokenUsage
 
-__all__ = ["ChunkBreakdown", "ChunkResult", "ContextualUtilizationResult", "Label", "MetricEvaluationResult"]
+__all__ = [
+    "ERROR_MESSAGE_MAX_CHARS",
+    "ChunkBreakdown",
+    "ChunkResult",
+    "ContextualUtilizationResult",
+    "Label",
+    "MetricEvaluationResult",
+]
+
+ERROR_MESSAGE_MAX_CHARS = 500
+"""Longest ``MetricEvaluationResult.error_message`` kept, in characters."""
 
 Label = Literal["pass", "fail", "not_applicable", "error"]
 
@@ -72,6 +82,11 @@ class MetricEvaluationResult(BaseModel):
         explanation: One human-readable sentence.
         signals: The diagnostic breakdown.
         error_type: Low-cardinality error class (``error.type``) when ``label == "error"``.
+        error_message: What the judge (or its server) said about a failure, at most
+            :data:`ERROR_MESSAGE_MAX_CHARS` characters with the API key redacted by the judge. Local only:
+            ``evaluate`` writes it to its results and :meth:`pretty` shows it, but it is never exported as
+            telemetry (a server may quote the query or part of a key back); ``explanation`` holds our own
+            words (error type, HTTP status).
         judge_name / judge_model: Which judge produced the verdicts.
         usage: Judge tokens spent, if the judge reports them.
         item_id: The ``id`` of the evaluated item.
@@ -85,6 +100,7 @@ class MetricEvaluationResult(BaseModel):
     explanation: str
     signals: ContextualUtilizationResult
     error_type: str | None = None
+    error_message: str | None = None
     judge_name: str | None = None
     judge_model: str | None = None
     usage: TokenUsage | None = None
@@ -98,6 +114,7 @@ class MetricEvaluationResult(BaseModel):
         threshold: float,
         error_type: str,
         explanation: str,
+        error_message: str | None = None,
         total_chunks: int = 0,
         judge_name: str | None = None,
         judge_model: str | None = None,
@@ -115,6 +132,7 @@ class MetricEvaluationResult(BaseModel):
             explanation=explanation,
             signals=ContextualUtilizationResult(total_chunks=total_chunks),
             error_type=error_type,
+            error_message=None if error_message is None else error_message[:ERROR_MESSAGE_MAX_CHARS],
             judge_name=judge_name,
             judge_model=judge_model,
             item_id=item_id,
@@ -130,6 +148,8 @@ class MetricEvaluationResult(BaseModel):
             f"({s.utilization_rate}); {s.total_chunks} retrieved",
             f"  {self.explanation}",
         ]
+        if self.error_message:
+            lines.append(f"  judge said: {self.error_message}")
         for chunk in s.chunk_breakdown:
             text = " ".join(chunk.chunk_text.split())
             if len(text) > max_chunk_chars:
