@@ -29,7 +29,7 @@ from langchain_core.runnables import Runnable, RunnablePassthrough
 from ctxutil_otel import ContextualUtilization, LexicalJudge, MetricEvaluationResult
 from ctxutil_otel.capture import Interaction, UtilizationCallbackHandler
 from ctxutil_otel.judges import JudgeResult
-from ctxutil_otel.worker._evaluator import Evaluator
+from ctxutil_otel.worker import Evaluator
 from tests.support.accounting import assert_accounted as shared_assert_accounted
 from tests.support.doubles import RecordingEmitter
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ctxutil_otel._settings import Settings, SettingsError
+from ctxutil_otel import Settings, SettingsError
 from ctxutil_otel.judges import ChunkVerdict, JudgeResult
 from ctxutil_otel.metric import ContextualUtilization
 from ctxutil_otel.sampling._cpu_budget import DEFAULT_CPU_BURST_S
