@@ -146,7 +146,10 @@ TELEMETRY_PAGE = DOCS / "telemetry.md"
 NAME_TABLE = ["name", "what"]
 ATTRIBUTE_TABLE = ["attribute", "type", "when"]
 METRIC_TABLE = ["instrument", "kind", "unit", "Prometheus series", "attributes"]
-CHUNK_FIELDS = (n.CHUNK_INDEX, n.CHUNK_IS_RELEVANT, n.CHUNK_IS_UTILIZED, n.CHUNK_REASON, n.CHUNK_TEXT)
+CHUNK_FIELDS = sorted(
+    value for name, value in vars(n).items() if name.startswith("CHUNK_") and isinstance(value, str)
+)
+"""The per-chunk fields (``ctxutil.chunks.{i}.<field>``): every ``CHUNK_*`` constant."""
 
 
 def code_names() -> set[str]:
