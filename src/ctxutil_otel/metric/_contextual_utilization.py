@@ -249,6 +249,8 @@ class ContextualUtilization:
             utilization_rate=_rate(score),
             chunk_breakdown=breakdown,
             total_chunks=len(chunks),
+            distinct_chunks=len(unique),
+            relevancy_score=relevant / len(unique),
             verdicts=all_chunks,
         )
         if score is None:

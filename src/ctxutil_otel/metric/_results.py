@@ -58,6 +58,12 @@ class ContextualUtilizationResult(BaseModel):
             ``"n/a"`` when there is no score.
         chunk_breakdown: Relevant, distinct chunks only, in retrieval order.
         total_chunks: Number of retrieved chunks, duplicates included.
+        distinct_chunks: Number of distinct retrieved chunks (after whitespace normalisation): the
+            chunks the judge saw.
+        relevancy_score: ``total_relevant_chunks / distinct_chunks`` in [0, 1], the retrieval half of the
+            picture (the seed's related metric, *contextual relevancy*: the share of what was retrieved
+            that is relevant to the query). Unlike the utilization score it is defined when no chunk is
+            relevant (0.0: a retrieval problem); ``None`` when nothing was retrieved or on error.
         verdicts: One :class:`ChunkResult` per retrieved chunk, in retrieval order (empty on error).
     """
 
@@ -67,6 +73,8 @@ class ContextualUtilizationResult(BaseModel):
     utilization_rate: str = "n/a"
     chunk_breakdown: list[ChunkBreakdown] = Field(default_factory=list)
     total_chunks: int = 0
+    distinct_chunks: int = 0
+    relevancy_score: float | None = None
     verdicts: list[ChunkResult] = Field(default_factory=list)
 
 
