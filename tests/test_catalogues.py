@@ -1,7 +1,7 @@
 """Prose that lists what the code has is checked against the code.
 
-* The ``ctxutil-otel`` commands named in README.md and docs/ (``ctxutil-otel <command>`` and the layout
-  table's CLI row) are the parser's sub-commands, and the CLI row names all of them.
+* The ``ctxutil-otel`` commands named in README.md and docs/ (``ctxutil-otel <command>``) are the parser's
+  sub-commands.
 * Every ``from ctxutil_otel... import ...`` in README.md and docs/ imports names that exist.
 * Every relative link in README.md and docs/ reaches a file, and its ``#anchor`` a heading or an
   ``<a id>`` of that file.
@@ -40,16 +40,6 @@ def subcommands() -> set[str]:
 def test_commands_named_in_the_docs_exist(page: Path) -> None:
     named = set(re.findall(r"ctxutil-otel ([a-z][a-z-]*)", page.read_text(encoding="utf-8")))
     assert named <= subcommands(), f"{page.name} names commands the CLI lacks: {named - subcommands()}"
-
-
-def test_the_layout_table_names_every_command() -> None:
-    row = next(
-        line
-        for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-        if line.startswith("| CLI |")
-    )
-    listed = set(re.findall(r"`([a-z]+)`", row.split("|")[3]))
-    assert listed == subcommands()
 
 
 _IMPORT = re.compile(r"^\s*from (ctxutil_otel[\w.]*) import ([\w, ]+)$", re.M)

@@ -116,7 +116,14 @@ EXPECTED_ALL: dict[str, list[str]] = {
         "convert_span",
         "serve_until_signal",
     ],
-    "ctxutil_otel.worker": ["DROP_REASONS", "EvaluationEmitter", "Evaluator", "EvaluatorStats", "OUTCOMES"],
+    "ctxutil_otel.worker": [
+        "Admission",
+        "DropReason",
+        "EvaluationEmitter",
+        "Evaluator",
+        "EvaluatorStats",
+        "Outcome",
+    ],
 }
 """``{package: its __all__}``, each list sorted (upper case first, as ``sorted`` puts it)."""
 

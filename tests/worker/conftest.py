@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, get_value
 
-from ctxutil_otel.capture._interaction import Interaction
+from ctxutil_otel.capture import Interaction
 from ctxutil_otel.judges import ChunkVerdict, JudgeError, JudgeResult, TokenUsage
 from ctxutil_otel.metric import ContextualUtilization
 from ctxutil_otel.worker import Evaluator

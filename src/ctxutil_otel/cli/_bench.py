@@ -22,8 +22,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .._settings import build_judge
 from ..judges import TokenUsage
+from ..judges._from_settings import build_judge
 from ..metric import ContextualUtilization, MetricRunner
 from ..metric._agreement import AgreementFigures, AgreementReport, LabelledRow, agreement
 from ._io import BadLine, Line, add_judge_options, read_items, report_bad_line, settings_from_args

@@ -10,8 +10,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, TextIO
 
-from .._settings import build_judge
 from ..judges import TokenUsage
+from ..judges._from_settings import build_judge
 from ..metric import ContextualUtilization, MetricEvaluationResult, MetricRunner
 from ._io import (
     BadLine,

@@ -8,11 +8,11 @@ calls the judge once, validates the verdicts one to one, and applies the decided
 
 from __future__ import annotations
 
-import enum
 import logging
 from collections.abc import Sequence
 
 from .._item import DatasetItem
+from .._mode import EvaluationMode
 from ..judges._base import ChunkVerdict, Judge, JudgeError, JudgeResult, VerdictMismatchError
 from ._results import (
     ERROR_MESSAGE_MAX_CHARS,
@@ -26,18 +26,6 @@ __all__ = ["ContextualUtilization", "EvaluationMode", "normalise_chunk", "valida
 
 _log = logging.getLogger("ctxutil_otel.metric")
 METRIC_NAME = "contextual_utilization"
-
-
-class EvaluationMode(str, enum.Enum):
-    """How much the judge is asked to explain.
-
-    * ``GRANULAR`` (default): every verdict carries a one-line ``reason``; the breakdown explains itself.
-    * ``FAST``: the judge is called with ``reasons=False`` and reasons are dropped. The verdicts and the
-      score are the same; an LLM judge writes far fewer output tokens (cheaper, faster).
-    """
-
-    GRANULAR = "granular"
-    FAST = "fast"
 
 
 def normalise_chunk(text: str) -> str:
