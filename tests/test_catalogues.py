@@ -1,7 +1,7 @@
 """Prose that lists what the code has is checked against the code.
 
 * The ``ctxutil-otel`` commands named in README.md and docs/ (``ctxutil-otel <command>``) are the parser's
-  sub-commands.
+  sub-commands, and every ``--option`` a documented command line shows is one of that command's.
 * Every ``from ctxutil_otel... import ...`` in README.md and docs/ imports names that exist.
 * Every relative link in README.md and docs/ reaches a file, and its ``#anchor`` a heading or an
   ``<a id>`` of that file.
@@ -29,11 +29,49 @@ PENDING_NAMES = {"CtxutilInstrumentor"}
 in parallel): allowed to be missing, checked like every other name once they exist."""
 
 
-def subcommands() -> set[str]:
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
     parser = build_parser()
     actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     assert len(actions) == 1
-    return set(actions[0].choices)
+    return dict(actions[0].choices)
+
+
+def subcommands() -> set[str]:
+    return set(_subparsers())
+
+
+def documented_command_lines(page: Path) -> list[str]:
+    """Lines of fenced code blocks (continuation lines joined) and inline code spans that run
+    ``ctxutil-otel <command>``."""
+    lines, joined, fenced = [], "", False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        if not fenced:
+            continue
+        joined += line.rstrip("\\").strip() + " "
+        if not line.endswith("\\"):
+            if re.match(r"(\S*/)?ctxutil-otel [a-z]", joined):
+                lines.append(joined.strip())
+            joined = ""
+    text = page.read_text(encoding="utf-8")
+    lines += [span for span in re.findall(r"`([^`\n]+)`", text) if re.match(r"ctxutil-otel [a-z]", span)]
+    return lines
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PAGES])
+def test_documented_command_options_exist(page: Path) -> None:
+    parsers = _subparsers()
+    unknown = []
+    for line in documented_command_lines(page):
+        command = re.match(r"(?:\S*/)?ctxutil-otel ([a-z]+)", line)
+        assert command is not None and command.group(1) in parsers, line
+        known = set(re.findall(r"--[a-z][a-z-]*", parsers[command.group(1)].format_help()))
+        unknown += [
+            f"{command.group(1)} {opt}" for opt in re.findall(r"--[a-z][a-z-]*", line) if opt not in known
+        ]
+    assert unknown == []
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PAGES])
