@@ -30,8 +30,10 @@ from typing import Protocol
 
 import pytest
 
-from tests.serve.conftest import RagTrace, Served, free_port, grpc_export, record_rag_trace
+from tests.serve.conftest import RagTrace, Served, grpc_export, record_rag_trace
 from tests.serve.test_grpc_stalls import StalledCalls
+from tests.support.env import environ_without_settings
+from tests.support.net import free_port
 
 #: Seconds the evaluator gets to flush at SIGTERM (CTXUTIL_SHUTDOWN_TIMEOUT_S); the telemetry exporters are
 #: off, so the process must be gone within this deadline plus the interpreter's own exit.
@@ -47,7 +49,7 @@ _SYS_TGKILL = 234  # x86-64; the thread-directed trials are skipped elsewhere
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith(("CTXUTIL_", "OTEL_"))}
+    env = environ_without_settings()
     env.update(
         {
             "OTEL_TRACES_EXPORTER": "none",

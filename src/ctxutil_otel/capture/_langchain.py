@@ -64,6 +64,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables.config import var_child_runnable_config as _running_config
 from opentelemetry import trace
 
+from .._fork import reinit_after_fork
 from . import _extract
 from ._evaluator_args import resolve_evaluator
 from ._guard import ErrorCounter, on_tracked_run, stop_on_exception
@@ -94,7 +95,9 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
             builds one from :class:`~ctxutil_otel._settings.Settings` (``settings_overrides`` >
             ``CTXUTIL_*`` environment > defaults); the handler then owns it.
         clock: Monotonic clock in seconds for the run TTL (default ``time.monotonic``; for tests).
-        **settings_overrides: Settings by name (``sample_rate=0.1``, ``run_ttl_s=60``, ...). With an
+        **settings_overrides: ``tracer_provider=``, ``meter_provider=``, ``logger_provider=``: where the
+            results go (default: the global providers, resolved when first used), and settings by name
+            (``sample_rate=0.1``, ``run_ttl_s=60``, ...). With an
             explicit ``evaluator`` only the capture settings ``run_ttl_s`` and ``max_pending_runs``
             are accepted (the others configure the evaluator).
 
@@ -128,6 +131,11 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         self._root_of = self._runs.root_of
         self._standalone = 0
         self._standalone_lock = threading.Lock()
+        reinit_after_fork(self._new_lock)
+
+    def _new_lock(self) -> None:
+        """A fresh lock in a forked child (see :mod:`ctxutil_otel._fork`)."""
+        self._standalone_lock = threading.Lock()
 
     # --- what the handler listens to ------------------------------------------------------------
 
@@ -146,8 +154,9 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         (delegates to the evaluator). Runs still in progress are not affected."""
         return self.evaluator.force_flush(timeout_millis)
 
-    def shutdown(self, timeout_millis: int = 30000) -> bool:
-        """Stop capturing and shut the evaluator down within ``timeout_millis`` milliseconds.
+    def shutdown(self, timeout_millis: int | None = None) -> bool:
+        """Stop capturing and shut the evaluator down within ``timeout_millis`` milliseconds (default:
+        the evaluator's ``shutdown_timeout_s`` setting).
 
         Root runs still in progress are counted dropped ``shutdown`` (one that had not retrieved yet
         too, or ``sampled_out`` outside the sample) and their later callbacks are ignored. Returns

@@ -44,10 +44,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import threading
 import time
-import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -55,10 +53,12 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, Context, get_va
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from ..._accounting import DropReason
+from ..._fork import reinit_after_fork
 from ...emit._names import ATTR_EVALUATION_NAME, SPAN_EVALUATION, SPAN_INTERACTION
 from ...sampling import TraceIdRatioSampler
 from .._evaluator_args import resolve_evaluator
 from .._reasons import TTL_EXPIRED
+from .._results_check import ResultsCheck
 from ._assembly import Evicted, TraceBuffer, Turn
 from ._convert import NotEvaluable, to_interaction
 from ._model import Generation, Retrieval
@@ -139,9 +139,12 @@ class UtilizationSpanProcessor(SpanProcessor):
             (``settings_overrides`` > ``CTXUTIL_*`` environment > defaults).
         clock: Monotonic clock in seconds for the buffer TTL (default ``time.monotonic``; for tests).
         max_buffered_bytes: Bound on the approximate bytes of buffered text (default 64 MiB).
-        **settings_overrides: Settings by name. ``run_ttl_s`` (seconds a trace may stay buffered
-            waiting for its root) and ``max_pending_runs`` (buffered traces at most) bound the buffer;
-            with an explicit ``evaluator`` only those two are accepted.
+        **settings_overrides: ``tracer_provider=``, ``meter_provider=``, ``logger_provider=``: where the
+            results go (default: the global providers, resolved when first used; without an explicit
+            ``evaluator`` only); warned once when the spans come from another provider. Settings by
+            name: ``run_ttl_s`` (seconds a trace may stay buffered waiting for its root) and
+            ``max_pending_runs`` (buffered traces at most) bound the buffer; with an explicit
+            ``evaluator`` only those two are accepted.
 
     Raises:
         ctxutil_otel._settings.SettingsError: for an unknown setting or an invalid value.
@@ -170,18 +173,12 @@ class UtilizationSpanProcessor(SpanProcessor):
         self._bound = TraceIdRatioSampler.bound_for_rate(settings.sample_rate)
         self._max_buffered_bytes = max_buffered_bytes
         self._shutdown = False
+        self._results_check = ResultsCheck(evaluator)
         self._logged_error = False
         #: Unexpected errors caught in ``on_end`` (each logged at debug level, the first at warning).
         self.errors = 0
         self._init_state()
-        if hasattr(os, "register_at_fork"):
-            weak_reinit = weakref.WeakMethod(self._init_state)
-
-            def _after_in_child() -> None:
-                if (reinit := weak_reinit()) is not None:
-                    reinit()
-
-            os.register_at_fork(after_in_child=_after_in_child)
+        reinit_after_fork(self._init_state)
 
     def _init_state(self) -> None:
         """(Re)create what a forked child must not share: the lock (another thread of the parent may
@@ -198,7 +195,10 @@ class UtilizationSpanProcessor(SpanProcessor):
 
     # --- SpanProcessor --------------------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        """Nothing: the processor only reads finished spans."""
+        """Nothing but, on the first span, check that results go to the provider the spans come from
+        (warned once otherwise): the processor only reads finished spans."""
+        if not self._results_check.done:
+            self._results_check.check(span)
 
     def on_end(self, span: ReadableSpan) -> None:
         """Read a finished span; buffer it if it belongs to a sampled RAG interaction; assemble and
