@@ -3,7 +3,6 @@ guard that every test leaves LangChain's configure hooks as it found them."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -17,7 +16,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ctxutil_otel.capture import CtxutilInstrumentor
-from tests.conftest import unlimited_worker_cpu
 from tests.emit.conftest import Telemetry
 from tests.emit.conftest import telemetry as telemetry  # re-exported fixture
 
@@ -40,14 +38,9 @@ def make_telemetry() -> Telemetry:
 
 
 @pytest.fixture(autouse=True)
-def _clean_env_and_hooks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in list(os.environ):
-        if (
-            name.upper().startswith("CTXUTIL_")
-            or name == "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-        ):
-            monkeypatch.delenv(name, raising=False)
-    unlimited_worker_cpu(monkeypatch)
+def _hooks_left_as_found() -> Iterator[None]:
+    """Every test leaves LangChain's configure hooks as it found them (the environment is cleaned
+    suite-wide by tests/conftest.py)."""
     hooks_before = list(tracer_context._configure_hooks)
     yield
     CtxutilInstrumentor().uninstrument()  # a no-op when the test already did
