@@ -177,10 +177,11 @@ class Settings(BaseSettings):
         ),
     )
     # --- judge and metric ---------------------------------------------------------------------
-    judge: Literal["lexical", "openai"] = Field(
-        default="lexical",
+    judge: Literal["learned", "lexical", "openai"] = Field(
+        default="learned",
         description=(
-            "Which judge decides relevance and utilization (CTXUTIL_JUDGE, default lexical): 'lexical' "
+            "Which judge decides relevance and utilization (CTXUTIL_JUDGE, default learned): 'learned' "
+            "(offline trees shipped in the package, no key), 'lexical' "
             "(offline, deterministic, no key) or 'openai' (any OpenAI-compatible chat model)."
         ),
     )
@@ -362,13 +363,18 @@ def _settings_error(exc: ValidationError, *, explicit: set[str]) -> SettingsErro
 
 
 def build_judge(settings: Settings) -> Judge:
-    """Build the configured judge: :class:`~ctxutil_otel.judges.LexicalJudge` for ``"lexical"``, or
+    """Build the configured judge: :class:`~ctxutil_otel.judges.LearnedJudge` for ``"learned"``,
+    :class:`~ctxutil_otel.judges.LexicalJudge` for ``"lexical"``, or
     ``OpenAIJudge(model=..., base_url=..., api_key=...)`` for ``"openai"`` (only the configured values
     are passed, so the judge's own defaults and ``OPENAI_API_KEY`` apply otherwise).
 
     Raises:
         ImportError: when the openai judge cannot be imported (the ``openai`` package is missing).
     """
+    if settings.judge == "learned":
+        from .judges._learned import LearnedJudge
+
+        return LearnedJudge()
     if settings.judge == "lexical":
         from .judges._lexical import LexicalJudge
 

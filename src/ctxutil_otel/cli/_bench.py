@@ -25,6 +25,8 @@ from pydantic import ValidationError
 from ..metric import ContextualUtilization, EvaluationMode, MetricRunner
 from ..metric._agreement import AgreementFigures, AgreementReport, LabelledRow, agreement
 from ._io import BadLine, Line, build_judge, read_items, report_bad_line
+from ._perturb import add_arguments as add_perturb_arguments
+from ._perturb import extras
 
 __all__ = ["register", "render_table"]
 
@@ -40,13 +42,14 @@ def register(subparsers: Any) -> None:
         "evaluation failed.",
     )
     parser.add_argument("file", type=Path, metavar="FILE.jsonl")
-    parser.add_argument("--judge", choices=("lexical", "openai"), default="lexical")
+    parser.add_argument("--judge", choices=("learned", "lexical", "openai"), default="learned")
     parser.add_argument("--model", default=None, help="judge model for --judge openai (default gpt-4o-mini)")
     parser.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --judge openai")
     parser.add_argument("--limit", type=int, default=None, help="only the first N non-blank lines")
     parser.add_argument("--concurrency", type=int, default=8, help="evaluations in flight (default 8)")
     parser.add_argument("--mode", choices=[m.value for m in EvaluationMode], default="granular")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    add_perturb_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -127,6 +130,13 @@ def run(args: argparse.Namespace) -> int:
     judge_name = str(getattr(judge, "name", type(judge).__name__))
     judge_model = getattr(judge, "model", None)
     rate = len(results) / elapsed if results and elapsed > 0 else None
+    try:
+        extra, extra_lines = extras(
+            args, runner, [line.item for line, _ in good], [lab for _, lab in good], results
+        )
+    except (ImportError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
     if args.json:
         record = {
@@ -137,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
             "judge": judge_name,
             "judge_model": judge_model,
             "file": str(args.file),
+            **extra,
         }
         print(json.dumps(record))
     else:
@@ -146,4 +157,6 @@ def run(args: argparse.Namespace) -> int:
             f"{len(results)} rows in {elapsed:.2f} s = {speed} evaluations/s; {len(bad)} unreadable lines"
         )
         print(render_table(report))
+        for block in extra_lines:
+            print(block)
     return 1 if bad or report.errors else 0

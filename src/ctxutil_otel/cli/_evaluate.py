@@ -24,7 +24,7 @@ def register(subparsers: Any) -> None:
         "A bad line is reported with its number and the rest continue; exit status 1 if any line failed.",
     )
     parser.add_argument("file", type=Path, metavar="FILE.jsonl")
-    parser.add_argument("--judge", choices=("lexical", "openai"), default="lexical")
+    parser.add_argument("--judge", choices=("learned", "lexical", "openai"), default="learned")
     parser.add_argument("--model", default=None, help="judge model for --judge openai (default gpt-4o-mini)")
     parser.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --judge openai")
     parser.add_argument("--threshold", type=float, default=0.5, help="pass threshold in [0, 1] (default 0.5)")

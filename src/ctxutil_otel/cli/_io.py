@@ -90,7 +90,7 @@ def report_bad_line(path: Path, bad: BadLine) -> None:
 
 
 def build_judge(name: str, model: str | None = None, base_url: str | None = None) -> Judge:
-    """Return the judge a command named (``lexical`` or ``openai``), through the same
+    """Return the judge a command named (``learned``, ``lexical`` or ``openai``), through the same
     :func:`ctxutil_otel._settings.build_judge` the live evaluator uses (so ``CTXUTIL_JUDGE_*`` and
     ``OPENAI_API_KEY`` apply to the options left unset).
 
