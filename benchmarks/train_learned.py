@@ -292,7 +292,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             "word_frequencies": f"wordfreq {_version('wordfreq')} top {args.vocabulary} English words "
             "(training-time only; exported here as the 'zipf' table)",
             "trainer": f"scikit-learn {_version('scikit-learn')} HistGradientBoosting",
-            "command": "python benchmarks/train_learned.py " + " ".join(args.argv),
+            "command": " ".join(["python", "benchmarks/train_learned.py", *args.argv]),
             "seed": args.seed,
             "date": args.date,
             "parameters": {
