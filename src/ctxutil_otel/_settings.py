@@ -11,27 +11,19 @@ from __future__ import annotations
 
 import difflib
 import os
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from .metric._contextual_utilization import EvaluationMode
-
-if TYPE_CHECKING:
-    from opentelemetry import _logs, metrics, trace
-
-    from .emit._emitter import Emitter
-    from .judges._base import Judge
+from ._mode import EvaluationMode
 
 __all__ = [
     "ENV_PREFIX",
     "OTEL_CAPTURE_CONTENT_ENV",
     "Settings",
     "SettingsError",
-    "build_emitter",
-    "build_judge",
     "env_var",
 ]
 
@@ -360,57 +352,3 @@ def _settings_error(exc: ValidationError, *, explicit: set[str]) -> SettingsErro
         shown = "" if name in _SECRET_FIELDS else f"; got {error.get('input')!r}"
         problems.append((name, f"{origin}: {error['msg']}{shown}"))
     return SettingsError(problems)
-
-
-def build_judge(settings: Settings) -> Judge:
-    """Build the configured judge: :class:`~ctxutil_otel.judges.LearnedJudge` for ``"learned"``,
-    :class:`~ctxutil_otel.judges.LexicalJudge` for ``"lexical"``, or
-    ``OpenAIJudge(model=..., base_url=..., api_key=...)`` for ``"openai"`` (only the configured values
-    are passed, so the judge's own defaults and ``OPENAI_API_KEY`` apply otherwise).
-
-    Raises:
-        ImportError: when the openai judge cannot be imported (the ``openai`` package is missing).
-    """
-    if settings.judge == "learned":
-        from .judges._learned import LearnedJudge
-
-        return LearnedJudge()
-    if settings.judge == "lexical":
-        from .judges._lexical import LexicalJudge
-
-        return LexicalJudge()
-    try:
-        from .judges._openai import OpenAIJudge
-    except ImportError as exc:  # pragma: no cover - openai is a core dependency
-        raise ImportError(
-            "judge='openai' needs the 'openai' package (pip install ctxutil-otel installs it)"
-        ) from exc
-    kwargs: dict[str, Any] = {}
-    if settings.judge_model is not None:
-        kwargs["model"] = settings.judge_model
-    if settings.judge_base_url is not None:
-        kwargs["base_url"] = settings.judge_base_url
-    if settings.judge_api_key is not None:
-        kwargs["api_key"] = settings.judge_api_key.get_secret_value()
-    return OpenAIJudge(**kwargs)
-
-
-def build_emitter(
-    settings: Settings,
-    *,
-    tracer_provider: trace.TracerProvider | None = None,
-    meter_provider: metrics.MeterProvider | None = None,
-    logger_provider: _logs.LoggerProvider | None = None,
-) -> Emitter:
-    """Build the :class:`~ctxutil_otel.emit.Emitter` the settings configure (``capture_content``,
-    ``application_name``, ``max_content_chars``) on the given providers (``None``: the global ones)."""
-    from .emit._emitter import Emitter
-
-    return Emitter(
-        tracer_provider=tracer_provider,
-        meter_provider=meter_provider,
-        logger_provider=logger_provider,
-        capture_content=settings.capture_content,
-        application_name=settings.application_name,
-        max_content_chars=settings.max_content_chars,
-    )
