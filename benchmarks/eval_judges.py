@@ -22,8 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ctxutil_otel import ContextualUtilization, DatasetItem, MetricRunner
-from ctxutil_otel._settings import Settings, build_judge
+from ctxutil_otel._settings import Settings
 from ctxutil_otel.cli._perturb import PERTURBATIONS, drift
+from ctxutil_otel.judges._from_settings import build_judge
 from ctxutil_otel.metric._agreement import LOW_SCORE, AgreementFigures, LabelledRow, agreement, auroc
 
 ROOT = Path(__file__).resolve().parents[1]

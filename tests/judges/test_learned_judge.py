@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from ctxutil_otel import ContextualUtilization, DatasetItem, Settings
-from ctxutil_otel._settings import build_judge
 from ctxutil_otel.data import load_sample
 from ctxutil_otel.judges import Judge, LearnedJudge, LexicalJudge
+from ctxutil_otel.judges._from_settings import build_judge
 from ctxutil_otel.judges._learned_model import ModelFileError, load_model, shipped_model
 
 QUERY = "What are the health benefits of green tea?"

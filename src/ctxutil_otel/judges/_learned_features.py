@@ -123,7 +123,8 @@ class WordWeights(dict[str, float]):
 
 
 def _total(weights: WordWeights, terms: set[str]) -> float:
-    return math.fsum(map(weights.__getitem__, terms))
+    # dict.get with a repeated default stays in C (no __missing__ call per unknown word).
+    return math.fsum(map(weights.get, terms, itertools.repeat(_UNKNOWN_WEIGHT)))
 
 
 def _ranks(values: Sequence[float]) -> list[float]:
@@ -164,19 +165,20 @@ def chunk_features(
     q_words = words(query)
     q_terms = {w for w in q_words if w not in STOP_KEYS and (len(w) > 1 or w.isdigit())}
     q_bigrams = set(itertools.pairwise(q_words))
-    a_words = words(answer)
-    a_set = set(a_words)
+    a_words: list[str] = []  # words(answer): the sentences' words in order (splits fall on whitespace)
 
     parts: list[tuple[set[str], set[tuple[str, ...]]]] = []
     a_new: set[str] = set()
     sentence_list = sentences(answer)
     for sentence in sentence_list:
         keys = words(sentence)
+        a_words.extend(keys)
         terms = {k for k in keys if k not in _ANSWER_STOP and (len(k) > 1 or k.isdigit())}
         if terms:
             new = terms - q_terms
             a_new |= new
             parts.append((new or terms, _ngrams(keys, 3)))
+    a_set = set(a_words)
     if len(parts) > _MAX_PARTS:
         size = -(-len(parts) // _MAX_PARTS)
         parts = [

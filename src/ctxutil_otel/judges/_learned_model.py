@@ -90,7 +90,7 @@ def _tree_source(tree: Any, n_features: int, where: str, lines: list[str]) -> No
         threshold = _number(node[1], f"{where}[{node_id}].threshold")
         left = _index(node[2], len(tree), f"{where}[{node_id}].left")
         right = _index(node[3], len(tree), f"{where}[{node_id}].right")
-        lines.append(f"{pad}if x[{feature}] <= {threshold!r}:")
+        lines.append(f"{pad}if v{feature} <= {threshold!r}:")
         emit(left, depth + 1)
         lines.append(f"{pad}else:")
         emit(right, depth + 1)
@@ -123,7 +123,9 @@ def _ensemble(spec: Any, n_features: int, where: str) -> Ensemble:
     trees = spec.get("trees")
     if not isinstance(trees, list):
         raise ModelFileError(f"{where}.trees: expected a list")
-    lines = ["def f(x):", f"    s = {baseline!r}"]
+    # Unpack the row into locals once: a local read is cheaper than an index per comparison.
+    unpack = ", ".join(f"v{i}" for i in range(n_features))
+    lines = ["def f(x):", f"    ({unpack},) = x", f"    s = {baseline!r}"]
     for t, tree in enumerate(trees):
         _tree_source(tree, n_features, f"{where}.trees[{t}]", lines)
     lines.append("    return s")
