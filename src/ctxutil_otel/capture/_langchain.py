@@ -93,7 +93,9 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
             builds one from :class:`~ctxutil_otel._settings.Settings` (``settings_overrides`` >
             ``CTXUTIL_*`` environment > defaults); the handler then owns it.
         clock: Monotonic clock in seconds for the run TTL (default ``time.monotonic``; for tests).
-        **settings_overrides: Settings by name (``sample_rate=0.1``, ``run_ttl_s=60``, ...). With an
+        **settings_overrides: ``tracer_provider=``, ``meter_provider=``, ``logger_provider=``: where the
+            results go (default: the global providers, resolved when first used), and settings by name
+            (``sample_rate=0.1``, ``run_ttl_s=60``, ...). With an
             explicit ``evaluator`` only the capture settings ``run_ttl_s`` and ``max_pending_runs``
             are accepted (the others configure the evaluator).
 
@@ -145,8 +147,9 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         (delegates to the evaluator). Runs still in progress are not affected."""
         return self.evaluator.force_flush(timeout_millis)
 
-    def shutdown(self, timeout_millis: int = 30000) -> bool:
-        """Stop capturing and shut the evaluator down within ``timeout_millis`` milliseconds.
+    def shutdown(self, timeout_millis: int | None = None) -> bool:
+        """Stop capturing and shut the evaluator down within ``timeout_millis`` milliseconds (default:
+        the evaluator's ``shutdown_timeout_s`` setting).
 
         Root runs still in progress are counted dropped ``shutdown`` (one that had not retrieved yet
         too, or ``sampled_out`` outside the sample) and their later callbacks are ignored. Returns

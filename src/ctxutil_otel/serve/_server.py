@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from .._throttled_log import ThrottledLog
 from . import _grpc, _http, _status
 from ._export import Encoding, ExportResult, bearer_authorized, export_request
 from ._types import TLSFiles
@@ -154,8 +155,7 @@ class TraceReceiver:
         self._accepting = False
         self._in_flight = 0
         self._requests: dict[str, int] = {}
-        self._unlogged: dict[str, int] = {}
-        self._next_log: dict[str, float] = {}
+        self._refusal_log = ThrottledLog(LOG_INTERVAL_S)
         self._spans = [0, 0]  # accepted, rejected
         self._grpc: _grpc.GrpcListener | None = None
         self._http: _http.HttpListener | None = None
@@ -182,12 +182,8 @@ class TraceReceiver:
         self._requests[outcome] = self._requests.get(outcome, 0) + 1
         if outcome in _QUIET_OUTCOMES:
             return 0
-        self._unlogged[outcome] = self._unlogged.get(outcome, 0) + 1
-        now = time.monotonic()
-        if now < self._next_log.get(outcome, 0.0):
-            return 0
-        self._next_log[outcome] = now + LOG_INTERVAL_S
-        return self._unlogged.pop(outcome)
+        suppressed = self._refusal_log.due(outcome)
+        return 0 if suppressed is None else suppressed + 1  # this one and those not logged since
 
     @staticmethod
     def _log_refusals(outcome: str, count: int) -> None:

@@ -58,6 +58,7 @@ from ...emit._names import ATTR_EVALUATION_NAME, SPAN_EVALUATION, SPAN_INTERACTI
 from ...sampling import TraceIdRatioSampler
 from .._evaluator_args import resolve_evaluator
 from .._reasons import TTL_EXPIRED
+from .._results_check import ResultsCheck
 from ._assembly import Evicted, TraceBuffer, Turn
 from ._convert import NotEvaluable, to_interaction
 from ._model import Generation, Retrieval
@@ -107,9 +108,12 @@ class UtilizationSpanProcessor(SpanProcessor):
             (``settings_overrides`` > ``CTXUTIL_*`` environment > defaults).
         clock: Monotonic clock in seconds for the buffer TTL (default ``time.monotonic``; for tests).
         max_buffered_bytes: Bound on the approximate bytes of buffered text (default 64 MiB).
-        **settings_overrides: Settings by name. ``run_ttl_s`` (seconds a trace may stay buffered
-            waiting for its root) and ``max_pending_runs`` (buffered traces at most) bound the buffer;
-            with an explicit ``evaluator`` only those two are accepted.
+        **settings_overrides: ``tracer_provider=``, ``meter_provider=``, ``logger_provider=``: where the
+            results go (default: the global providers, resolved when first used; without an explicit
+            ``evaluator`` only); warned once when the spans come from another provider. Settings by
+            name: ``run_ttl_s`` (seconds a trace may stay buffered waiting for its root) and
+            ``max_pending_runs`` (buffered traces at most) bound the buffer; with an explicit
+            ``evaluator`` only those two are accepted.
 
     Raises:
         ctxutil_otel._settings.SettingsError: for an unknown setting or an invalid value.
@@ -138,6 +142,7 @@ class UtilizationSpanProcessor(SpanProcessor):
         self._bound = TraceIdRatioSampler.bound_for_rate(settings.sample_rate)
         self._max_buffered_bytes = max_buffered_bytes
         self._shutdown = False
+        self._results_check = ResultsCheck(evaluator)
         self._logged_error = False
         #: Unexpected errors caught in ``on_end`` (each logged at debug level, the first at warning).
         self.errors = 0
@@ -166,7 +171,10 @@ class UtilizationSpanProcessor(SpanProcessor):
 
     # --- SpanProcessor --------------------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        """Nothing: the processor only reads finished spans."""
+        """Nothing but, on the first span, check that results go to the provider the spans come from
+        (warned once otherwise): the processor only reads finished spans."""
+        if not self._results_check.done:
+            self._results_check.check(span)
 
     def on_end(self, span: ReadableSpan) -> None:
         """Read a finished span; buffer it if it belongs to a sampled RAG interaction; assemble and
