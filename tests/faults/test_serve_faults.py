@@ -126,7 +126,7 @@ def assert_accounting_adds_up(stderr: str, answered: int) -> None:
     assert rejected == 0
     assert spans == SPANS_PER_EXPORT * requests.get("ok", 0)
     assert answered <= requests.get("ok", 0)  # some 200s may not have reached the sender before exit
-    assert captured == requests.get("ok", 0)
+    assert captured == requests.get("ok", 0), match[0]
     assert captured == sampled_out + evaluated + not_applicable + sum(dropped.values()) + sum(failed.values())
 
 
