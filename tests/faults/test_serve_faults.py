@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Protocol
 
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tests.serve.conftest import RagTrace, Served, free_port, grpc_export, record_rag_trace
 from tests.serve.test_grpc_stalls import StalledCalls
@@ -43,6 +44,22 @@ SENDERS = 3
 SPANS_PER_EXPORT = 3  # record_rag_trace: a root, a retriever and an LLM span (one RAG turn)
 
 PAYLOAD = record_rag_trace().request_bytes()
+_TEMPLATE = ExportTraceServiceRequest.FromString(PAYLOAD)
+
+
+def _fresh_trace() -> bytes:
+    """The RAG trace under a new random trace id: each export is its own turn (the same trace id sent
+    twice at once is one trace to the span processor)."""
+    request = ExportTraceServiceRequest()
+    request.CopyFrom(_TEMPLATE)
+    trace_id = os.urandom(16)
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                span.trace_id = trace_id
+    return bytes(request.SerializeToString())
+
+
 _SYS_TGKILL = 234  # x86-64; the thread-directed trials are skipped elsewhere
 
 
@@ -87,7 +104,7 @@ class Senders:
             try:
                 while not self._stop.is_set():
                     headers = {"Content-Type": "application/x-protobuf"}
-                    connection.request("POST", "/v1/traces", body=PAYLOAD, headers=headers)
+                    connection.request("POST", "/v1/traces", body=_fresh_trace(), headers=headers)
                     response = connection.getresponse()
                     response.read()
                     if response.status == 200:
