@@ -101,10 +101,19 @@ class _FailingRetriever(BaseRetriever):
         raise _BrokenError("index unavailable")
 
 
-def test_failing_root_retriever_is_a_chain_error(make_rig: MakeRig) -> None:
+def test_failing_root_retriever_is_a_standalone_retrieval(make_rig: MakeRig) -> None:
     rig = make_rig()
     with pytest.raises(_BrokenError):
         _FailingRetriever().invoke(QUESTION, config={"callbacks": [rig.handler]})
+    rig.flush()
+    assert rig.handler.stats().captured == 0 and rig.handler.standalone_retrievals == 1
+    assert_accounted(rig)
+
+
+def test_failing_retriever_under_a_chain_is_a_chain_error(make_rig: MakeRig) -> None:
+    rig = make_rig()
+    with pytest.raises(_BrokenError):
+        rag_chain(_FailingRetriever()).invoke(QUESTION, config={"callbacks": [rig.handler]})
     rig.flush()
     assert dict(rig.handler.stats().dropped) == {"chain_error": 1}
     assert_accounted(rig)
@@ -127,7 +136,7 @@ def test_runs_that_never_end_expire_after_the_ttl(make_rig: MakeRig) -> None:
     clock = Clock()
     rig = make_rig(run_ttl_s=10.0, clock=clock)
     stuck_root, stuck_retriever = _start_unfinished(rig.handler)
-    silent_root, _ = _start_unfinished(rig.handler, retrieve=False)  # never retrieved: not captured
+    silent_root, _ = _start_unfinished(rig.handler, retrieve=False)  # not retrieved yet: counted if lost
     assert rig.handler.pending_runs == 3
 
     clock.now += 9.9  # not yet expired: a new root start does not evict
@@ -137,7 +146,8 @@ def test_runs_that_never_end_expire_after_the_ttl(make_rig: MakeRig) -> None:
     clock.now += 0.1  # 10 s since the stuck roots started: evicted on the next root start
     rag_chain().invoke(QUESTION, config={"callbacks": [rig.handler]})
     assert rig.handler.pending_runs == 0
-    assert dict(rig.handler.stats().dropped) == {"ttl_expired": 1}
+    # Both expired roots are counted: whether the silent one would have retrieved is unknowable.
+    assert dict(rig.handler.stats().dropped) == {"ttl_expired": 2}
 
     # Late events of the evicted runs are ignored: nothing submitted, nothing counted twice.
     assert stuck_retriever is not None
@@ -146,7 +156,7 @@ def test_runs_that_never_end_expire_after_the_ttl(make_rig: MakeRig) -> None:
     silent_root.on_chain_end({"answer": ANSWER})
     rig.flush()
     stats = rig.handler.stats()
-    assert (stats.captured, stats.evaluated + stats.not_applicable) == (3, 2)
+    assert (stats.captured, stats.evaluated + stats.not_applicable) == (4, 2)
     assert len(rig.judge.calls) == 2
     assert_accounted(rig)
 
@@ -305,16 +315,16 @@ def test_a_root_captured_at_its_end_that_is_not_evaluable_spends_no_admission(ma
 def test_shutdown_counts_the_runs_still_in_progress(make_rig: MakeRig) -> None:
     rig = make_rig()
     root, retriever = _start_unfinished(rig.handler)  # captured (sampled at its retrieval), never ends
-    _start_unfinished(rig.handler, retrieve=False)  # never retrieves: not a RAG interaction, not captured
+    _start_unfinished(rig.handler, retrieve=False)  # not retrieved yet: lost at shutdown, counted too
     assert rig.handler.pending_runs == 3
-    assert rig.handler.shutdown(5_000) is False  # a captured run was still in progress
+    assert rig.handler.shutdown(5_000) is False  # runs were still in progress
     stats = rig.handler.stats()
-    assert (stats.captured, dict(stats.dropped)) == (1, {"shutdown": 1})
+    assert (stats.captured, dict(stats.dropped)) == (2, {"shutdown": 2})
     assert rig.handler.pending_runs == 0
     assert retriever is not None  # its late events are ignored
     retriever.on_retriever_end([Document(page_content=CHUNKS[0])])
     root.on_chain_end({"output": ANSWER})
-    assert rig.handler.stats().finished == 1
+    assert rig.handler.stats().finished == 2
     assert_accounted(rig)
 
 
