@@ -6,7 +6,7 @@ The data flow (DESIGN.md): capture -> sample -> queue -> worker -> judge -> metr
   run) or :class:`UtilizationSpanProcessor` (spans from OpenInference / OpenTelemetry GenAI / OpenLLMetry
   instrumentation).
 * Worker: :class:`Evaluator` (sampling, bounded queue, background evaluation, accounting).
-* Judges and metric: :class:`LexicalJudge` (offline default), :class:`OpenAIJudge`,
+* Judges and metric: :class:`LearnedJudge` (offline default), :class:`LexicalJudge`, :class:`OpenAIJudge`,
   :class:`ContextualUtilization`.
 * Emission: :class:`Emitter`, :func:`configure_telemetry`.
 
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from ._item import DatasetItem
 from ._lazy import lazy_attributes
 from ._settings import Settings, SettingsError
-from .judges import ChunkVerdict, Judge, JudgeError, JudgeResult, LexicalJudge, TokenUsage
+from .judges import ChunkVerdict, Judge, JudgeError, JudgeResult, LearnedJudge, LexicalJudge, TokenUsage
 from .metric import (
     ChunkBreakdown,
     ContextualUtilization,
@@ -55,6 +55,7 @@ __all__ = [
     "Judge",
     "JudgeError",
     "JudgeResult",
+    "LearnedJudge",
     "LexicalJudge",
     "MetricEvaluationResult",
     "MetricRunner",

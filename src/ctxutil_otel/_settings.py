@@ -185,10 +185,11 @@ class Settings(BaseSettings):
         ),
     )
     # --- judge and metric ---------------------------------------------------------------------
-    judge: Literal["lexical", "openai"] = Field(
-        default="lexical",
+    judge: Literal["learned", "lexical", "openai"] = Field(
+        default="learned",
         description=(
-            "Which judge decides relevance and utilization (CTXUTIL_JUDGE, default lexical): 'lexical' "
+            "Which judge decides relevance and utilization (CTXUTIL_JUDGE, default learned): 'learned' "
+            "(offline trees shipped in the package, no key), 'lexical' "
             "(offline, deterministic, no key) or 'openai' (any OpenAI-compatible chat model)."
         ),
     )

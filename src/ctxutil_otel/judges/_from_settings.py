@@ -12,13 +12,18 @@ __all__ = ["build_judge"]
 
 
 def build_judge(settings: Settings) -> Judge:
-    """Build the configured judge: :class:`~ctxutil_otel.judges.LexicalJudge` for ``"lexical"``, or
+    """Build the configured judge: :class:`~ctxutil_otel.judges.LearnedJudge` for ``"learned"``,
+    :class:`~ctxutil_otel.judges.LexicalJudge` for ``"lexical"``, or
     ``OpenAIJudge(model=..., base_url=..., api_key=...)`` for ``"openai"`` (only the configured values
     are passed, so the judge's own defaults and ``OPENAI_API_KEY`` apply otherwise).
 
     Raises:
         ImportError: when the openai judge cannot be imported (the ``openai`` package is missing).
     """
+    if settings.judge == "learned":
+        from ._learned import LearnedJudge
+
+        return LearnedJudge()
     if settings.judge == "lexical":
         from ._lexical import LexicalJudge
 

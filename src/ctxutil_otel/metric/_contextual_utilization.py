@@ -67,7 +67,7 @@ class ContextualUtilization:
 
     Args:
         judge: Any :class:`~ctxutil_otel.judges.Judge`; defaults to the offline
-            :class:`~ctxutil_otel.judges.LexicalJudge` (no network, no key).
+            :class:`~ctxutil_otel.judges.LearnedJudge` (no network, no key).
         threshold: Pass threshold in [0, 1]; a result passes when ``score >= threshold`` (0.0 is
             honoured: every scored result passes).
         mode: :class:`EvaluationMode` (``GRANULAR`` reasons per chunk, or ``FAST`` without).
@@ -92,9 +92,9 @@ class ContextualUtilization:
         ):
             raise ValueError(f"threshold must be a number in [0, 1], got {threshold!r}")
         if judge is None:
-            from ..judges._lexical import LexicalJudge
+            from ..judges._learned import LearnedJudge
 
-            judge = LexicalJudge()
+            judge = LearnedJudge()
         self.judge: Judge = judge
         self.threshold = float(threshold)
         self.mode = EvaluationMode(mode)
