@@ -28,7 +28,9 @@ from ._names import (
     ATTR_EVALUATION_SCORE_VALUE,
     ATTR_INTERACTION_ID,
     ATTR_INTERACTION_SOURCE,
+    ATTR_JUDGE_FORMAT_FALLBACKS,
     ATTR_JUDGE_NAME,
+    ATTR_JUDGE_OUTPUT_FORMAT,
     ATTR_OUTCOME,
     ATTR_QUERY,
     ATTR_REASON,
@@ -185,6 +187,14 @@ def _output_tokens(r: MetricEvaluationResult) -> AttributeValue | None:
     return None if r.usage is None else int(r.usage.output_tokens)
 
 
+def _judge_output_format(r: MetricEvaluationResult) -> AttributeValue | None:
+    return None if r.judge_output_format is None else str(r.judge_output_format)
+
+
+def _judge_format_fallbacks(r: MetricEvaluationResult) -> AttributeValue | None:
+    return count(r.judge_format_fallbacks) or None
+
+
 RESULT_EXTRACTORS: dict[str, Extractor] = {
     ATTR_EVALUATION_NAME: _evaluation_name,
     ATTR_EVALUATION_SCORE_VALUE: _score_value,
@@ -201,6 +211,8 @@ RESULT_EXTRACTORS: dict[str, Extractor] = {
     ATTR_REQUEST_MODEL: _judge_model,
     ATTR_USAGE_INPUT_TOKENS: _input_tokens,
     ATTR_USAGE_OUTPUT_TOKENS: _output_tokens,
+    ATTR_JUDGE_OUTPUT_FORMAT: _judge_output_format,
+    ATTR_JUDGE_FORMAT_FALLBACKS: _judge_format_fallbacks,
 }
 """Attribute key -> extractor, for the evaluation span and the ``gen_ai.evaluation.result`` log record."""
 

@@ -95,7 +95,9 @@ __all__ = [
     "ATTR_EVALUATION_SCORE_VALUE",
     "ATTR_INTERACTION_ID",
     "ATTR_INTERACTION_SOURCE",
+    "ATTR_JUDGE_FORMAT_FALLBACKS",
     "ATTR_JUDGE_NAME",
+    "ATTR_JUDGE_OUTPUT_FORMAT",
     "ATTR_OUTCOME",
     "ATTR_QUERY",
     "ATTR_REASON",
@@ -175,6 +177,12 @@ ATTR_UTILIZATION_RATE: Final = "ctxutil.utilization_rate"
 ATTR_TOTAL_CHUNKS: Final = "ctxutil.total_chunks"
 ATTR_THRESHOLD: Final = "ctxutil.threshold"
 ATTR_JUDGE_NAME: Final = "ctxutil.judge.name"
+ATTR_JUDGE_OUTPUT_FORMAT: Final = "ctxutil.judge.output_format"
+"""string, spans and log records: the model judge's structured-output format (``json_schema`` |
+``json_object_schema`` | ``json_object`` | ``none``), when the judge reports one."""
+ATTR_JUDGE_FORMAT_FALLBACKS: Final = "ctxutil.judge.format_fallbacks"
+"""int, spans and log records, only when > 0: times this evaluation's judgement stepped the output format
+down because the judge's server refused it; each step is counted on one evaluation only."""
 ATTR_APPLICATION_NAME: Final = "ctxutil.application.name"
 """string: the configured application / chain name (bounded: set by configuration, not by data)."""
 ATTR_INTERACTION_ID: Final = "ctxutil.interaction.id"

@@ -29,6 +29,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from ._base import JudgeError, JudgeTimeoutError
+from ._negotiate import FeatureRefused
 
 if TYPE_CHECKING:
     import httpx2
@@ -42,6 +43,7 @@ __all__ = [
     "JudgeRefusalError",
     "JudgeServerError",
     "MalformedResponseError",
+    "OutputTruncatedError",
     "RetryAfterTooLong",
     "content_length",
     "error_body_hook",
@@ -102,6 +104,13 @@ class MalformedResponseError(JudgeError):
     """The model's reply was not JSON of the answer shape, even after a repair call and a split."""
 
     error_type: ClassVar[str] = "malformed_response"
+
+
+class OutputTruncatedError(MalformedResponseError):
+    """The model's reply was cut at the output-token limit (``finish_reason=length``) and stayed
+    unusable after a split into halves."""
+
+    error_type: ClassVar[str] = "output_truncated"
 
 
 class JudgeRefusalError(JudgeError):
@@ -341,6 +350,10 @@ def translate(exc: BaseException, secret: str | None) -> JudgeError | None:
 
     if isinstance(exc, RetryAfterTooLong):
         return http_error_class(exc.status_code)(f"HTTP {exc.status_code}: {exc}", exc.status_code)
+    if isinstance(exc, FeatureRefused):  # a refusal the judge could not step down from
+        detail = _redact(exc.detail, secret)[:200]
+        message = f"HTTP {exc.status_code}" + (f": {detail}" if detail else "")
+        return http_error_class(exc.status_code)(message, exc.status_code)
     if isinstance(exc, openai.APITimeoutError):
         return JudgeTimeoutError("the judge's HTTP request timed out on every attempt")
     if isinstance(exc, openai.APIConnectionError):

@@ -120,8 +120,10 @@ class ContextualUtilization:
         item: DatasetItem,
         usage: JudgeResult | None = None,
         error_type: str | None = None,
+        failure: JudgeError | None = None,
     ) -> MetricEvaluationResult:
         score = signals.utilization_score
+        spent = usage if usage is not None else failure  # tokens are spent on failures too
         if error_type is not None:
             label, passed = "error", None
         elif score is None:
@@ -139,7 +141,9 @@ class ContextualUtilization:
             error_type=error_type,
             judge_name=self._judge_name,
             judge_model=self._judge_model,
-            usage=None if usage is None else usage.usage,
+            usage=spent.usage if spent is not None else None,
+            judge_output_format=None if usage is None else usage.output_format,
+            judge_format_fallbacks=0 if spent is None else spent.format_fallbacks,
             item_id=item.id,
         )
 
@@ -177,16 +181,18 @@ class ContextualUtilization:
             ordered = validate_verdicts(judged.verdicts, len(unique))
         except JudgeError as exc:
             _log.debug("judge %s failed: %s", self._judge_name, exc)
-            return self._error(item, exc.error_type, str(exc))
+            return self._error(item, exc.error_type, str(exc), exc)
         except Exception as exc:  # a judge must not take the caller down; counted as its class name
             _log.debug("judge %s raised", self._judge_name, exc_info=True)
             return self._error(item, type(exc).__name__, str(exc))
         return self._score(item, unique, original, ordered, judged)
 
-    def _error(self, item: DatasetItem, error_type: str, message: str) -> MetricEvaluationResult:
+    def _error(
+        self, item: DatasetItem, error_type: str, message: str, failure: JudgeError | None = None
+    ) -> MetricEvaluationResult:
         signals = ContextualUtilizationResult(total_chunks=len(item.retrieved_content))
         explanation = f"Judge {self._judge_name} failed ({error_type}): {message[:200]}"
-        return self._result(signals, explanation, item, error_type=error_type)
+        return self._result(signals, explanation, item, error_type=error_type, failure=failure)
 
     def _score(
         self,
