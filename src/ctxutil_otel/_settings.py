@@ -17,6 +17,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from .judges._negotiate import ResponseFormatSetting
 from .metric._contextual_utilization import EvaluationMode
 
 if TYPE_CHECKING:
@@ -208,6 +209,14 @@ class Settings(BaseSettings):
             "OPENAI_API_KEY). Never printed, logged or emitted."
         ),
     )
+    judge_response_format: ResponseFormatSetting = Field(
+        default="auto",
+        description=(
+            "Structured-output format of the openai judge (CTXUTIL_JUDGE_RESPONSE_FORMAT, default auto): "
+            "'auto' negotiates (json_schema, then json_object_schema, json_object, none, as the server "
+            "refuses them); any other value is used as is and never stepped down."
+        ),
+    )
     threshold: float = Field(
         default=0.5,
         ge=0.0,
@@ -287,7 +296,7 @@ class Settings(BaseSettings):
         # No .env file and no secrets directory: configuration comes from code and the environment.
         return init_settings, env_settings, _OTelCaptureContentSource(settings_cls)
 
-    @field_validator("judge", "mode", mode="before")
+    @field_validator("judge", "mode", "judge_response_format", mode="before")
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
@@ -386,6 +395,7 @@ def build_judge(settings: Settings) -> Judge:
         kwargs["base_url"] = settings.judge_base_url
     if settings.judge_api_key is not None:
         kwargs["api_key"] = settings.judge_api_key.get_secret_value()
+    kwargs["response_format"] = settings.judge_response_format
     return OpenAIJudge(**kwargs)
 
 

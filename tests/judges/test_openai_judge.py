@@ -135,7 +135,7 @@ async def test_reply_in_a_markdown_code_fence_is_accepted(serve: ServeFn, make_j
     assert len(server.requests) == 1
 
 
-# --- JSON-mode fallback ---------------------------------------------------------------------------
+# --- JSON-mode fallback (the rest of the negotiation: test_openai_judge_negotiation.py) ----------------
 
 
 @pytest.mark.parametrize(
@@ -164,9 +164,11 @@ async def test_json_mode_fallback_when_server_rejects_json_schema(
 
     assert got(first.verdicts) == expected(CHUNKS)
     assert got(second.verdicts) == expected(CHUNKS[:2])
-    # The decision is remembered: the second judge call goes straight to JSON mode.
-    assert [r.response_format for r in server.requests] == ["json_schema", "json_object", "json_object"]
-    assert judge.output_format == "json_object"
+    # The decision is remembered: the second judge call goes straight to schema-constrained JSON mode.
+    formats = [r.output_format for r in server.requests]
+    assert formats == ["json_schema", "json_object_schema", "json_object_schema"]
+    assert judge.output_format == "json_object_schema"
+    assert (first.format_fallbacks, second.format_fallbacks) == (1, 0)
     system = server.requests[1].messages[0]["content"]
     assert "JSON" in system and '"verdicts"' in system and '"is_utilized"' in system
 
@@ -185,8 +187,9 @@ async def test_no_response_format_when_json_mode_is_rejected_too(
     judge = make_judge(server)
     result = await judge.judge(QUERY, ANSWER, CHUNKS)
     assert got(result.verdicts) == expected(CHUNKS)
-    assert [r.response_format for r in server.requests] == ["json_schema", "json_object", None]
-    assert judge.output_format == "none"
+    formats = [r.output_format for r in server.requests]
+    assert formats == ["json_schema", "json_object_schema", "json_object", None]
+    assert judge.output_format == "none" and result.format_fallbacks == 3
 
 
 async def test_unrelated_400_is_an_error_not_a_fallback(serve: ServeFn, make_judge: MakeJudgeFn) -> None:
