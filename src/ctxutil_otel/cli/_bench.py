@@ -127,11 +127,17 @@ def run(args: argparse.Namespace) -> int:
     judge_name = str(getattr(judge, "name", type(judge).__name__))
     judge_model = getattr(judge, "model", None)
     rate = len(results) / elapsed if results and elapsed > 0 else None
+    # Judge tokens, failed evaluations included (what a paid judge bills).
+    tokens_in = sum(r.usage.input_tokens for r in results if r.usage is not None)
+    tokens_out = sum(r.usage.output_tokens for r in results if r.usage is not None)
+    per_eval = (tokens_in + tokens_out) / len(results) if results else None
 
     if args.json:
         record = {
             **report.model_dump(mode="json"),
             "evals_per_second": rate,
+            "judge_tokens": {"input": tokens_in, "output": tokens_out},
+            "tokens_per_evaluation": per_eval,
             "elapsed_s": elapsed,
             "bad_lines": len(bad),
             "judge": judge_name,
@@ -145,5 +151,10 @@ def run(args: argparse.Namespace) -> int:
             f"bench {args.file}: judge {judge_name} (model {judge_model or '-'}), "
             f"{len(results)} rows in {elapsed:.2f} s = {speed} evaluations/s; {len(bad)} unreadable lines"
         )
+        if tokens_in or tokens_out:
+            print(
+                f"judge tokens: {tokens_in} input + {tokens_out} output = "
+                f"{per_eval:.0f} per evaluation (failed evaluations included)"
+            )
         print(render_table(report))
     return 1 if bad or report.errors else 0
