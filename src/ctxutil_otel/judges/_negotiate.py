@@ -37,7 +37,9 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from ._prompt import SCHEMA_NAME, response_schema
 
 if TYPE_CHECKING:
     import httpx2
@@ -54,6 +56,7 @@ __all__ = [
     "output_token_limit",
     "refusal_hook",
     "refused_feature",
+    "response_format_body",
 ]
 
 OutputFormat = Literal["json_schema", "json_object_schema", "json_object", "none"]
@@ -79,6 +82,20 @@ def output_token_limit(n_chunks: int, reasons: bool) -> int:
     """Output tokens one call for ``n_chunks`` chunks may generate: ``64 + n * 120`` with reasons,
     ``64 + n * 40`` without (about twice what a well-formed answer takes)."""
     return _BASE_TOKENS + max(1, n_chunks) * _PER_CHUNK_TOKENS[reasons]
+
+
+def response_format_body(fmt: OutputFormat, reasons: bool) -> dict[str, Any] | None:
+    """The request's ``response_format`` for ``fmt`` (``None`` for ``none``: the prompt alone)."""
+    if fmt == "json_schema":
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": SCHEMA_NAME, "schema": response_schema(reasons), "strict": True},
+        }
+    if fmt == "json_object_schema":  # the llama.cpp family: JSON mode constrained by a grammar
+        return {"type": "json_object", "schema": response_schema(reasons)}
+    if fmt == "json_object":
+        return {"type": "json_object"}
+    return None
 
 
 class FeatureRefused(Exception):

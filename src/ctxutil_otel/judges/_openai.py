@@ -7,7 +7,7 @@ import functools
 import logging
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._base import ChunkVerdict, JudgeError, JudgeResult, JudgeTimeoutError, TokenUsage, VerdictMismatchError
 from ._completion import ChatReply, chat_body, check_base_url, post_chat, read_reply, safe_url
@@ -21,19 +21,16 @@ from ._negotiate import (
     negotiation_for,
     output_token_limit,
     refusal_hook,
+    response_format_body,
 )
 from ._prompt import (
-    CHUNK_OVERHEAD_TOKENS,
-    SCHEMA_NAME,
     AnswerError,
     ParsedVerdict,
     build_messages,
-    estimate_tokens,
+    chunk_batches,
     fit_text,
     parse_answer,
     repair_message,
-    response_schema,
-    system_prompt,
 )
 from ._retry import (
     JudgeAuthError,
@@ -313,9 +310,13 @@ class OpenAIJudge:
         """
         usage = _Judgement()
         verdicts: list[ChunkVerdict] = []
-        query, answer = self._fit_query_answer(query, answer)
+        query = fit_text(query, self.max_context_tokens // 8)
+        answer = fit_text(answer, self.max_context_tokens * 3 // 8)
+        batches = chunk_batches(
+            query, answer, chunks, reasons, self.max_context_tokens, self.max_chunks_per_call
+        )
         try:
-            for start, texts in self._batches(query, answer, chunks, reasons):
+            for start, texts in batches:
                 for v in await self._judge_batch(query, answer, texts, reasons, usage, split=True):
                     verdicts.append(
                         ChunkVerdict(
@@ -331,35 +332,6 @@ class OpenAIJudge:
         return JudgeResult(
             verdicts=verdicts, usage=usage.total, output_format=usage.format, format_fallbacks=usage.fallbacks
         )
-
-    def _fit_query_answer(self, query: str, answer: str) -> tuple[str, str]:
-        return fit_text(query, self.max_context_tokens // 8), fit_text(
-            answer, self.max_context_tokens * 3 // 8
-        )
-
-    def _batches(
-        self, query: str, answer: str, chunks: Sequence[str], reasons: bool
-    ) -> list[tuple[int, list[str]]]:
-        """Consecutive chunk runs under the token budget: ``(index of the first chunk, texts)``."""
-        fixed = (
-            estimate_tokens(system_prompt(reasons)) + estimate_tokens(query) + estimate_tokens(answer) + 60
-        )
-        room = max(self.max_context_tokens - fixed, CHUNK_OVERHEAD_TOKENS + 1)
-        batches: list[tuple[int, list[str]]] = []
-        current: list[str] = []
-        used = 0
-        start = 0
-        for i, text in enumerate(chunks):
-            text = fit_text(text, room - CHUNK_OVERHEAD_TOKENS)
-            cost = estimate_tokens(text) + CHUNK_OVERHEAD_TOKENS
-            if current and (used + cost > room or len(current) >= self.max_chunks_per_call):
-                batches.append((start, current))
-                current, used, start = [], 0, i
-            current.append(text)
-            used += cost
-        if current:
-            batches.append((start, current))
-        return batches
 
     async def _judge_batch(
         self, query: str, answer: str, texts: list[str], reasons: bool, usage: _Judgement, *, split: bool
@@ -402,18 +374,6 @@ class OpenAIJudge:
             raise VerdictMismatchError(message)
         raise MalformedResponseError(message)
 
-    def _response_format(self, fmt: OutputFormat, reasons: bool) -> dict[str, Any] | None:
-        if fmt == "json_schema":
-            return {
-                "type": "json_schema",
-                "json_schema": {"name": SCHEMA_NAME, "schema": response_schema(reasons), "strict": True},
-            }
-        if fmt == "json_object_schema":  # the llama.cpp family: JSON mode constrained by a grammar
-            return {"type": "json_object", "schema": response_schema(reasons)}
-        if fmt == "json_object":
-            return {"type": "json_object"}
-        return None
-
     async def _chat(
         self, messages: list[dict[str, str]], reasons: bool, n_chunks: int, usage: _Judgement
     ) -> tuple[str | None, str | None]:
@@ -429,7 +389,7 @@ class OpenAIJudge:
         while True:
             fmt, param = negotiation.format, negotiation.token_param
             failure: JudgeError | None = None
-            body = chat_body(self._model, messages, self.temperature, self._response_format(fmt, reasons))
+            body = chat_body(self._model, messages, self.temperature, response_format_body(fmt, reasons))
             body[param] = output_token_limit(n_chunks, reasons)
             try:
                 raw = await within_deadline(functools.partial(post_chat, client, body), self.deadline_s)
