@@ -12,10 +12,10 @@ TGI                               422, ``unknown variant `json_schema`, expected
 ================================  ======================================================================
 
 So a refusal is recognised by what the server *says*, not by its status: any 4xx/5xx (other than 401,
-403, 408, 409 and 429, which mean something else) whose error body names ``response_format`` or one
-of the format types (``json_schema``, ``json_object``, the ``'text'`` of llama-cpp-python's
-validation message) refuses the format; one naming the output-limit parameter the request carried
-(``max_tokens`` / ``max_completion_tokens``) refuses that parameter. :func:`refusal_hook` reads that
+403, 408, 409 and 429, which mean something else) whose error body names ``response_format`` or the
+format type the request asked for (``json_schema``, ``json_object``) refuses the format; one naming
+the output-limit parameter the request carried (``max_tokens`` / ``max_completion_tokens``) refuses
+that parameter. :func:`refusal_hook` reads that
 in an httpx response hook, before the openai SDK's retry loop sees the answer, and raises
 :class:`FeatureRefused` out of it: a refusal is never retried (retrying it was issue 16's 40 of 40
 ``http_5xx``).
@@ -69,7 +69,7 @@ TOKEN_PARAMS: tuple[TokenParam, ...] = get_args(TokenParam)
 """The output-limit parameters, in the order tried."""
 
 _NOT_A_REFUSAL = frozenset({401, 403, 408, 409, 429})  # auth, retryable: they mean something else
-_FORMAT_WORDS = ("response_format", "response format", "json_schema", "json_object", "'text'")
+_FORMAT_WORDS = ("response_format", "response format")
 _MAX_REGISTRY = 64  # (endpoint, model) pairs remembered; the oldest is forgotten beyond it
 
 # Output bound: a verdict without a reason is about 20 tokens ({"index": 12, "is_relevant": false,
@@ -148,10 +148,12 @@ def refused_feature(status: int, body: bytes, request: bytes) -> FeatureRefused 
     param = None
     if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
         param = payload["error"].get("param")
-    if "response_format" in sent and (
-        param == "response_format" or any(word in lowered for word in _FORMAT_WORDS)
-    ):
-        return FeatureRefused(status, "format", _short_message(payload, text))
+    fmt = sent.get("response_format")
+    if isinstance(fmt, dict):
+        # The body names the parameter, or the type the request asked for.
+        words = (*_FORMAT_WORDS, str(fmt.get("type", "response_format")).lower())
+        if param == "response_format" or any(word in lowered for word in words):
+            return FeatureRefused(status, "format", _short_message(payload, text))
     for name in TOKEN_PARAMS:
         if name in sent and (param == name or name in lowered):
             return FeatureRefused(status, "token_param", _short_message(payload, text))
