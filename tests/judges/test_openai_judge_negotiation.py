@@ -8,6 +8,7 @@ llama-cpp-python's 500, vLLM's and OpenAI's 400, FastAPI's and TGI's 422).
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from ctxutil_otel import DatasetItem
 from ctxutil_otel._settings import Settings, build_judge
 from ctxutil_otel.emit._names import ATTR_JUDGE_FORMAT_FALLBACKS, ATTR_JUDGE_OUTPUT_FORMAT
 from ctxutil_otel.judges import JudgeError, OpenAIJudge
-from ctxutil_otel.judges._negotiate import output_token_limit
+from ctxutil_otel.judges._negotiate import output_token_limit, refused_feature
 from ctxutil_otel.metric import ContextualUtilization, EvaluationMode
 from tests.support.openai_server import (
     REFUSALS,
@@ -252,3 +253,37 @@ async def test_a_model_writing_until_the_limit_is_bounded_and_counted_output_tru
     ]
     assert result.usage is not None
     assert result.usage.output_tokens == output_token_limit(4, True) + output_token_limit(2, True)
+
+
+# --- what counts as a refusal ----------------------------------------------------------------------
+
+
+def _sent(**fields: Any) -> bytes:
+    return json.dumps({"model": "m", "messages": [], "max_tokens": 100, **fields}).encode()
+
+
+SCHEMA = {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "sent", "feature"),
+    [
+        # Another field's validation error is not a format refusal, though it names 'text'.
+        (422, {"detail": [{"loc": ["body", "messages", 0, "content"], "msg": "Input should be 'text'"}]},
+         _sent(response_format=SCHEMA), None),
+        # A format word where the request had no response_format: nothing to step down from.
+        (500, {"error": {"message": "json_schema unsupported"}}, _sent(), None),
+        # Rate limits and auth errors are never refusals, whatever they say.
+        (429, {"error": {"message": "response_format requests are rate limited"}},
+         _sent(response_format=SCHEMA), None),
+        (400, {"error": {"message": "bad", "param": "response_format"}},
+         _sent(response_format=SCHEMA), "format"),
+        (400, {"error": {"message": "Unsupported parameter: 'max_tokens'", "param": "max_tokens"}},
+         _sent(response_format=SCHEMA), "token_param"),
+        (500, "upstream error", _sent(response_format=SCHEMA), None),
+    ],
+)  # fmt: skip
+def test_what_counts_as_a_refusal(status: int, body: Any, sent: bytes, feature: str | None) -> None:
+    raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+    refused = refused_feature(status, raw, sent)
+    assert (refused.feature if refused else None) == feature
