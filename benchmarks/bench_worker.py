@@ -29,7 +29,7 @@ from typing import Any
 from _common import JudgeServer, Providers
 
 from ctxutil_otel import Evaluator
-from ctxutil_otel.capture._interaction import Interaction
+from ctxutil_otel.capture import Interaction
 from ctxutil_otel.data import load_sample
 from ctxutil_otel.emit import Emitter
 
@@ -86,7 +86,7 @@ def measure(fraction: float, base_url: str, rows: list[dict[str, Any]], n: int) 
     )
     try:
         for item in interactions(rows, 20):  # warm-up: imports, connections, the budget's estimate
-            if evaluator.sample(item.trace_id):
+            if evaluator.admit(item.trace_id):
                 evaluator.submit(item)
         evaluator.force_flush(120_000)
         thread = evaluator._engine.thread  # the worker thread: its CPU clock is what the budget paces
@@ -94,7 +94,7 @@ def measure(fraction: float, base_url: str, rows: list[dict[str, Any]], n: int) 
         clock = time.pthread_getcpuclockid(thread.ident)
         cpu0, emit0, wall0 = time.clock_gettime(clock), emitter.cpu_s, time.monotonic()
         for item in interactions(rows, n):
-            if evaluator.sample(item.trace_id):
+            if evaluator.admit(item.trace_id):
                 evaluator.submit(item)
         if not evaluator.force_flush(600_000):
             raise RuntimeError("the evaluations did not finish within 600 s")

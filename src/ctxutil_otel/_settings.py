@@ -11,28 +11,19 @@ from __future__ import annotations
 
 import difflib
 import os
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from .judges._negotiate import ResponseFormatSetting
-from .metric._contextual_utilization import EvaluationMode
-
-if TYPE_CHECKING:
-    from opentelemetry import _logs, metrics, trace
-
-    from .emit._emitter import Emitter
-    from .judges._base import Judge
+from ._mode import EvaluationMode
 
 __all__ = [
     "ENV_PREFIX",
     "OTEL_CAPTURE_CONTENT_ENV",
     "Settings",
     "SettingsError",
-    "build_emitter",
-    "build_judge",
     "env_var",
 ]
 
@@ -209,13 +200,17 @@ class Settings(BaseSettings):
             "OPENAI_API_KEY). Never printed, logged or emitted."
         ),
     )
-    judge_response_format: ResponseFormatSetting = Field(
-        default="auto",
-        description=(
-            "Structured-output format of the openai judge (CTXUTIL_JUDGE_RESPONSE_FORMAT, default auto): "
-            "'auto' negotiates (json_schema, then json_object_schema, json_object, none, as the server "
-            "refuses them); any other value is used as is and never stepped down."
-        ),
+    # The values of judges._negotiate.ResponseFormatSetting (a test pins them equal; not imported: the
+    # settings import nothing of the judges).
+    judge_response_format: Literal["auto", "json_schema", "json_object_schema", "json_object", "none"] = (
+        Field(
+            default="auto",
+            description=(
+                "Structured-output format of the openai judge (CTXUTIL_JUDGE_RESPONSE_FORMAT, default auto): "
+                "'auto' negotiates (json_schema, then json_object_schema, json_object, none, as the server "
+                "refuses them); any other value is used as is and never stepped down."
+            ),
+        )
     )
     threshold: float = Field(
         default=0.5,
@@ -368,53 +363,3 @@ def _settings_error(exc: ValidationError, *, explicit: set[str]) -> SettingsErro
         shown = "" if name in _SECRET_FIELDS else f"; got {error.get('input')!r}"
         problems.append((name, f"{origin}: {error['msg']}{shown}"))
     return SettingsError(problems)
-
-
-def build_judge(settings: Settings) -> Judge:
-    """Build the configured judge: :class:`~ctxutil_otel.judges.LexicalJudge` for ``"lexical"``, or
-    ``OpenAIJudge(model=..., base_url=..., api_key=...)`` for ``"openai"`` (only the configured values
-    are passed, so the judge's own defaults and ``OPENAI_API_KEY`` apply otherwise).
-
-    Raises:
-        ImportError: when the openai judge cannot be imported (the ``openai`` package is missing).
-    """
-    if settings.judge == "lexical":
-        from .judges._lexical import LexicalJudge
-
-        return LexicalJudge()
-    try:
-        from .judges._openai import OpenAIJudge
-    except ImportError as exc:  # pragma: no cover - openai is a core dependency
-        raise ImportError(
-            "judge='openai' needs the 'openai' package (pip install ctxutil-otel installs it)"
-        ) from exc
-    kwargs: dict[str, Any] = {}
-    if settings.judge_model is not None:
-        kwargs["model"] = settings.judge_model
-    if settings.judge_base_url is not None:
-        kwargs["base_url"] = settings.judge_base_url
-    if settings.judge_api_key is not None:
-        kwargs["api_key"] = settings.judge_api_key.get_secret_value()
-    kwargs["response_format"] = settings.judge_response_format
-    return OpenAIJudge(**kwargs)
-
-
-def build_emitter(
-    settings: Settings,
-    *,
-    tracer_provider: trace.TracerProvider | None = None,
-    meter_provider: metrics.MeterProvider | None = None,
-    logger_provider: _logs.LoggerProvider | None = None,
-) -> Emitter:
-    """Build the :class:`~ctxutil_otel.emit.Emitter` the settings configure (``capture_content``,
-    ``application_name``, ``max_content_chars``) on the given providers (``None``: the global ones)."""
-    from .emit._emitter import Emitter
-
-    return Emitter(
-        tracer_provider=tracer_provider,
-        meter_provider=meter_provider,
-        logger_provider=logger_provider,
-        capture_content=settings.capture_content,
-        application_name=settings.application_name,
-        max_content_chars=settings.max_content_chars,
-    )

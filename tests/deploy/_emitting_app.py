@@ -113,11 +113,11 @@ def main() -> int:
             for index in range(start, min(stop, len(rows))):
                 row = rows[index]
                 trace_id = trace_id_of(index)
-                if not evaluator.sample(trace_id):
+                if not evaluator.admit(trace_id):
                     continue
                 sampled += 1
                 if sampled % DISCARD_EVERY == 0:
-                    evaluator.discard("chain_error")
+                    evaluator.abandon("chain_error")
                     continue
                 evaluator.submit(
                     Interaction(

@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanContext
 
 from ctxutil_otel import ContextualUtilization, DatasetItem, MetricEvaluationResult
-from ctxutil_otel.capture._interaction import Interaction
+from ctxutil_otel.capture import Interaction
 from ctxutil_otel.emit import Emitter
 from ctxutil_otel.judges import ChunkVerdict, JudgeResult, TokenUsage
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, NumberDataPoint
 
-from ctxutil_otel.capture._interaction import Interaction
+from ctxutil_otel.capture import Interaction
 from ctxutil_otel.emit import names as n
 from ctxutil_otel.judges import TokenUsage
 

@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from ctxutil_otel.capture._interaction import Interaction
+from ctxutil_otel.capture import Interaction
 from ctxutil_otel.emit import Emitter
 from ctxutil_otel.emit import names as n
 from ctxutil_otel.judges import TokenUsage

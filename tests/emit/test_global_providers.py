@@ -21,7 +21,7 @@ SCRIPT = textwrap.dedent(
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry import trace
     from ctxutil_otel import DatasetItem
-    from ctxutil_otel.capture._interaction import Interaction
+    from ctxutil_otel.capture import Interaction
     from ctxutil_otel.emit import Emitter, configure_telemetry
     from ctxutil_otel.metric import ContextualUtilization
     import asyncio

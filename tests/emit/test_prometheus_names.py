@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from ctxutil_otel.capture._interaction import Interaction
+from ctxutil_otel.capture import Interaction
 from ctxutil_otel.emit import Emitter
 from ctxutil_otel.emit import names as n
 from ctxutil_otel.judges import TokenUsage

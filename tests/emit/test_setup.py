@@ -22,7 +22,7 @@ from opentelemetry.sdk._logs.export import ConsoleLogRecordExporter
 from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, InMemoryMetricReader
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-from ctxutil_otel.capture._interaction import Interaction
+from ctxutil_otel.capture import Interaction
 from ctxutil_otel.emit import Emitter, TelemetryHandle, configure_telemetry, exporter_destinations
 from ctxutil_otel.emit import names as n
 

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ctxutil_otel.capture._interaction import Interaction
+from ctxutil_otel._interaction import Interaction
 from ctxutil_otel.emit import Emitter
 from ctxutil_otel.emit._names import METRIC_JUDGE_TOKENS, SPAN_EVALUATION
 from ctxutil_otel.judges import Judge

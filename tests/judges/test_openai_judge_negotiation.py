@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from ctxutil_otel import DatasetItem
-from ctxutil_otel._settings import Settings, build_judge
+from ctxutil_otel._settings import Settings
 from ctxutil_otel.emit._names import ATTR_JUDGE_FORMAT_FALLBACKS, ATTR_JUDGE_OUTPUT_FORMAT
 from ctxutil_otel.judges import JudgeError, OpenAIJudge
+from ctxutil_otel.judges._from_settings import build_judge
 from ctxutil_otel.judges._negotiate import output_token_limit, refused_feature
 from ctxutil_otel.metric import ContextualUtilization, EvaluationMode
 from tests.support.openai_server import (
@@ -287,3 +288,14 @@ def test_what_counts_as_a_refusal(status: int, body: Any, sent: bytes, feature: 
     raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()
     refused = refused_feature(status, raw, sent)
     assert (refused.feature if refused else None) == feature
+
+
+def test_the_settings_offer_the_judges_formats() -> None:
+    # _settings.py spells the values out (it imports nothing of the judges): they must stay the same.
+    from typing import get_args
+
+    from ctxutil_otel.judges._negotiate import ResponseFormatSetting
+
+    field = Settings.model_fields["judge_response_format"]
+    assert get_args(field.annotation) == get_args(ResponseFormatSetting)
+    assert field.default == "auto"

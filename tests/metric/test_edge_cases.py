@@ -75,7 +75,7 @@ async def test_verdicts_that_do_not_match_one_to_one_are_an_error_never_zipped(
     result = await ContextualUtilization(judge=ScriptedJudge(verdicts=verdicts)).execute(item(["a", "b"]))
     assert (result.score, result.passed, result.label) == (None, None, "error")
     assert result.error_type == "verdict_mismatch"
-    assert word in result.explanation
+    assert result.error_message is not None and word in result.error_message
 
 
 async def test_verdicts_out_of_order_are_paired_by_index() -> None:

@@ -20,7 +20,7 @@ import pytest
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, get_value
 
 from ctxutil_otel._settings import ENV_PREFIX, OTEL_CAPTURE_CONTENT_ENV
-from ctxutil_otel.capture._interaction import Interaction
+from ctxutil_otel.capture import Interaction
 from ctxutil_otel.judges import ChunkVerdict, JudgeError, JudgeResult, TokenUsage
 from ctxutil_otel.metric import ContextualUtilization, MetricEvaluationResult
 from ctxutil_otel.worker import Evaluator, EvaluatorStats

@@ -24,7 +24,7 @@ async def test_evaluates_like_the_metric_and_hands_results_to_the_emitter(
     evaluator = make_evaluator(emitter=emitter)
     sent = [interaction(id=f"run-{i}") for i in range(5)]
     for item in sent:
-        assert evaluator.sample(item.trace_id)
+        assert evaluator.admit(item.trace_id)
         assert evaluator.submit(item)
     assert evaluator.force_flush(5000)
 
@@ -58,8 +58,8 @@ def test_sampling_decision_is_the_same_across_evaluators(make_evaluator: MakeEva
     ids = [rng.getrandbits(128) for _ in range(2000)]
     a = make_evaluator(sample_rate=0.25)
     b = make_evaluator(sample_rate=0.25)
-    decisions_a = [a.sample(t) for t in ids]
-    decisions_b = [b.sample(t) for t in ids]
+    decisions_a = [bool(a.admit(t)) for t in ids]
+    decisions_b = [bool(b.admit(t)) for t in ids]
     sdk = TraceIdRatioBased(0.25)
     assert decisions_a == decisions_b
     assert decisions_a == [
@@ -68,7 +68,7 @@ def test_sampling_decision_is_the_same_across_evaluators(make_evaluator: MakeEva
     for evaluator, decisions in ((a, decisions_a), (b, decisions_b)):
         for sampled in decisions:
             if sampled:
-                evaluator.discard("chain_error")  # keep the accounting closed without evaluating
+                evaluator.abandon("chain_error")  # keep the accounting closed without evaluating
         stats = evaluator.stats()
         assert stats.captured == 2000
         assert stats.sampled_out == decisions.count(False)
@@ -79,18 +79,18 @@ def test_ten_percent_evaluator_samples_a_subset_of_twenty_percent(make_evaluator
     rng = random.Random(8)
     ids = [rng.getrandbits(128) for _ in range(5000)]
     low, high = make_evaluator(sample_rate=0.1), make_evaluator(sample_rate=0.2)
-    ten = {t for t in ids if low.sample(t)}
-    twenty = {t for t in ids if high.sample(t)}
+    ten = {t for t in ids if low.admit(t)}
+    twenty = {t for t in ids if high.admit(t)}
     assert ten and ten < twenty
     for _ in ten:
-        low.discard("chain_error")
+        low.abandon("chain_error")
     for _ in twenty:
-        high.discard("chain_error")
+        high.abandon("chain_error")
 
 
 def test_sample_rate_zero_counts_everything_sampled_out(make_evaluator: MakeEvaluator) -> None:
     evaluator = make_evaluator(sample_rate=0.0)
-    assert not any(evaluator.sample(random.getrandbits(128)) for _ in range(100))
+    assert not any(evaluator.admit(random.getrandbits(128)) for _ in range(100))
     stats = evaluator.stats()
     assert (stats.captured, stats.sampled_out) == (100, 100)
 
@@ -99,7 +99,7 @@ def test_missing_content_is_dropped_not_evaluable_and_not_emitted(make_evaluator
     emitter = RecordingEmitter()
     evaluator = make_evaluator(emitter=emitter)
     for item in (interaction(answer=None), interaction(query=None), interaction(query="   ")):
-        evaluator.sample(item.trace_id)
+        evaluator.admit(item.trace_id)
         assert evaluator.submit(item)  # admitted; the worker decides it is not evaluable
     assert evaluator.force_flush(5000)
     assert evaluator.stats().dropped == {"not_evaluable": 3}
@@ -111,7 +111,7 @@ def test_invalid_chunk_fails_with_invalid_input_and_an_error_result(make_evaluat
     evaluator = make_evaluator(emitter=emitter)
     secret = "a chunk text that must not appear in the error"
     bad = interaction(documents=[secret, 42])
-    evaluator.sample(bad.trace_id)
+    evaluator.admit(bad.trace_id)
     evaluator.submit(bad)
     assert evaluator.force_flush(5000)
     assert evaluator.stats().failed == {"invalid_input": 1}
@@ -125,7 +125,7 @@ def test_empty_answer_is_scored_zero(make_evaluator: MakeEvaluator) -> None:
     emitter = RecordingEmitter()
     evaluator = make_evaluator(ContextualUtilization(judge=UsageJudge(0)), emitter=emitter)
     item = interaction(answer="")
-    evaluator.sample(item.trace_id)
+    evaluator.admit(item.trace_id)
     evaluator.submit(item)
     assert evaluator.force_flush(5000)
     [(_, result, _)] = emitter.emitted
@@ -136,7 +136,7 @@ def test_empty_answer_is_scored_zero(make_evaluator: MakeEvaluator) -> None:
 def test_no_chunks_is_not_applicable(make_evaluator: MakeEvaluator) -> None:
     evaluator = make_evaluator()
     item = interaction(documents=[])
-    evaluator.sample(item.trace_id)
+    evaluator.admit(item.trace_id)
     evaluator.submit(item)
     assert evaluator.force_flush(5000)
     assert evaluator.stats().not_applicable == 1
@@ -145,8 +145,8 @@ def test_no_chunks_is_not_applicable(make_evaluator: MakeEvaluator) -> None:
 def test_discard_counts_each_reason(make_evaluator: MakeEvaluator) -> None:
     evaluator = make_evaluator()
     for reason in ("chain_error", "ttl_expired", "ttl_expired"):
-        assert evaluator.sample(random.getrandbits(128))
-        evaluator.discard(reason)
+        assert evaluator.admit(random.getrandbits(128))
+        evaluator.abandon(reason)
     assert evaluator.stats().dropped == {"chain_error": 1, "ttl_expired": 2}
 
 
@@ -157,7 +157,7 @@ def test_judge_runs_with_instrumentation_suppressed_and_emit_without(make_evalua
     evaluator = make_evaluator(ContextualUtilization(judge=judge), emitter=emitter)
     for _ in range(3):
         item = interaction()
-        evaluator.sample(item.trace_id)
+        evaluator.admit(item.trace_id)
         evaluator.submit(item)
     assert evaluator.force_flush(5000)
     assert judge.suppressed == [True, True, True]
@@ -173,7 +173,7 @@ def test_emitter_that_raises_never_breaks_the_worker(
     with caplog.at_level(logging.WARNING, logger="ctxutil_otel.worker"):
         for _ in range(4):
             item = interaction()
-            evaluator.sample(item.trace_id)
+            evaluator.admit(item.trace_id)
             evaluator.submit(item)
         assert evaluator.force_flush(5000)
     assert len([r for r in caplog.records if "emitter raised" in r.getMessage()]) == 1  # logged once
@@ -189,9 +189,9 @@ def test_observe_reads_the_counters_at_collection_time(make_evaluator: MakeEvalu
     assert emitter.outcomes is not None and emitter.queue_size is not None
     assert emitter.outcomes()[("sampled_out", None)] == 0
     never, always = (1 << 64) - 1, 0  # low 64 bits at the top / bottom of the range
-    assert not evaluator.sample(never) and not evaluator.sample(never)
-    assert evaluator.sample(always)
-    evaluator.discard("ttl_expired")
+    assert not evaluator.admit(never) and not evaluator.admit(never)
+    assert evaluator.admit(always)
+    evaluator.abandon("ttl_expired")
     outcomes = emitter.outcomes()
     assert outcomes[("sampled_out", None)] == 2
     assert outcomes[("dropped", "ttl_expired")] == 1
@@ -205,7 +205,7 @@ def test_outcomes_in_stats_match_the_observed_mapping(make_evaluator: MakeEvalua
     emitter = RecordingEmitter()
     evaluator = make_evaluator(emitter=emitter)
     item = interaction(answer=None)
-    evaluator.sample(item.trace_id)
+    evaluator.admit(item.trace_id)
     evaluator.submit(item)
     assert evaluator.force_flush(5000)
     assert emitter.outcomes is not None
@@ -221,7 +221,7 @@ def test_a_dropped_evaluator_finishes_its_queue_and_ends_its_thread() -> None:
     thread = evaluator._engine.thread
     for _ in range(3):
         item = interaction()
-        evaluator.sample(item.trace_id)
+        evaluator.admit(item.trace_id)
         evaluator.submit(item)
     assert judge.entered.wait(5)
     del evaluator
@@ -239,7 +239,7 @@ def test_a_dropped_evaluator_finishes_its_queue_and_ends_its_thread() -> None:
 def test_context_manager_shuts_down(make_evaluator: MakeEvaluator) -> None:
     with make_evaluator() as evaluator:
         item = interaction()
-        evaluator.sample(item.trace_id)
+        evaluator.admit(item.trace_id)
         evaluator.submit(item)
     assert not evaluator._engine.thread.is_alive()
     assert_accounted(evaluator.stats())
@@ -255,8 +255,8 @@ def test_repr_shows_settings_not_secrets(make_evaluator: MakeEvaluator) -> None:
 @pytest.mark.parametrize("reason", ["", "custom"])
 def test_discard_with_any_reason_is_counted(make_evaluator: MakeEvaluator, reason: str) -> None:
     evaluator = make_evaluator()
-    evaluator.sample(1)
-    evaluator.discard(reason)
+    evaluator.admit(1)
+    evaluator.abandon(reason)
     assert evaluator.stats().dropped == {reason or "unknown": 1}
 
 
@@ -277,15 +277,15 @@ def test_observe_sources_are_positional_for_wrappers_forwarding_args(make_evalua
 def test_drop_counts_a_lost_capture_without_spending_admission(make_evaluator: MakeEvaluator) -> None:
     evaluator = make_evaluator(sample_rate=0.5, max_evaluations_per_second=0.001)  # one token, ever
     never, always = (1 << 64) - 1, 0  # low 64 bits at the top / bottom of the range
-    evaluator.drop(never, "ttl_expired")  # not in the sample: sampled_out, whatever the reason
-    evaluator.drop(always, "ttl_expired")
-    evaluator.drop(always, "shutdown")
+    evaluator.count_lost(never, "ttl_expired")  # not in the sample: sampled_out, whatever the reason
+    evaluator.count_lost(always, "ttl_expired")
+    evaluator.count_lost(always, "shutdown")
     stats = evaluator.stats()
     assert (stats.captured, stats.sampled_out, dict(stats.dropped)) == (
         3,
         1,
         {"ttl_expired": 1, "shutdown": 1},
     )
-    assert evaluator.sample(always)  # the rate cap's only token is still there
-    evaluator.discard("not_evaluable")
+    assert evaluator.admit(always)  # the rate cap's only token is still there
+    evaluator.abandon("not_evaluable")
     assert_accounted(evaluator.stats())

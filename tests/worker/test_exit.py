@@ -11,7 +11,7 @@ _SCRIPT = textwrap.dedent(
     """
     import asyncio
 
-    from ctxutil_otel.capture._interaction import Interaction
+    from ctxutil_otel.capture import Interaction
     from ctxutil_otel.judges import ChunkVerdict, JudgeResult
     from ctxutil_otel.metric import ContextualUtilization
     from ctxutil_otel.worker import Evaluator
@@ -44,7 +44,7 @@ _SCRIPT = textwrap.dedent(
         shutdown_timeout_s={timeout},
     )
     for i in range(5):
-        assert evaluator.sample(i)
+        assert evaluator.admit(i)
         evaluator.submit(Interaction(query="q", answer="a", documents=["d"], trace_id=i, id=str(i)))
     print("exiting", flush=True)
     """

@@ -29,7 +29,7 @@ def _offer(evaluator: object, n: int) -> list[bool]:
     answers = []
     for _ in range(n):
         item = interaction()
-        answers.append(evaluator.sample(item.trace_id) and evaluator.submit(item))  # type: ignore[attr-defined]
+        answers.append(bool(evaluator.admit(item.trace_id)) and evaluator.submit(item))  # type: ignore[attr-defined]
     return answers
 
 
@@ -128,8 +128,10 @@ def test_rate_cap_drops_rate_limited(make_evaluator: MakeEvaluator) -> None:
     # 0.001 evaluations/s: a burst of one, the next token in 1000 s.
     evaluator = make_evaluator(max_evaluations_per_second=0.001)
     items = [interaction() for _ in range(5)]
-    # Refused at sample(), before the caller captures anything; the admitted one took the token.
-    assert [evaluator.sample(item.trace_id) for item in items] == [True, False, False, False, False]
+    # Refused at admit(), before the caller captures anything; the admitted one took the token.
+    answers = [evaluator.admit(item.trace_id) for item in items]
+    assert [a.refused for a in answers] == [None, *["rate_limited"] * 4]
+    assert [bool(a) for a in answers] == [True, False, False, False, False]
     assert evaluator.stats().dropped == {"rate_limited": 4}
     assert evaluator.submit(items[0])  # the cap is not applied twice
     assert evaluator.force_flush(5000)
@@ -174,10 +176,10 @@ def test_random_mix_of_failures_keeps_exact_accounting(make_evaluator: MakeEvalu
             answer=None if kind == "no_answer" else "Python is a language",
             documents=[object()] if kind == "bad_chunk" else ["Python is a language"],
         )
-        if not evaluator.sample(item.trace_id):
+        if not evaluator.admit(item.trace_id):
             continue
         if kind == "discard":
-            evaluator.discard("chain_error")
+            evaluator.abandon("chain_error")
         elif evaluator.submit(item) and kind == "no_answer":
             expected_not_evaluable += 1
     assert evaluator.force_flush(5000)
@@ -193,10 +195,10 @@ def test_a_full_queue_refuses_at_sample_and_again_at_submit(make_evaluator: Make
     assert judge.entered.wait(5)  # holds the only slot: what is submitted now stays queued
     # Three admitted at capture while the queue had room; by their submit it has filled.
     admitted = [interaction() for _ in range(3)]
-    assert all(evaluator.sample(item.trace_id) for item in admitted)
+    assert all(evaluator.admit(item.trace_id) for item in admitted)
     assert [evaluator.submit(item) for item in admitted] == [True, True, False]
     # Once full, capture itself is refused (the caller stops capturing at once).
-    assert evaluator.sample(interaction().trace_id) is False
+    assert evaluator.admit(interaction().trace_id).refused == "queue_full"
     assert evaluator.stats().dropped == {"queue_full": 2}
     judge.release()
     assert evaluator.force_flush(5000)
@@ -211,7 +213,7 @@ def test_a_spent_token_budget_refuses_at_sample(make_evaluator: MakeEvaluator) -
     )
     assert _offer(evaluator, 1) == [True]
     assert evaluator.force_flush(5000)  # 5000 spent of 1000: in debt for minutes
-    assert evaluator.sample(interaction().trace_id) is False
+    assert evaluator.admit(interaction().trace_id).refused == "token_budget"
     stats = evaluator.stats()
     assert (stats.evaluated, dict(stats.dropped)) == (1, {"token_budget": 1})
     assert_accounted(stats)

@@ -25,7 +25,7 @@ def test_force_flush_returns_false_at_its_deadline_then_true(make_evaluator: Mak
     judge = GateJudge()
     evaluator = make_evaluator(ContextualUtilization(judge=judge))
     item = interaction()
-    evaluator.sample(item.trace_id)
+    evaluator.admit(item.trace_id)
     evaluator.submit(item)
     assert judge.entered.wait(5)
     assert evaluator.force_flush(50) is False
@@ -46,7 +46,7 @@ def test_shutdown_flushes_what_it_can_then_counts_the_rest(make_evaluator: MakeE
     queries = ["quick one", "quick two", "quick three", "blocked", "quick four", "quick five"]
     for query in queries:
         item = interaction(query=query)
-        evaluator.sample(item.trace_id)
+        evaluator.admit(item.trace_id)
         assert evaluator.submit(item)
     assert judge.entered.wait(5)  # the fourth holds the only slot; two wait behind it
 
@@ -64,7 +64,7 @@ def test_shutdown_flushes_what_it_can_then_counts_the_rest(make_evaluator: MakeE
 
     # After shutdown: capture is refused at sample() and counted, flush has nothing to wait for.
     late = interaction()
-    assert evaluator.sample(late.trace_id) is False
+    assert evaluator.admit(late.trace_id).refused == "shutdown"
     assert evaluator.stats().dropped == {"shutdown": 4}
     assert evaluator.force_flush(0) is True
     assert evaluator.shutdown(0) is True  # idempotent
@@ -76,7 +76,7 @@ def test_shutdown_within_the_deadline_finishes_everything(make_evaluator: MakeEv
     evaluator = make_evaluator(emitter=emitter)
     for _ in range(20):
         item = interaction()
-        evaluator.sample(item.trace_id)
+        evaluator.admit(item.trace_id)
         evaluator.submit(item)
     assert evaluator.shutdown(10_000) is True
     stats = evaluator.stats()
@@ -100,7 +100,7 @@ def test_50_threads_x_100_submits_are_accounted_exactly(make_evaluator: MakeEval
             item = interaction(
                 rng.getrandbits(128), answer=None if kind == "no_answer" else "Python is a language"
             )
-            if evaluator.sample(item.trace_id):
+            if evaluator.admit(item.trace_id):
                 assert evaluator.submit(item)
             offered[t].append((item.trace_id, kind))
 
@@ -128,14 +128,14 @@ def test_forked_child_keeps_evaluating(make_evaluator: MakeEvaluator) -> None:
     evaluator = make_evaluator(emitter=emitter)
     for _ in range(3):
         item = interaction()
-        evaluator.sample(item.trace_id)
+        evaluator.admit(item.trace_id)
         evaluator.submit(item)
     assert evaluator.force_flush(5000)
 
     def child() -> dict[str, Any]:
         for _ in range(7):
             item = interaction()
-            evaluator.sample(item.trace_id)
+            evaluator.admit(item.trace_id)
             evaluator.submit(item)
         flushed = evaluator.force_flush(10_000)
         stats = evaluator.stats()
@@ -164,7 +164,7 @@ def test_forked_child_keeps_evaluating(make_evaluator: MakeEvaluator) -> None:
     # The parent is untouched and still evaluating.
     assert evaluator.stats().captured == 3
     item = interaction()
-    evaluator.sample(item.trace_id)
+    evaluator.admit(item.trace_id)
     evaluator.submit(item)
     assert evaluator.force_flush(5000)
     assert evaluator.stats().finished == 4

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from ctxutil_otel._settings import Settings, SettingsError, build_judge, env_var
+from ctxutil_otel._settings import Settings, SettingsError, env_var
 from ctxutil_otel.judges import LexicalJudge
+from ctxutil_otel.judges._from_settings import build_judge
 from ctxutil_otel.metric import EvaluationMode
 
 from .conftest import MakeEvaluator

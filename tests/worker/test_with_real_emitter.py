@@ -77,9 +77,9 @@ def test_results_become_spans_log_records_and_outcome_metrics(
         with app.start_as_current_span("rag.chain") as span:
             context = span.get_span_context()
         parents.append(context)
-        assert evaluator.sample(context.trace_id)
+        assert evaluator.admit(context.trace_id)
         if kind == "discard":
-            evaluator.discard("chain_error")
+            evaluator.abandon("chain_error")
             continue
         item = interaction(context.trace_id, answer=None if kind == "no_answer" else "Python is a language")
         if kind == "bad_chunk":

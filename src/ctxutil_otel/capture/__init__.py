@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._interaction import Interaction
+from .._interaction import Interaction
 
 if TYPE_CHECKING:
     from ._langchain import UtilizationCallbackHandler

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from ._interaction import Interaction
+from .._interaction import Interaction
 from ._runs import RootRun
 
 __all__ = [

@@ -6,7 +6,7 @@ merged in retriever START order (deterministic, whatever order they end in), the
 LLM / chat model run that ended under the root (else its streamed tokens, else the root's output). It
 is submitted to the :class:`~ctxutil_otel.worker.Evaluator` when the root run ends.
 
-When is an interaction *captured* (``Evaluator.sample`` is called, which counts it)?
+When is an interaction *captured* (``Evaluator.admit`` is called, which counts it)?
     At the first ``on_retriever_start`` under a root: only then is the root known to be a RAG
     interaction. Roots that never retrieve (a plain LLM call, a chain without a retriever) are never
     counted and their state is dropped silently at their end; a root LLM run is not even tracked.
@@ -16,20 +16,20 @@ When is an interaction *captured* (``Evaluator.sample`` is called, which counts 
 
 Every captured interaction then ends in exactly one outcome of the Evaluator's accounting:
     * ``sampled_out``, or dropped ``rate_limited`` / ``queue_full`` / ``token_budget`` / ``shutdown``:
-      ``sample()`` said no (the evaluator refuses at capture what it could not take anyway); the
+      ``admit()`` said no (the evaluator refuses at capture what it could not take anyway); the
       root's state is freed at once and every later callback of that root costs one lock-free
       ``dict`` lookup that misses, so a saturated evaluator costs the chain no capture work;
     * ``submit()`` at the root's end (the Evaluator counts evaluated / not_applicable / failed or its
       own drops: queue_full when the queue filled meanwhile, token_budget, shutdown);
-    * ``discard("not_evaluable")``: the root ended without a query or without any answer (no LLM
+    * ``abandon("not_evaluable")``: the root ended without a query or without any answer (no LLM
       run and no text output), e.g. a retriever invoked on its own as the root run;
-    * ``discard("chain_error")``: the root run failed (``on_chain_error`` / ``on_retriever_error`` /
+    * ``abandon("chain_error")``: the root run failed (``on_chain_error`` / ``on_retriever_error`` /
       ``on_tool_error`` on the root);
-    * ``discard("ttl_expired")``: the root never ended within ``run_ttl_s`` (raise it, or find why
+    * ``abandon("ttl_expired")``: the root never ended within ``run_ttl_s`` (raise it, or find why
       the application's runs never end);
-    * ``discard("pending_full")``: the root, younger than ``run_ttl_s``, was the oldest when more than
+    * ``abandon("pending_full")``: the root, younger than ``run_ttl_s``, was the oldest when more than
       ``max_pending_runs`` runs were tracked (more concurrent runs than the bound: raise it);
-    * ``discard("capture_error")``: an unexpected error in this handler while finishing the root.
+    * ``abandon("capture_error")``: an unexpected error in this handler while finishing the root.
 
 Hot path: ``run_inline = True`` (the async callback manager calls the handler on the event loop, in
 order, instead of hopping to a thread pool per event; each callback is a few dict operations and
@@ -65,6 +65,7 @@ from ._evaluator_args import resolve_evaluator
 from ._runs import SAMPLED, UNDECIDED, Evicted, RootRun, RunTable
 
 if TYPE_CHECKING:
+    from .._accounting import DropReason
     from .._settings import Settings
     from ..worker._evaluator import Evaluator
     from ..worker._stats import EvaluatorStats
@@ -147,7 +148,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         left = 0
         for root in self._runs.drain():
             if root.decision == SAMPLED:
-                self.evaluator.discard("shutdown")
+                self.evaluator.abandon("shutdown")
                 left += 1
         return self.evaluator.shutdown(timeout_millis) and left == 0
 
@@ -383,7 +384,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
 
     def _sample(self, trace_id: int) -> bool:
         try:
-            return self.evaluator.sample(trace_id)
+            return bool(self.evaluator.admit(trace_id))
         except Exception as exc:  # contract: never raises; if it does, the root is not captured
             self._failed("sample", exc)
             return False
@@ -396,7 +397,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
             if root.run_id != run_id:
                 self._runs.end_child(run_id, root)  # the root may still recover (fallbacks)
             elif self._runs.finish_root(root) and root.decision == SAMPLED:
-                self.evaluator.discard("chain_error")
+                self.evaluator.abandon("chain_error")
         except Exception as exc:
             self._failed(callback, exc)
 
@@ -413,12 +414,13 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
                 return
             if documents is None:
                 return
-            if not self.evaluator.in_sample(root.trace_id):
+            if not self.evaluator.would_sample(root.trace_id):
                 self._sample(root.trace_id)  # counted sampled_out, before any capture work
                 return
             retrievals: list[Sequence[object] | None] = [documents]
         else:
             retrievals = root.retrievals
+        reason: DropReason
         try:
             interaction = _extract.interaction_of(root, retrievals, outputs, end_inputs, self._failed)
         except Exception as exc:
@@ -428,18 +430,18 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
             reason = "not_evaluable"
         if undecided:  # captured only now: a lost one is counted without spending admission on it
             if interaction is None:
-                self.evaluator.drop(root.trace_id, reason)
+                self.evaluator.count_lost(root.trace_id, reason)
             elif self._sample(root.trace_id):
                 self.evaluator.submit(interaction)
         elif interaction is None:
-            self.evaluator.discard(reason)
+            self.evaluator.abandon(reason)
         else:
             self.evaluator.submit(interaction)
 
     def _account_evicted(self, evicted: Evicted) -> None:
         for root, reason in evicted:
             if root.decision == SAMPLED:
-                self.evaluator.discard(reason)
+                self.evaluator.abandon(reason)
 
     def _failed(self, callback: str, exc: BaseException) -> None:
         with self._errors_lock:

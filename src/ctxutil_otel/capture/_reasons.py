@@ -1,7 +1,7 @@
 """The drop reasons both capture paths give a captured run or trace they stop waiting for.
 
-``Evaluator.discard(reason)`` counts them in ``dropped{reason}`` (the ``reason`` attribute of
-``ctxutil.evaluations``). They tell the two causes apart, as an SRE must act on them differently:
+``Evaluator.abandon(reason)`` (or ``count_lost``) counts them in ``dropped{reason}`` (the ``reason``
+attribute of ``ctxutil.evaluations``). They tell the two causes apart, as an SRE must act on them differently:
 
 * ``ttl_expired``: it stayed unfinished for ``run_ttl_s`` seconds: the application's runs or traces
   never end (fix that, or raise ``run_ttl_s`` for long runs);
@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from typing import Final
 
+from .._accounting import DropReason
+
 __all__ = ["PENDING_FULL", "TTL_EXPIRED"]
 
 #: A run or trace unfinished for ``run_ttl_s`` seconds.
-TTL_EXPIRED: Final = "ttl_expired"
+TTL_EXPIRED: Final[DropReason] = "ttl_expired"
 #: The oldest run or trace, evicted because the capture path's bound was full.
-PENDING_FULL: Final = "pending_full"
+PENDING_FULL: Final[DropReason] = "pending_full"

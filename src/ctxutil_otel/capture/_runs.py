@@ -33,6 +33,7 @@ from uuid import UUID
 
 from opentelemetry.trace import SpanContext
 
+from .._accounting import DropReason
 from ._reasons import PENDING_FULL, TTL_EXPIRED
 
 __all__ = ["Evicted", "RootRun", "RunTable"]
@@ -86,7 +87,7 @@ class RootRun:
 
 
 #: Roots evicted by one mutation, each with its drop reason (``ttl_expired`` or ``pending_full``).
-Evicted = list[tuple[RootRun, str]]
+Evicted = list[tuple[RootRun, DropReason]]
 
 
 class RunTable:

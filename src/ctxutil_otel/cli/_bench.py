@@ -22,9 +22,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..metric import ContextualUtilization, EvaluationMode, MetricRunner
+from ..judges import TokenUsage
+from ..judges._from_settings import build_judge
+from ..metric import ContextualUtilization, MetricRunner
 from ..metric._agreement import AgreementFigures, AgreementReport, LabelledRow, agreement
-from ._io import BadLine, Line, build_judge, read_items, report_bad_line
+from ._io import BadLine, Line, add_judge_options, read_items, report_bad_line, settings_from_args
 
 __all__ = ["register", "render_table"]
 
@@ -37,17 +39,17 @@ def register(subparsers: Any) -> None:
         "labels: score RMSE/MAE, relevance and utilization precision/recall/F1, pooled utilization, "
         "low-utilization AUROC, per subset, and evaluations per second. A bad line is reported on "
         "stderr with its number and the rest continue; exit status 1 if any line was bad or any "
-        "evaluation failed.",
+        "evaluation failed; 2 when no line has labels. Options left unset take their CTXUTIL_* variable, "
+        "else the default (docs/settings.md).",
     )
     parser.add_argument("file", type=Path, metavar="FILE.jsonl")
-    parser.add_argument("--judge", choices=("lexical", "openai"), default="lexical")
-    parser.add_argument("--model", default=None, help="judge model for --judge openai (default gpt-4o-mini)")
-    parser.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --judge openai")
+    add_judge_options(parser)
     parser.add_argument("--limit", type=int, default=None, help="only the first N non-blank lines")
-    parser.add_argument("--concurrency", type=int, default=8, help="evaluations in flight (default 8)")
-    parser.add_argument("--mode", choices=[m.value for m in EvaluationMode], default="granular")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.set_defaults(func=run)
+
+
+_NO_LABELS = "chunk_labels: missing (bench compares the judge with labels)"
 
 
 def _labelled(
@@ -58,6 +60,9 @@ def _labelled(
             return
         if isinstance(entry, BadLine):
             yield entry
+            continue
+        if "chunk_labels" not in entry.row:
+            yield BadLine(entry.number, _NO_LABELS)
             continue
         try:
             yield entry, LabelledRow.from_record(entry.row)
@@ -108,18 +113,32 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {option} must be >= 1", file=sys.stderr)
             return 2
     try:
-        judge = build_judge(args.judge, args.model, args.base_url)
-        metric = ContextualUtilization(judge=judge, mode=args.mode)
+        settings = settings_from_args(args)
+        judge = build_judge(settings)
+        metric = ContextualUtilization(judge=judge, threshold=settings.threshold, mode=settings.mode)
         parsed = list(_labelled(read_items(args.file), args.limit))
     except (ValueError, OSError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     good = [p for p in parsed if not isinstance(p, BadLine)]
     bad = [p for p in parsed if isinstance(p, BadLine)]
+    unlabelled = not good and any(b.error == _NO_LABELS for b in bad)
     for b in bad:
-        report_bad_line(args.file, b)
+        if not (unlabelled and b.error == _NO_LABELS):  # one message below instead of one per line
+            report_bad_line(args.file, b)
+    if unlabelled:
+        print(
+            f"error: {args.file}: no line has labels, so there is nothing to compare the judge with; bench "
+            "needs chunk_labels and expected_score on each line (use 'ctxutil-otel evaluate' to score "
+            "unlabelled data)",
+            file=sys.stderr,
+        )
+        return 2
+    if not good:
+        print(f"error: {args.file}: no readable line", file=sys.stderr)
+        return 1
 
-    runner = MetricRunner([metric], max_concurrency=args.concurrency)
+    runner = MetricRunner([metric], max_concurrency=settings.max_concurrency)
     started = time.perf_counter()
     results = asyncio.run(runner.run([line.item for line, _ in good]))
     elapsed = time.perf_counter() - started
@@ -127,19 +146,16 @@ def run(args: argparse.Namespace) -> int:
     judge_name = str(getattr(judge, "name", type(judge).__name__))
     judge_model = getattr(judge, "model", None)
     rate = len(results) / elapsed if results and elapsed > 0 else None
-    # Judge tokens, failed evaluations included (what a paid judge bills).
-    tokens_in = sum(r.usage.input_tokens for r in results if r.usage is not None)
-    tokens_out = sum(r.usage.output_tokens for r in results if r.usage is not None)
-    per_eval = (tokens_in + tokens_out) / len(results) if results else None
+    usage = sum((r.usage for r in results if r.usage is not None), TokenUsage())
 
     if args.json:
         record = {
             **report.model_dump(mode="json"),
             "evals_per_second": rate,
-            "judge_tokens": {"input": tokens_in, "output": tokens_out},
-            "tokens_per_evaluation": per_eval,
             "elapsed_s": elapsed,
             "bad_lines": len(bad),
+            "judge_input_tokens": usage.input_tokens,
+            "judge_output_tokens": usage.output_tokens,
             "judge": judge_name,
             "judge_model": judge_model,
             "file": str(args.file),
@@ -151,10 +167,7 @@ def run(args: argparse.Namespace) -> int:
             f"bench {args.file}: judge {judge_name} (model {judge_model or '-'}), "
             f"{len(results)} rows in {elapsed:.2f} s = {speed} evaluations/s; {len(bad)} unreadable lines"
         )
-        if tokens_in or tokens_out:
-            print(
-                f"judge tokens: {tokens_in} input + {tokens_out} output = "
-                f"{per_eval:.0f} per evaluation (failed evaluations included)"
-            )
         print(render_table(report))
+        if usage.total_tokens:
+            print(f"judge tokens: {usage.input_tokens} input, {usage.output_tokens} output")
     return 1 if bad or report.errors else 0

@@ -23,9 +23,10 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from .._settings import Settings, SettingsError, build_emitter
-from ..capture._interaction import Interaction
+from .._interaction import Interaction
+from .._settings import Settings, SettingsError
 from ..emit._endpoints import unreachable_otlp_endpoints
+from ..emit._from_settings import build_emitter
 from ..metric._agreement import AgreementReport, LabelledRow, agreement
 from ..metric._results import MetricEvaluationResult
 

@@ -8,61 +8,104 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from ..metric import ContextualUtilization, EvaluationMode, MetricEvaluationResult, MetricRunner
-from ._io import BadLine, Line, build_judge, read_items, report_bad_line
+from ..judges import TokenUsage
+from ..judges._from_settings import build_judge
+from ..metric import ContextualUtilization, MetricEvaluationResult, MetricRunner
+from ._io import (
+    BadLine,
+    Line,
+    add_judge_options,
+    quiet_broken_pipe,
+    read_items,
+    report_bad_line,
+    settings_from_args,
+)
 
-__all__ = ["register"]
+__all__ = ["register", "summarise"]
+
+BROKEN_PIPE_STATUS = 141
+"""Exit status when the reader of stdout went away (``evaluate ... | head``): 128 + SIGPIPE, as a shell
+tool killed by the signal reports."""
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "evaluate",
-        help="score a JSONL dataset (query, retrieved_content, actual_output per line)",
+        help="score a JSONL dataset (query, retrieved_content, actual_output per line; Ragas and DeepEval "
+        "field names accepted)",
         description="Score every line of FILE.jsonl; write one JSON result per line; print a summary. "
-        "A bad line is reported with its number and the rest continue; exit status 1 if any line failed.",
+        "A line that cannot be read or written is reported with its number and the rest continue; exit "
+        "status 1 if any line was bad or any evaluation failed. Options left unset take their CTXUTIL_* "
+        "variable, else the default (docs/settings.md).",
     )
     parser.add_argument("file", type=Path, metavar="FILE.jsonl")
-    parser.add_argument("--judge", choices=("lexical", "openai"), default="lexical")
-    parser.add_argument("--model", default=None, help="judge model for --judge openai (default gpt-4o-mini)")
-    parser.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --judge openai")
-    parser.add_argument("--threshold", type=float, default=0.5, help="pass threshold in [0, 1] (default 0.5)")
-    parser.add_argument("--mode", choices=[m.value for m in EvaluationMode], default="granular")
+    add_judge_options(parser)
     parser.add_argument("--out", type=Path, default=None, help="write results here (default: stdout)")
-    parser.add_argument("--concurrency", type=int, default=8, help="evaluations in flight (default 8)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.set_defaults(func=run)
 
 
-def summarise(results: list[MetricEvaluationResult], bad_lines: int) -> str:
-    """One-paragraph summary: count per label, mean score over scored lines, pass rate."""
+def summarise(results: list[MetricEvaluationResult], bad_lines: int, unwritten: int = 0) -> str:
+    """A short summary: lines per label, mean score, pass rate, pooled utilization (utilized relevant
+    chunks / relevant chunks over the scored lines, the figure a dashboard plots), failures by
+    ``error_type`` and the judge tokens spent."""
     labels = Counter(r.label for r in results)
-    scores = [r.score for r in results if r.score is not None]
-    passed = sum(1 for r in results if r.passed)
-    lines = [f"evaluated {len(results)} lines ({bad_lines} unreadable)"]
-    if scores:
-        lines.append(f"mean score {sum(scores) / len(scores):.3f} over {len(scores)} scored lines")
-        lines.append(f"pass rate {passed / len(scores):.1%}")
+    scored = [r for r in results if r.score is not None]
+    not_written = f", {unwritten} not written" if unwritten else ""
+    lines = [f"evaluated {len(results)} lines ({bad_lines} unreadable{not_written})"]
+    if scored:
+        mean = sum(r.score for r in scored if r.score is not None) / len(scored)
+        passed = sum(1 for r in scored if r.passed)
+        relevant = sum(r.signals.total_relevant_chunks for r in scored)
+        utilized = sum(r.signals.utilized_chunks for r in scored)
+        lines.append(f"mean score {mean:.3f} over {len(scored)} scored lines")
+        lines.append(f"pass rate {passed / len(scored):.1%}")
+        lines.append(
+            f"pooled utilization {utilized / relevant:.3f} ({utilized} of {relevant} relevant chunks)"
+        )
     lines.append(
         "labels: " + ", ".join(f"{k}={labels.get(k, 0)}" for k in ("pass", "fail", "not_applicable", "error"))
     )
+    failures = Counter(r.error_type or "unknown" for r in results if r.label == "error")
+    if failures:
+        lines.append("failures: " + ", ".join(f"{k}={n}" for k, n in sorted(failures.items())))
+    usage = sum((r.usage for r in results if r.usage is not None), TokenUsage())
+    if usage.total_tokens:
+        lines.append(f"judge tokens: {usage.input_tokens} input, {usage.output_tokens} output")
     return "\n".join(lines)
 
 
+def _records(good: list[Line], results: list[MetricEvaluationResult], path: Path) -> tuple[list[str], int]:
+    """One JSON line per result; a result that cannot be written as UTF-8 JSON is reported as a bad line."""
+    out, bad = [], 0
+    for line, result in zip(good, results, strict=True):
+        try:
+            text = json.dumps({"line": line.number, **result.model_dump(mode="json")}, ensure_ascii=False)
+            text.encode("utf-8")
+        except (ValueError, TypeError) as exc:  # UnicodeEncodeError is a ValueError
+            report_bad_line(path, BadLine(line.number, f"result not written ({type(exc).__name__})"))
+            bad += 1
+            continue
+        out.append(text + "\n")
+    return out, bad
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.concurrency < 1:
+    if args.concurrency is not None and args.concurrency < 1:
         print("error: --concurrency must be >= 1", file=sys.stderr)
         return 2
     if args.out is not None and args.out.resolve() == args.file.resolve():
         print("error: --out names the input file; choose another path", file=sys.stderr)
         return 2
     try:
+        settings = settings_from_args(args)
         metric = ContextualUtilization(
-            judge=build_judge(args.judge, args.model, args.base_url), threshold=args.threshold, mode=args.mode
+            judge=build_judge(settings), threshold=settings.threshold, mode=settings.mode
         )
         parsed = list(read_items(args.file))
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     good = [p for p in parsed if isinstance(p, Line)]
@@ -70,19 +113,20 @@ def run(args: argparse.Namespace) -> int:
     for b in bad:
         report_bad_line(args.file, b)
     try:  # open the output before spending judge calls, so a bad path fails first
-        out = args.out.open("w", encoding="utf-8") if args.out else sys.stdout
+        out: TextIO = args.out.open("w", encoding="utf-8") if args.out else sys.stdout
     except OSError as exc:
         print(f"error: --out: {exc}", file=sys.stderr)
         return 2
-    runner = MetricRunner([metric], max_concurrency=args.concurrency)
+    runner = MetricRunner([metric], max_concurrency=settings.max_concurrency)
     results = asyncio.run(runner.run([p.item for p in good], show_progress=not args.no_progress))
+    records, unwritten = _records(good, results, args.file)
     try:
-        for line, result in zip(good, results, strict=True):
-            record = {"line": line.number, **result.model_dump(mode="json")}
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        written = quiet_broken_pipe(lambda stream: stream.writelines(records), out)
     finally:
         if args.out:
             out.close()
-    print(summarise(results, len(bad)), file=sys.stderr)
+    print(summarise(results, len(bad), unwritten), file=sys.stderr)
+    if not written:
+        return BROKEN_PIPE_STATUS
     errors = sum(1 for r in results if r.label == "error")
-    return 1 if bad or errors else 0
+    return 1 if bad or unwritten or errors else 0

@@ -1,27 +1,51 @@
-"""Shared CLI plumbing: reading JSONL datasets line by line, and building the judge a command asked for."""
+"""Shared CLI plumbing: reading JSONL datasets line by line, resolving the batch commands' settings, and
+writing results to a stream that may close early."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import sys
-from collections.abc import Iterator
+import typing
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from pydantic import ValidationError
 
 from .._item import DatasetItem
 from .._settings import Settings
-from .._settings import build_judge as _build_judge
-from ..judges._base import Judge
 
-__all__ = ["BadLine", "Line", "build_judge", "read_items", "report_bad_line"]
+__all__ = [
+    "FIELD_NAMES",
+    "BadLine",
+    "Line",
+    "add_judge_options",
+    "judge_choices",
+    "quiet_broken_pipe",
+    "read_items",
+    "report_bad_line",
+    "settings_from_args",
+]
+
+FIELD_NAMES: Mapping[str, tuple[str, ...]] = {
+    "query": ("query", "question", "user_input", "input"),
+    "retrieved_content": ("retrieved_content", "contexts", "retrieved_contexts", "retrieval_context"),
+    "actual_output": ("actual_output", "answer", "response"),
+}
+"""The names a dataset line may give each field, ours first: Ragas 0.1 (``question``, ``contexts``,
+``answer``), Ragas 0.2+ (``user_input``, ``retrieved_contexts``, ``response``) and DeepEval (``input``,
+``retrieval_context``, ``actual_output``). DeepEval's ``context`` is the *ideal* context, not what was
+retrieved, so it is not read. A line giving one field under two names is a bad line."""
 
 
 @dataclass(frozen=True)
 class Line:
-    """A parsed dataset line: its 1-based ``number``, the validated ``item`` and the raw ``row``."""
+    """A parsed dataset line: its 1-based ``number``, the validated ``item`` and the ``row`` with the
+    fields under our names (``query``, ``retrieved_content``, ``actual_output``) and every other key as
+    it was."""
 
     number: int
     item: DatasetItem
@@ -38,50 +62,93 @@ class BadLine:
 
 def _first_error(exc: ValidationError) -> str:
     parts = []
-    for err in exc.errors()[:3]:
+    for err in exc.errors(include_url=False, include_input=False)[:3]:
         where = ".".join(str(p) for p in err["loc"]) or "line"
         parts.append(f"{where}: {err['msg']}")
     return "; ".join(parts)
 
 
+def _canonical(row: dict[str, Any]) -> dict[str, Any] | str:
+    """``row`` with each field under our name, or the error naming the field."""
+    out = {k: v for k, v in row.items() if not any(k in names for names in FIELD_NAMES.values())}
+    for field, names in FIELD_NAMES.items():
+        given = [name for name in names if name in row]
+        if not given:
+            return f"{field}: missing (a line names it one of: {', '.join(names)})"
+        if len(given) > 1:
+            return f"{field}: given twice, as {' and '.join(repr(n) for n in given)}; keep one"
+        out[field] = row[given[0]]
+    return out
+
+
+def _not_unicode(item: DatasetItem) -> str | None:
+    """The field holding text that cannot be written as UTF-8 (a lone surrogate from a ``\\ud800``-style
+    JSON escape), or ``None``."""
+    fields: list[tuple[str, str | None]] = [("query", item.query), ("actual_output", item.actual_output)]
+    fields += [(f"retrieved_content[{i}]", text) for i, text in enumerate(item.retrieved_content)]
+    fields.append(("id", item.id))
+    for name, text in fields:
+        if text is None:
+            continue
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            code = ord(text[exc.start])
+            return f"{name}: not valid Unicode (lone surrogate U+{code:04X} at character {exc.start + 1})"
+    return None
+
+
+def _parse(number: int, raw: bytes) -> Line | BadLine | None:
+    try:
+        text = raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as exc:
+        return BadLine(number, f"not valid UTF-8 (byte {exc.start + 1} of the line)")
+    if not text.strip():
+        return None
+    try:
+        row = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return BadLine(number, f"invalid JSON ({exc.msg}) at column {exc.pos + 1}")
+    except RecursionError:
+        return BadLine(number, "invalid JSON (nested too deeply to read)")
+    if not isinstance(row, dict):
+        return BadLine(number, f"expected a JSON object, got {type(row).__name__}")
+    canonical = _canonical(row)
+    if isinstance(canonical, str):
+        return BadLine(number, canonical)
+    raw_id = canonical.get("id")
+    try:
+        item = DatasetItem(
+            query=canonical["query"],
+            actual_output=canonical["actual_output"],
+            retrieved_content=canonical["retrieved_content"],
+            id=raw_id if isinstance(raw_id, str) else None,
+        )
+    except ValidationError as exc:
+        return BadLine(number, _first_error(exc))
+    problem = _not_unicode(item)
+    if problem is not None:
+        return BadLine(number, problem)
+    return Line(number, item, canonical)
+
+
 def read_items(path: Path) -> Iterator[Line | BadLine]:
     """Yield one :class:`Line` or :class:`BadLine` per non-blank line of a JSONL file.
 
-    Reads the fields ``query``, ``retrieved_content``, ``actual_output`` (and ``id`` when it is a
-    string); other fields are kept in ``Line.row`` only. A broken line never stops the rest.
+    Reads ``query``, ``retrieved_content`` and ``actual_output`` under any of their :data:`FIELD_NAMES`
+    (and ``id`` when it is a string); other keys are kept in ``Line.row`` only. A line that is not UTF-8,
+    not JSON (the column is the character where reading stopped), nested too deeply, missing a field,
+    giving one twice, of the wrong type or holding text that is not valid Unicode is a :class:`BadLine`;
+    it never stops the rest.
 
     Raises:
         OSError: when the file cannot be opened.
     """
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                yield BadLine(number, f"not valid UTF-8 (byte {exc.start + 1} of the line)")
-                continue
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as exc:
-                yield BadLine(number, f"invalid JSON ({exc.msg}) at column {exc.colno}")
-                continue
-            if not isinstance(row, dict):
-                yield BadLine(number, f"expected a JSON object, got {type(row).__name__}")
-                continue
-            raw_id = row.get("id")
-            try:
-                item = DatasetItem(
-                    query=row.get("query"),  # type: ignore[arg-type]  # validated by DatasetItem
-                    actual_output=row.get("actual_output"),  # type: ignore[arg-type]
-                    retrieved_content=row.get("retrieved_content"),  # type: ignore[arg-type]
-                    id=raw_id if isinstance(raw_id, str) else None,
-                )
-            except ValidationError as exc:
-                yield BadLine(number, _first_error(exc))
-                continue
-            yield Line(number, item, row)
+            parsed = _parse(number, raw)
+            if parsed is not None:
+                yield parsed
 
 
 def report_bad_line(path: Path, bad: BadLine) -> None:
@@ -89,18 +156,72 @@ def report_bad_line(path: Path, bad: BadLine) -> None:
     print(f"{path}:{bad.number}: {bad.error}", file=sys.stderr)
 
 
-def build_judge(name: str, model: str | None = None, base_url: str | None = None) -> Judge:
-    """Return the judge a command named (``lexical`` or ``openai``), through the same
-    :func:`ctxutil_otel._settings.build_judge` the live evaluator uses (so ``CTXUTIL_JUDGE_*`` and
-    ``OPENAI_API_KEY`` apply to the options left unset).
+def judge_choices() -> tuple[str, ...]:
+    """The judge names :class:`Settings` accepts (its ``judge`` field's literal values)."""
+    return tuple(str(v) for v in typing.get_args(Settings.model_fields["judge"].annotation))
+
+
+def add_judge_options(parser: argparse.ArgumentParser) -> None:
+    """The options a batch command shares with :class:`Settings`. Each defaults to ``None`` (unset), so
+    that :func:`settings_from_args` resolves option > ``CTXUTIL_*`` variable > default."""
+    parser.add_argument(
+        "--judge", choices=judge_choices(), default=None, help="judge (default: CTXUTIL_JUDGE)"
+    )
+    parser.add_argument("--model", default=None, help="judge model (default: CTXUTIL_JUDGE_MODEL)")
+    parser.add_argument(
+        "--base-url", default=None, help="OpenAI-compatible endpoint (default: CTXUTIL_JUDGE_BASE_URL)"
+    )
+    parser.add_argument("--threshold", type=float, default=None, help="pass threshold in [0, 1]")
+    parser.add_argument(
+        "--mode", choices=("granular", "fast"), default=None, help="granular (reasons) or fast"
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="evaluations in flight (default: CTXUTIL_MAX_CONCURRENCY)",
+    )
+
+
+_OPTION_SETTINGS = {
+    "judge": "judge",
+    "model": "judge_model",
+    "base_url": "judge_base_url",
+    "threshold": "threshold",
+    "mode": "mode",
+    "concurrency": "max_concurrency",
+}
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """The :class:`Settings` of a batch command: each option given on the command line wins over its
+    ``CTXUTIL_*`` variable, which wins over the default (the same rule as everywhere else).
 
     Raises:
-        ValueError: for an unknown judge name or an invalid value (a ``SettingsError`` naming it), or
-            ``--judge openai`` without an API key.
+        SettingsError: (a ``ValueError``) naming the setting and its variable for an invalid value.
     """
-    overrides: dict[str, Any] = {"judge": name}
-    if model:
-        overrides["judge_model"] = model
-    if base_url:
-        overrides["judge_base_url"] = base_url
-    return _build_judge(Settings(**overrides))
+    overrides = {
+        field: getattr(args, option)
+        for option, field in _OPTION_SETTINGS.items()
+        if getattr(args, option, None) is not None
+    }
+    return Settings(**overrides)
+
+
+def quiet_broken_pipe(write: typing.Callable[[TextIO], None], stream: TextIO) -> bool:
+    """Call ``write(stream)``; when the reader closed the pipe (``evaluate ... | head``) return ``False``
+    quietly instead of raising, pointing stdout at ``/dev/null`` so the interpreter's own flush at exit
+    does not print a traceback either (the recipe of Python's ``signal`` module documentation)."""
+    try:
+        write(stream)
+        stream.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError):
+            pass
+        finally:
+            os.close(devnull)
+        return False
+    return True

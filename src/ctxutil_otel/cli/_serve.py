@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        from .._settings import build_emitter
+        from ..emit._from_settings import build_emitter
 
         settings = _settings()
         emitter = build_emitter(

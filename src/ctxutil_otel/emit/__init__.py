@@ -6,13 +6,20 @@
   environment, for the CLI, the demo and examples.
 * ``names`` (``from ctxutil_otel.emit import names``): every span, attribute, event and metric name as a
   constant with its source, and the Prometheus form of each metric (``PROMETHEUS_NAMES``, module docstring).
+
+Everything but ``names`` is imported on first access: a capture path that needs only telemetry names
+(the span processor skips the evaluator's own spans by name) does not load the SDK's exporters.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from . import _names as names
-from ._emitter import Emitter, OutcomeCounts
-from ._setup import DEFAULT_SERVICE_NAME, TelemetryHandle, configure_telemetry, exporter_destinations
+
+if TYPE_CHECKING:
+    from ._emitter import Emitter, OutcomeCounts
+    from ._setup import DEFAULT_SERVICE_NAME, TelemetryHandle, configure_telemetry, exporter_destinations
 
 __all__ = [
     "DEFAULT_SERVICE_NAME",
@@ -23,3 +30,23 @@ __all__ = [
     "exporter_destinations",
     "names",
 ]
+
+_LAZY = {
+    "Emitter": "._emitter",
+    "OutcomeCounts": "._emitter",
+    "DEFAULT_SERVICE_NAME": "._setup",
+    "TelemetryHandle": "._setup",
+    "configure_telemetry": "._setup",
+    "exporter_destinations": "._setup",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value

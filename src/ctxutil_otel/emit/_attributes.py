@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from opentelemetry.util.types import AttributeValue
 
+from .._interaction import Interaction
 from .._item import DatasetItem, chunk_text
-from ..capture._interaction import Interaction
 from ..metric._results import ChunkResult, MetricEvaluationResult
 from ._names import (
     ATTR_ANSWER,

@@ -21,8 +21,8 @@ from opentelemetry.sdk.trace import SpanLimits
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
+from .._interaction import Interaction
 from .._item import DatasetItem
-from ..capture._interaction import Interaction
 from ..metric._results import MetricEvaluationResult
 from ._attributes import (
     ERROR_TYPE_OTHER,

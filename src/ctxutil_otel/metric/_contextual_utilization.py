@@ -8,30 +8,24 @@ calls the judge once, validates the verdicts one to one, and applies the decided
 
 from __future__ import annotations
 
-import enum
 import logging
 from collections.abc import Sequence
 
 from .._item import DatasetItem
+from .._mode import EvaluationMode
 from ..judges._base import ChunkVerdict, Judge, JudgeError, JudgeResult, VerdictMismatchError
-from ._results import ChunkBreakdown, ChunkResult, ContextualUtilizationResult, MetricEvaluationResult
+from ._results import (
+    ERROR_MESSAGE_MAX_CHARS,
+    ChunkBreakdown,
+    ChunkResult,
+    ContextualUtilizationResult,
+    MetricEvaluationResult,
+)
 
 __all__ = ["ContextualUtilization", "EvaluationMode", "normalise_chunk", "validate_verdicts"]
 
 _log = logging.getLogger("ctxutil_otel.metric")
 METRIC_NAME = "contextual_utilization"
-
-
-class EvaluationMode(str, enum.Enum):
-    """How much the judge is asked to explain.
-
-    * ``GRANULAR`` (default): every verdict carries a one-line ``reason``; the breakdown explains itself.
-    * ``FAST``: the judge is called with ``reasons=False`` and reasons are dropped. The verdicts and the
-      score are the same; an LLM judge writes far fewer output tokens (cheaper, faster).
-    """
-
-    GRANULAR = "granular"
-    FAST = "fast"
 
 
 def normalise_chunk(text: str) -> str:
@@ -120,6 +114,7 @@ class ContextualUtilization:
         item: DatasetItem,
         usage: JudgeResult | None = None,
         error_type: str | None = None,
+        error_message: str | None = None,
         failure: JudgeError | None = None,
     ) -> MetricEvaluationResult:
         score = signals.utilization_score
@@ -139,6 +134,7 @@ class ContextualUtilization:
             explanation=explanation,
             signals=signals,
             error_type=error_type,
+            error_message=error_message,
             judge_name=self._judge_name,
             judge_model=self._judge_model,
             usage=spent.usage if spent is not None else None,
@@ -180,19 +176,35 @@ class ContextualUtilization:
                 )
             ordered = validate_verdicts(judged.verdicts, len(unique))
         except JudgeError as exc:
-            _log.debug("judge %s failed: %s", self._judge_name, exc)
-            return self._error(item, exc.error_type, str(exc), exc)
+            # The message may quote the server, which may quote the query: the log gets our words only.
+            _log.debug("judge %s failed (%s)", self._judge_name, exc.error_type)
+            return self._error(item, exc.error_type, str(exc), getattr(exc, "status_code", None), exc)
         except Exception as exc:  # a judge must not take the caller down; counted as its class name
-            _log.debug("judge %s raised", self._judge_name, exc_info=True)
+            _log.debug("judge %s raised %s", self._judge_name, type(exc).__name__)
             return self._error(item, type(exc).__name__, str(exc))
         return self._score(item, unique, original, ordered, judged)
 
     def _error(
-        self, item: DatasetItem, error_type: str, message: str, failure: JudgeError | None = None
+        self,
+        item: DatasetItem,
+        error_type: str,
+        message: str,
+        status: object = None,
+        failure: JudgeError | None = None,
     ) -> MetricEvaluationResult:
+        # The explanation is exported as telemetry, so it is our own words (error type, HTTP status);
+        # what the judge or its server wrote stays in ``error_message``, which is never exported.
         signals = ContextualUtilizationResult(total_chunks=len(item.retrieved_content))
-        explanation = f"Judge {self._judge_name} failed ({error_type}): {message[:200]}"
-        return self._result(signals, explanation, item, error_type=error_type, failure=failure)
+        http = f", HTTP {status}" if isinstance(status, int) else ""
+        explanation = f"Judge {self._judge_name} failed ({error_type}{http})."
+        return self._result(
+            signals,
+            explanation,
+            item,
+            error_type=error_type,
+            error_message=message[:ERROR_MESSAGE_MAX_CHARS],
+            failure=failure,
+        )
 
     def _score(
         self,
@@ -239,6 +251,8 @@ class ContextualUtilization:
             utilization_rate=_rate(score),
             chunk_breakdown=breakdown,
             total_chunks=len(chunks),
+            distinct_chunks=len(unique),
+            relevancy_score=relevant / len(unique),
             verdicts=all_chunks,
         )
         if score is None:

@@ -8,7 +8,17 @@ from pydantic import BaseModel, Field
 
 from ..judges._base import TokenUsage
 
-__all__ = ["ChunkBreakdown", "ChunkResult", "ContextualUtilizationResult", "Label", "MetricEvaluationResult"]
+__all__ = [
+    "ERROR_MESSAGE_MAX_CHARS",
+    "ChunkBreakdown",
+    "ChunkResult",
+    "ContextualUtilizationResult",
+    "Label",
+    "MetricEvaluationResult",
+]
+
+ERROR_MESSAGE_MAX_CHARS = 500
+"""Longest ``MetricEvaluationResult.error_message`` kept, in characters."""
 
 Label = Literal["pass", "fail", "not_applicable", "error"]
 
@@ -48,6 +58,12 @@ class ContextualUtilizationResult(BaseModel):
             ``"n/a"`` when there is no score.
         chunk_breakdown: Relevant, distinct chunks only, in retrieval order.
         total_chunks: Number of retrieved chunks, duplicates included.
+        distinct_chunks: Number of distinct retrieved chunks (after whitespace normalisation): the
+            chunks the judge saw.
+        relevancy_score: ``total_relevant_chunks / distinct_chunks`` in [0, 1], the retrieval half of the
+            picture (the seed's related metric, *contextual relevancy*: the share of what was retrieved
+            that is relevant to the query). Unlike the utilization score it is defined when no chunk is
+            relevant (0.0: a retrieval problem); ``None`` when nothing was retrieved or on error.
         verdicts: One :class:`ChunkResult` per retrieved chunk, in retrieval order (empty on error).
     """
 
@@ -57,6 +73,8 @@ class ContextualUtilizationResult(BaseModel):
     utilization_rate: str = "n/a"
     chunk_breakdown: list[ChunkBreakdown] = Field(default_factory=list)
     total_chunks: int = 0
+    distinct_chunks: int = 0
+    relevancy_score: float | None = None
     verdicts: list[ChunkResult] = Field(default_factory=list)
 
 
@@ -72,6 +90,11 @@ class MetricEvaluationResult(BaseModel):
         explanation: One human-readable sentence.
         signals: The diagnostic breakdown.
         error_type: Low-cardinality error class (``error.type``) when ``label == "error"``.
+        error_message: What the judge (or its server) said about a failure, at most
+            :data:`ERROR_MESSAGE_MAX_CHARS` characters with the API key redacted by the judge. Local only:
+            ``evaluate`` writes it to its results and :meth:`pretty` shows it, but it is never exported as
+            telemetry (a server may quote the query or part of a key back); ``explanation`` holds our own
+            words (error type, HTTP status).
         judge_name / judge_model: Which judge produced the verdicts.
         usage: Judge tokens spent, if the judge reports them (also on a judge failure: what was spent
             before it).
@@ -89,6 +112,7 @@ class MetricEvaluationResult(BaseModel):
     explanation: str
     signals: ContextualUtilizationResult
     error_type: str | None = None
+    error_message: str | None = None
     judge_name: str | None = None
     judge_model: str | None = None
     usage: TokenUsage | None = None
@@ -104,6 +128,7 @@ class MetricEvaluationResult(BaseModel):
         threshold: float,
         error_type: str,
         explanation: str,
+        error_message: str | None = None,
         total_chunks: int = 0,
         judge_name: str | None = None,
         judge_model: str | None = None,
@@ -121,6 +146,7 @@ class MetricEvaluationResult(BaseModel):
             explanation=explanation,
             signals=ContextualUtilizationResult(total_chunks=total_chunks),
             error_type=error_type,
+            error_message=None if error_message is None else error_message[:ERROR_MESSAGE_MAX_CHARS],
             judge_name=judge_name,
             judge_model=judge_model,
             item_id=item_id,
@@ -136,6 +162,8 @@ class MetricEvaluationResult(BaseModel):
             f"({s.utilization_rate}); {s.total_chunks} retrieved",
             f"  {self.explanation}",
         ]
+        if self.error_message:
+            lines.append(f"  judge said: {self.error_message}")
         for chunk in s.chunk_breakdown:
             text = " ".join(chunk.chunk_text.split())
             if len(text) > max_chunk_chars:

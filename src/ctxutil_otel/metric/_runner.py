@@ -85,6 +85,7 @@ def _failed(
         metric_name=metric.name,
         threshold=metric.threshold,
         error_type=error_type,
-        explanation=f"{error_type}: {message[:300]}",
+        explanation=f"The evaluation failed ({error_type}).",
+        error_message=message,
         item_id=item_id,
     )

@@ -4,12 +4,15 @@ asyncio loop that evaluates captured interactions off the request path.
 * :class:`Evaluator`: the engine both capture paths (LangChain callbacks, span processor) share.
 * :class:`EvaluatorStats`: the accounting snapshot returned by :meth:`Evaluator.stats`.
 * :class:`EvaluationEmitter`: what the evaluator calls with each result.
+* :class:`Admission`, :data:`Outcome`, :data:`DropReason`: the accounting vocabulary (``typing.get_args``
+  lists the values).
 """
 
 from __future__ import annotations
 
+from .._accounting import Admission, DropReason, Outcome
 from ._evaluator import Evaluator
-from ._stats import DROP_REASONS, OUTCOMES, EvaluatorStats
+from ._stats import EvaluatorStats
 from ._types import EvaluationEmitter
 
-__all__ = ["DROP_REASONS", "OUTCOMES", "EvaluationEmitter", "Evaluator", "EvaluatorStats"]
+__all__ = ["Admission", "DropReason", "EvaluationEmitter", "Evaluator", "EvaluatorStats", "Outcome"]

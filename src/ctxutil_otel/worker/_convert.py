@@ -16,8 +16,8 @@ from typing import Literal
 
 from pydantic import ValidationError
 
+from .._interaction import Interaction
 from .._item import DatasetItem
-from ..capture._interaction import Interaction
 from ..metric._contextual_utilization import ContextualUtilization
 from ..metric._results import MetricEvaluationResult
 

@@ -6,10 +6,17 @@ Modelled on the OpenTelemetry SDK's ``BatchProcessor``
 daemon worker thread, ``force_flush``/``shutdown`` with deadlines, and re-initialisation in a forked
 child through ``os.register_at_fork`` holding a weak reference.
 
-Admission happens twice. ``sample()`` (at capture, before the capture path has done any work for the
-interaction) refuses what would be refused anyway: shutdown, a full queue, no rate-cap token (taken
-here, once per interaction), a spent token budget; the caller then stops capturing. ``submit()`` checks
-shutdown, the queue and reserves the token budget again, because the queue may fill in between.
+Admission is one chain (:meth:`Engine._admission`), asked twice. ``admit()`` (at capture, before the
+capture path has done any work for the interaction) refuses what would be refused anyway: not running, a
+full queue, no rate-cap token (taken here, once per interaction), a spent token budget; the caller then
+stops capturing. ``submit()`` asks the same chain again without the rate cap, reserving the token budget,
+because the queue may fill in between.
+
+Lifecycle: one :class:`Lifecycle` state. ``RUNNING`` admits; ``DRAINING`` (the Evaluator was
+garbage-collected, or ``shutdown()`` is waiting for its deadline) admits nothing and lets the dispatcher
+finish what is queued, then end; ``STOPPED`` (shutdown's deadline passed, or it finished) counts what is
+left and ends the dispatcher at once. ``DISABLED`` (``OTEL_SDK_DISABLED``) admits nothing and runs no
+thread.
 
 Exactly-once accounting: an admitted interaction is an entry with a sequence number; it lives in the
 queue, then in ``_in_flight``, and its outcome is counted by whoever removes it from there under the
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import os
 import threading
@@ -34,7 +42,8 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 
-from ..capture._interaction import Interaction
+from .._accounting import ADMITTED, Admission, DropReason, OutcomeKey, refused
+from .._interaction import Interaction
 from ..metric._contextual_utilization import ContextualUtilization
 from ..metric._results import MetricEvaluationResult
 from ..sampling import TokenBucket, TokenBudget, TraceIdRatioSampler
@@ -44,14 +53,23 @@ from ._evaluate import evaluate
 from ._stats import EvaluatorStats
 from ._tally import Tally
 from ._throttle import CpuThrottle, Sleep
-from ._types import EvaluationEmitter, Outcome, QueueEntry, outcome_of
+from ._types import EvaluationEmitter, QueueEntry, outcome_of
 
-__all__ = ["Engine"]
+__all__ = ["Engine", "Lifecycle"]
 
 _log = logging.getLogger("ctxutil_otel.worker")
 
 _LOG_INTERVAL_S = 10.0
 _JOIN_GRACE_S = 0.1
+
+
+class Lifecycle(enum.Enum):
+    """The engine's one lifecycle state (see the module docstring)."""
+
+    RUNNING = "running"
+    DRAINING = "draining"
+    STOPPED = "stopped"
+    DISABLED = "disabled"
 
 
 class Engine:
@@ -69,6 +87,7 @@ class Engine:
         rate_limit: float | None,
         token_budget: int | None,
         cpu_fraction: float | None = None,
+        disabled: bool = False,
         clock: Callable[[], float] = time.monotonic,
         cpu_clock: Callable[[], float] = time.thread_time,
         sleep: Sleep = asyncio.sleep,
@@ -83,7 +102,8 @@ class Engine:
         self._token_budget = token_budget
         self._cpu_fraction = cpu_fraction
         self._clocks = (clock, cpu_clock, sleep)  # the CPU budget's; injectable for tests
-        self._shutdown = False
+        self._state = Lifecycle.DISABLED if disabled else Lifecycle.RUNNING
+        self._shutdown_called = disabled
         self._init_state()
         if hasattr(os, "register_at_fork"):
             weak_reinit = weakref.WeakMethod(self._at_fork_reinit)
@@ -112,14 +132,16 @@ class Engine:
             if self._cpu_fraction
             else None
         )
-        self._stop = False
-        self._closing = False
+        if self._shutdown_called and self._state is not Lifecycle.DISABLED:
+            self._state = Lifecycle.STOPPED  # a fork during shutdown: the child has nothing to finish
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._dispatcher: asyncio.Task[None] | None = None
-        self._waiting = False
+        # The dispatcher waits for work: submit() wakes it (not a lifecycle state: it saves a
+        # cross-thread wake-up per submit while the dispatcher is busy anyway).
+        self._idle = False
         self._thread = threading.Thread(target=self._thread_main, name="ctxutil-evaluator", daemon=True)
-        if not self._shutdown:
+        if self._state in (Lifecycle.RUNNING, Lifecycle.DRAINING):
             self._thread.start()
 
     def _at_fork_reinit(self) -> None:
@@ -128,57 +150,40 @@ class Engine:
         self._init_state()
 
     # --- hot path -----------------------------------------------------------------------------
-    def sample(self, trace_id: int) -> bool:
-        sampled = self.in_sample(trace_id)
+    def admit(self, trace_id: int) -> Admission:
+        sampled = self.would_sample(trace_id)
         with self._lock:
             self._tally.captured += 1
             if not sampled:
-                self._tally.sampled_out += 1
-                return False
-            # Admission at capture: refuse now what submit() would refuse, so the capture path
-            # stops tracking it (a refused interaction costs the request path no capture work).
-            if self._shutdown or self._closing:
-                reason = "shutdown"
-            elif len(self._queue) >= self._max_queue_size:
-                reason = "queue_full"  # checked again at submit: the queue may fill meanwhile
-            elif self._limiter is not None and not self._limiter.try_acquire():
-                reason = "rate_limited"  # the token is taken here, once per interaction
-            elif self._budget is not None and self._budget.level() <= 0:
-                reason = "token_budget"  # reserved at submit, when the interaction is queued
-            else:
-                return True
+                self._tally.count(("sampled_out", None))
+                return refused("sampled_out")
+            # Refuse now what submit() would refuse, so the capture path stops tracking it (a refused
+            # interaction costs the request path no capture work).
+            reason, _ = self._admission(at_capture=True)
+            if reason is None:
+                return ADMITTED
             suppressed = self._refuse(reason)
         self._drop_log.log(reason, suppressed)
-        return False
+        return refused(reason)
 
-    def in_sample(self, trace_id: int) -> bool:
+    def would_sample(self, trace_id: int) -> bool:
         try:
             return self._sampler.should_sample(trace_id)
         except Exception:  # a non-int trace id from a capture bug: not sampled, still counted
             return False
 
     def submit(self, interaction: Interaction) -> bool:
-        reason: str | None = None
         suppressed: int | None = None
         wake: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
         with self._lock:
-            if self._shutdown or self._closing:
-                reason = "shutdown"
-            elif len(self._queue) >= self._max_queue_size:
-                reason = "queue_full"  # drop the NEWEST: the queued work is older and already paid for
+            reason, reserved = self._admission(at_capture=False)
+            if reason is None:
+                self._seq += 1
+                self._queue.append(QueueEntry(self._seq, interaction, reserved))
+                if self._idle and self._loop is not None and self._wake is not None:
+                    self._idle = False
+                    wake = (self._loop, self._wake)
             else:
-                reserved = None
-                if self._budget is not None:
-                    reserved = self._budget.reserve()
-                    if reserved is None:
-                        reason = "token_budget"
-                if reason is None:
-                    self._seq += 1
-                    self._queue.append(QueueEntry(self._seq, interaction, reserved))
-                    if self._waiting and self._loop is not None and self._wake is not None:
-                        self._waiting = False
-                        wake = (self._loop, self._wake)
-            if reason is not None:
                 suppressed = self._refuse(reason)
         if reason is not None:
             self._drop_log.log(reason, suppressed)
@@ -187,24 +192,39 @@ class Engine:
             _call_soon(wake[0], wake[1].set)
         return True
 
-    def _refuse(self, reason: str) -> int | None:
+    def _admission(self, *, at_capture: bool) -> tuple[DropReason | None, float | None]:
+        """Under the lock: ``(reason refused, None)`` or ``(None, judge tokens reserved)``.
+
+        At capture the rate-cap token is taken (once per interaction) and the budget only looked at;
+        at submit the rate cap is not asked again and the budget's tokens are reserved.
+        """
+        if self._state is not Lifecycle.RUNNING:
+            return ("sdk_disabled" if self._state is Lifecycle.DISABLED else "shutdown"), None
+        if len(self._queue) >= self._max_queue_size:
+            return "queue_full", None  # at submit: the NEWEST is dropped, the queued work is older
+        if at_capture and self._limiter is not None and not self._limiter.try_acquire():
+            return "rate_limited", None
+        if self._budget is None:
+            return None, None
+        if at_capture:
+            return ("token_budget" if self._budget.level() <= 0 else None), None
+        reserved = self._budget.reserve()
+        return ("token_budget" if reserved is None else None), reserved
+
+    def _refuse(self, reason: DropReason) -> int | None:
         """Under the lock: count a drop; returns what :meth:`DropLog.due` returns for its message."""
-        self._tally.drop(reason)
+        self._tally.count(("dropped", reason))
         return self._drop_log.due(reason)
 
-    def discard(self, reason: str) -> None:
-        reason = reason or "unknown"
+    def abandon(self, reason: DropReason) -> None:
         with self._lock:
-            self._tally.drop(reason)
+            self._tally.count(("dropped", reason))
 
-    def drop(self, trace_id: int, reason: str) -> None:
-        sampled = self.in_sample(trace_id)
+    def count_lost(self, trace_id: int, reason: DropReason) -> None:
+        sampled = self.would_sample(trace_id)
         with self._lock:
             self._tally.captured += 1
-            if sampled:
-                self._tally.drop(reason or "unknown")
-            else:
-                self._tally.sampled_out += 1
+            self._tally.count(("dropped", reason) if sampled else ("sampled_out", None))
 
     # --- counters -----------------------------------------------------------------------------
     def stats(self) -> EvaluatorStats:
@@ -268,7 +288,8 @@ class Engine:
             paid = False
             entry: QueueEntry | None = None
             with self._lock:
-                if self._stop:
+                state = self._state
+                if state is Lifecycle.STOPPED:
                     return
                 queued = bool(self._queue)
                 if queued and delay <= 0:
@@ -276,15 +297,15 @@ class Engine:
                     self._in_flight[entry.seq] = entry
                     if throttle is not None:
                         throttle.started()
-                elif not queued and not self._closing:
-                    self._waiting = True
+                elif not queued and state is Lifecycle.RUNNING:
+                    self._idle = True
             if entry is None:
                 semaphore.release()
                 if queued and throttle is not None:  # CPU budget spent: the work waits in the queue
                     await throttle.wait(delay)  # shutdown cancels it
                     paid = True
                     continue
-                if self._closing:  # the Evaluator was garbage-collected: drain, then end the thread
+                if state is not Lifecycle.RUNNING:  # draining and nothing queued: finish, then end
                     await asyncio.gather(*tasks, return_exceptions=True)
                     return
                 await wake.wait()
@@ -344,7 +365,7 @@ class Engine:
             else:
                 _log.debug("ctxutil evaluator: the emitter raised", exc_info=True)
 
-    def _finish(self, entry: QueueEntry, outcome: Outcome) -> None:
+    def _finish(self, entry: QueueEntry, outcome: OutcomeKey) -> None:
         with self._lock:
             if self._in_flight.pop(entry.seq, None) is None:
                 return
@@ -374,9 +395,13 @@ class Engine:
     def shutdown(self, timeout_millis: int = 30000) -> bool:
         deadline = time.monotonic() + max(0, timeout_millis) / 1000
         with self._lock:
-            if self._shutdown:
+            if self._shutdown_called:
                 return True
-            self._shutdown = True  # from now on submit() drops with reason "shutdown"
+            self._shutdown_called = True
+            self._state = Lifecycle.DRAINING  # from now on submit() drops with reason "shutdown"
+            wake = (self._loop, self._wake) if self._idle else None
+        if wake is not None and wake[0] is not None and wake[1] is not None:
+            _call_soon(wake[0], wake[1].set)  # an idle dispatcher sees the state and ends when drained
         own_thread = threading.current_thread() is self._thread
         flushed = False if own_thread else self.force_flush(int((deadline - time.monotonic()) * 1000))
         refunds: list[float] = []
@@ -392,7 +417,7 @@ class Engine:
                 self._tally.count(running.outcome or ("dropped", "shutdown"))
                 left += running.outcome is None
             self._in_flight.clear()
-            self._stop = True
+            self._state = Lifecycle.STOPPED
             self._cond.notify_all()
             loop, dispatcher = self._loop, self._dispatcher
         if self._budget is not None:
@@ -409,16 +434,18 @@ class Engine:
         return flushed and left == 0
 
     def close(self) -> None:
-        """Finish what is queued, then end the thread (the Evaluator was garbage-collected).
-        Lock-free: this may run from a garbage-collection finalizer on any thread."""
-        self._closing = True
+        """Finish what is queued, then end the thread (the Evaluator was garbage-collected): the
+        ``DRAINING`` that ``shutdown()`` also starts from, without a deadline. Lock-free: this may run
+        from a garbage-collection finalizer on any thread."""
+        if self._state is Lifecycle.RUNNING:
+            self._state = Lifecycle.DRAINING
         loop, wake = self._loop, self._wake
         if loop is not None and wake is not None:
             _call_soon(loop, wake.set)
 
     @property
     def is_shutdown(self) -> bool:
-        return self._shutdown
+        return self._shutdown_called
 
     @property
     def thread(self) -> threading.Thread:

@@ -11,7 +11,7 @@ import asyncio
 
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach, set_value
 
-from ..capture._interaction import Interaction
+from .._interaction import Interaction
 from ..metric._contextual_utilization import ContextualUtilization
 from ..metric._results import MetricEvaluationResult
 from ._convert import Rejection, error_result, to_dataset_item

@@ -10,8 +10,11 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
-from .._settings import Settings, build_emitter, build_judge
-from ..capture._interaction import Interaction
+from .._accounting import Admission, DropReason
+from .._interaction import Interaction
+from .._settings import Settings
+from ..emit._from_settings import build_emitter
+from ..judges._from_settings import build_judge
 from ..metric._contextual_utilization import ContextualUtilization
 from ._engine import Engine
 from ._stats import EvaluatorStats
@@ -28,12 +31,13 @@ class Evaluator:
     One daemon thread runs an asyncio loop with up to ``max_concurrency`` evaluations in flight, each
     under ``evaluation_timeout_s``, with OpenTelemetry instrumentation suppressed during the judge
     call. Each result goes to ``emitter.emit(interaction, result, duration_s)``. Every interaction
-    offered to :meth:`sample` ends in exactly one outcome, counted in :meth:`stats`:
+    offered to :meth:`admit` ends in exactly one outcome, counted in :meth:`stats`:
     ``sampled_out``, ``dropped`` (by reason), ``evaluated``, ``not_applicable`` or ``failed`` (by
     ``error.type``).
 
-    Use it like an OpenTelemetry span processor: ``if ev.sample(trace_id): ev.submit(interaction)``
-    on the request path (both never block and never raise), ``force_flush()`` when results must be
+    Use it like an OpenTelemetry span processor: ``if ev.admit(trace_id): ev.submit(interaction)``
+    on the request path (both never block and never raise; an admitted interaction that will not be
+    submitted is ``ev.abandon(reason)``), ``force_flush()`` when results must be
     out (tests, batch jobs), ``shutdown()`` at the end. An interpreter-exit hook calls
     ``shutdown(shutdown_timeout_s)``; it runs before the OpenTelemetry providers' own exit hooks only
     if the providers were created first (``atexit`` runs last-registered first), so create the
@@ -118,29 +122,28 @@ class Evaluator:
         atexit.register(_shutdown_at_exit)
 
     # --- request path -------------------------------------------------------------------------
-    def sample(self, trace_id: int) -> bool:
-        """Count one captured interaction and decide whether to evaluate it.
+    def admit(self, trace_id: int) -> Admission:
+        """Count one captured interaction and decide, at once, whether it will be evaluated.
 
-        Deterministic in ``trace_id`` (the 128-bit OpenTelemetry trace id as an ``int``): sampled when
-        its low 64 bits are below ``round(sample_rate * 2**64)``, the rule of OpenTelemetry's
-        ``TraceIdRatioBased``. ``False`` is counted ``sampled_out``.
+        First the trace-id ratio decision, deterministic in ``trace_id`` (the 128-bit OpenTelemetry
+        trace id as an ``int``): sampled when its low 64 bits are below ``round(sample_rate * 2**64)``,
+        the rule of OpenTelemetry's ``TraceIdRatioBased``; not sampled is counted ``sampled_out``.
+        Then admission, before the caller spends anything on capturing it: after shutdown -> dropped
+        ``shutdown``; queue at ``max_queue_size`` -> ``queue_full``; rate cap exceeded ->
+        ``rate_limited`` (the cap's token is taken here, so the cap counts interactions admitted at
+        capture); judge token budget spent -> ``token_budget``. A refusal is counted and logged at most
+        once per 10 s per reason.
 
-        A sampled interaction is then admitted or refused at once, before the caller spends anything
-        on capturing it: after shutdown -> dropped ``shutdown``; queue at ``max_queue_size`` ->
-        ``queue_full``; rate cap exceeded -> ``rate_limited`` (the cap's token is taken here, so the
-        cap counts interactions admitted at capture); judge token budget spent -> ``token_budget``.
-        A refusal is counted, logged at most once per 10 s per reason, and returns ``False``.
-
-        ``False`` means the interaction is accounted for (sampled out or dropped): capture nothing
-        more. ``True`` obliges the caller to :meth:`submit` or :meth:`discard` it exactly once.
-        Never raises.
+        Returns an :class:`~ctxutil_otel.worker.Admission`, truthy when admitted: the caller must then
+        :meth:`submit` or :meth:`abandon` the interaction exactly once. Refused (falsy, ``refused``
+        says how it was counted): the interaction is accounted for; capture nothing more. Never raises.
         """
-        return self._engine.sample(trace_id)
+        return self._engine.admit(trace_id)
 
     def submit(self, interaction: Interaction) -> bool:
-        """Queue a sampled interaction for evaluation; never blocks, never raises.
+        """Queue an admitted interaction for evaluation; never blocks, never raises.
 
-        Checked again, because the queue may have filled since :meth:`sample` admitted it: after
+        Admission is asked again, because the queue may have filled since :meth:`admit`: after
         shutdown -> dropped ``shutdown``; queue at ``max_queue_size`` -> dropped ``queue_full`` (the
         NEWEST interaction, this one, is dropped); judge token budget spent -> ``token_budget`` (its
         expected tokens are reserved here). The rate cap is not applied again. A refusal returns
@@ -150,26 +153,27 @@ class Evaluator:
             return self._engine.submit(interaction)
         except Exception:  # pragma: no cover - defensive: never raise into the application
             _log.exception("ctxutil evaluator: submit failed")
-            self._engine.discard("internal_error")
+            self._engine.abandon("internal_error")
             return False
 
-    def in_sample(self, trace_id: int) -> bool:
-        """The trace-id ratio decision of :meth:`sample` alone (no admission); counts nothing, never
-        raises. For a capture path that must decide whether to do capture work before it can count."""
-        return self._engine.in_sample(trace_id)
+    def abandon(self, reason: DropReason) -> None:
+        """Count an admitted interaction that will never be submitted as ``dropped`` with ``reason``
+        (``chain_error``, ``ttl_expired``, ``pending_full``, ``not_evaluable``, ``shutdown``, ...).
+        Never raises."""
+        self._engine.abandon(reason)
 
-    def drop(self, trace_id: int, reason: str) -> None:
-        """Count one captured interaction that is already lost (evicted from a buffer, still buffered
-        at shutdown, not evaluable) without admitting it: ``sampled_out`` when the trace-id sampler
-        would not have sampled it, else ``dropped`` with ``reason``. Takes no rate-cap token and does
-        not look at the queue or the budgets (use it instead of ``sample()`` then ``discard()``, which
-        would spend admission on it). Never raises."""
-        self._engine.drop(trace_id, reason)
+    def count_lost(self, trace_id: int, reason: DropReason) -> None:
+        """Count one captured interaction that was lost before it was admitted (evicted from a buffer,
+        still buffered at shutdown, not evaluable): ``sampled_out`` when the trace-id sampler would not
+        have sampled it, else ``dropped`` with ``reason``. Takes no rate-cap token and does not look at
+        the queue or the budgets (:meth:`admit` then :meth:`abandon` would spend admission on it).
+        Never raises."""
+        self._engine.count_lost(trace_id, reason)
 
-    def discard(self, reason: str) -> None:
-        """Count a sampled interaction that will never be submitted as ``dropped`` with ``reason``
-        (``chain_error``, ``ttl_expired``, ``pending_full``, ``not_evaluable``). Never raises."""
-        self._engine.discard(reason)
+    def would_sample(self, trace_id: int) -> bool:
+        """The trace-id ratio decision of :meth:`admit` alone; counts nothing, never raises. For a
+        capture path that must decide whether to do capture work before it can count."""
+        return self._engine.would_sample(trace_id)
 
     # --- lifecycle ----------------------------------------------------------------------------
     def force_flush(self, timeout_millis: int = 30000) -> bool:

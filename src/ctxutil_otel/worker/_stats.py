@@ -5,27 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
-__all__ = [
-    "DROP_REASONS",
-    "OUTCOMES",
-    "EvaluatorStats",
-]
+from .._accounting import OutcomeKey
 
-#: The outcomes of one captured interaction (DESIGN.md, "Accounting invariant").
-OUTCOMES = ("sampled_out", "dropped", "evaluated", "not_applicable", "failed")
-#: Drop reasons the engine and the capture paths use (``dropped`` detail, the ``reason`` attribute).
-DROP_REASONS = (
-    "rate_limited",
-    "token_budget",
-    "queue_full",
-    "shutdown",
-    "not_evaluable",
-    "chain_error",
-    "ttl_expired",
-    "pending_full",
-    "capture_error",
-)
+__all__ = ["EvaluatorStats"]
 
 
 def _frozen(mapping: Mapping[str, int]) -> Mapping[str, int]:
@@ -38,12 +22,11 @@ class EvaluatorStats:
     ``os.fork()`` that created this process).
 
     Attributes:
-        captured: Interactions offered to :meth:`Evaluator.sample`.
+        captured: Interactions offered to :meth:`Evaluator.admit` or counted by
+            :meth:`Evaluator.count_lost`.
         sampled_out: Not selected by the trace-id ratio sampler.
-        dropped: Refused or abandoned, by reason (``rate_limited``, ``token_budget``, ``queue_full``,
-            ``shutdown``, ``not_evaluable``, and the capture paths' ``chain_error``, ``ttl_expired``
-            (unfinished for ``run_ttl_s``), ``pending_full`` (the oldest held when the
-            ``max_pending_runs`` / buffered-bytes bound was full), ``capture_error``).
+        dropped: Refused or abandoned, by :data:`~ctxutil_otel.worker.DropReason` (each explained
+            there).
         evaluated: Scored (label ``pass`` or ``fail``).
         not_applicable: Judged, but no chunk was retrieved or relevant (label ``not_applicable``).
         failed: Evaluation failed, by ``error.type`` (``timeout``, ``invalid_input``, the judge's).
@@ -86,6 +69,29 @@ class EvaluatorStats:
             f"cpu_throttled={self.cpu_throttled})"
         )
 
+    @classmethod
+    def from_outcomes(cls, outcomes: Mapping[OutcomeKey, int], **fields: Any) -> EvaluatorStats:
+        """The stats whose :meth:`outcomes` are ``outcomes`` (the inverse of :meth:`outcomes`); the
+        other fields (``captured``, ``in_flight``, ...) by name."""
+        dropped: dict[str, int] = {}
+        failed: dict[str, int] = {}
+        single: dict[str, int] = {"sampled_out": 0, "evaluated": 0, "not_applicable": 0}
+        for (kind, detail), n in outcomes.items():
+            if kind == "dropped":
+                dropped[detail or "unknown"] = dropped.get(detail or "unknown", 0) + n
+            elif kind == "failed":
+                failed[detail or "unknown"] = failed.get(detail or "unknown", 0) + n
+            else:
+                single[kind] += n
+        return cls(
+            sampled_out=single["sampled_out"],
+            evaluated=single["evaluated"],
+            not_applicable=single["not_applicable"],
+            dropped=dropped,
+            failed=failed,
+            **fields,
+        )
+
     @property
     def dropped_total(self) -> int:
         return sum(self.dropped.values())
@@ -103,7 +109,7 @@ class EvaluatorStats:
 
     @property
     def pending(self) -> int:
-        """``captured - finished``: queued, in flight, or sampled and not yet submitted/discarded."""
+        """``captured - finished``: queued, in flight, or admitted and not yet submitted/abandoned."""
         return self.captured - self.finished
 
     def outcomes(self) -> dict[tuple[str, str | None], int]:

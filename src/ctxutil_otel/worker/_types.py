@@ -1,17 +1,16 @@
-"""Types shared by the worker's modules: the emitter protocol, outcomes and queue entries."""
+"""Types shared by the worker's modules: the emitter protocol, queue entries, a result's outcome."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol, TypeAlias
+from typing import Protocol
 
-from ..capture._interaction import Interaction
+from .._accounting import OutcomeKey
+from .._interaction import Interaction
 from ..metric._results import MetricEvaluationResult
 
-__all__ = ["EvaluationEmitter", "Outcome", "QueueEntry", "outcome_of"]
-
-Outcome: TypeAlias = "tuple[str, str | None]"
+__all__ = ["EvaluationEmitter", "QueueEntry", "outcome_of"]
 
 
 class EvaluationEmitter(Protocol):
@@ -34,10 +33,10 @@ class QueueEntry:
     seq: int
     interaction: Interaction
     reserved: float | None  # judge tokens reserved from the budget at admission
-    outcome: Outcome | None = None  # known once evaluated, counted when removed from _in_flight
+    outcome: OutcomeKey | None = None  # known once evaluated, counted when removed from _in_flight
 
 
-def outcome_of(result: MetricEvaluationResult) -> Outcome:
+def outcome_of(result: MetricEvaluationResult) -> OutcomeKey:
     """The accounting outcome of a metric result (label error -> failed with its error_type)."""
     if result.label == "error":
         return ("failed", result.error_type or "judge_error")

@@ -46,7 +46,8 @@ from dataclasses import dataclass, field
 
 from opentelemetry.trace import SpanContext
 
-from .._interaction import Interaction
+from ..._accounting import DropReason
+from ..._interaction import Interaction
 from .._reasons import PENDING_FULL, TTL_EXPIRED
 from ._model import Chunk, Generation, Retrieval
 
@@ -104,7 +105,7 @@ class _Trace:
 
 Pairs = list[tuple[tuple[BufferedPart, ...], BufferedPart]]
 #: Turns of evicted traces, each with its drop reason (``ttl_expired`` or ``pending_full``).
-Evicted = list[tuple[Turn, str]]
+Evicted = list[tuple[Turn, DropReason]]
 
 
 def pair(parts: Iterable[BufferedPart]) -> tuple[Pairs, list[BufferedPart]]:

@@ -15,10 +15,10 @@ Sampling and accounting (exact, per turn):
     never assembled, so they are not counted at all (not even ``sampled_out``: counting them would mean
     assembling them). Each turn assembled from a sampled trace is counted once (one ``captured``)
     by exactly one call: a turn that closes and converts to an interaction is admitted with
-    ``Evaluator.sample(trace_id)`` (which takes a rate-cap token, and may refuse it, counted
+    ``Evaluator.admit(trace_id)`` (which takes a rate-cap token, and may refuse it, counted
     ``dropped`` ``queue_full`` / ``rate_limited`` / ``token_budget`` / ``shutdown``), then
     ``submit(interaction)``; a turn that is already lost is counted with
-    ``Evaluator.drop(trace_id, reason)``, which takes no token and ignores the queue, so lost turns
+    ``Evaluator.count_lost(trace_id, reason)``, which takes no token and ignores the queue, so lost turns
     never eat the rate cap of valid ones nor hide their reason: ``not_evaluable`` (content not
     captured by the instrumentation, or unreadable: malformed/truncated attributes, no query, no
     answer); ``ttl_expired`` (the trace was buffered ``run_ttl_s`` seconds without its local root
@@ -44,6 +44,7 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, Context, get_va
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanContext
 
+from ..._accounting import DropReason
 from ...emit._names import ATTR_EVALUATION_NAME, SPAN_EVALUATION, SPAN_INTERACTION
 from ...sampling import TraceIdRatioSampler
 from .._evaluator_args import resolve_evaluator
@@ -279,7 +280,7 @@ class UtilizationSpanProcessor(SpanProcessor):
         if turns:
             self._submit(turns)
         for turn, reason in evicted:
-            self.evaluator.drop(turn.trace_id, reason)
+            self.evaluator.count_lost(turn.trace_id, reason)
         if expired:
             self._discard(expired, TTL_EXPIRED)
 
@@ -290,21 +291,21 @@ class UtilizationSpanProcessor(SpanProcessor):
 
     def _submit(self, turns: list[Turn]) -> None:
         """Convert each closed turn first, then admit only a convertible one: a not-evaluable turn is
-        already lost, so it is counted with ``drop`` and takes no rate-cap token."""
+        already lost, so it is counted with ``count_lost`` and takes no rate-cap token."""
         evaluator = self.evaluator
         for turn in turns:
             interaction = to_interaction(turn)
             if interaction is None:
-                evaluator.drop(turn.trace_id, "not_evaluable")
-            elif evaluator.sample(turn.trace_id):
+                evaluator.count_lost(turn.trace_id, "not_evaluable")
+            elif evaluator.admit(turn.trace_id):
                 evaluator.submit(interaction)
 
-    def _discard(self, turns: list[Turn], reason: str) -> None:
+    def _discard(self, turns: list[Turn], reason: DropReason) -> None:
         """Count turns that are already lost (expired, still buffered at shutdown) with ``reason``,
-        without admission: ``Evaluator.drop`` takes no rate-cap token and ignores the queue."""
+        without admission: ``Evaluator.count_lost`` takes no rate-cap token and ignores the queue."""
         evaluator = self.evaluator
         for turn in turns:
-            evaluator.drop(turn.trace_id, reason)
+            evaluator.count_lost(turn.trace_id, reason)
 
     def _on_error(self) -> None:
         self.errors += 1

@@ -1,0 +1,96 @@
+"""The accounting vocabulary: the outcome every captured interaction ends in, and why one is dropped.
+
+DESIGN.md, "Accounting invariant": every captured interaction ends in exactly one :data:`Outcome`;
+a ``dropped`` one carries a :data:`DropReason`, a ``failed`` one its ``error.type``. These are the
+values of the ``outcome`` and ``reason`` attributes of ``ctxutil.evaluations`` and the keys of
+``Evaluator.stats()``: plain strings on the wire, a closed set to the type checker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal, TypeAlias, get_args
+
+__all__ = [
+    "ADMITTED",
+    "DROP_REASONS",
+    "OUTCOMES",
+    "Admission",
+    "DropReason",
+    "Outcome",
+    "OutcomeKey",
+    "refused",
+]
+
+#: The five outcomes of one captured interaction.
+Outcome: TypeAlias = Literal["sampled_out", "dropped", "evaluated", "not_applicable", "failed"]
+
+#: Why a captured, sampled interaction was dropped (never evaluated):
+#:
+#: * ``rate_limited``: over ``max_evaluations_per_second`` (refused at admission);
+#: * ``token_budget``: the judge token budget per minute was spent;
+#: * ``queue_full``: the evaluation queue held ``max_queue_size`` interactions (the newest is dropped);
+#: * ``shutdown``: refused after shutdown, or still queued / running at its deadline, or captured and
+#:   unfinished when the capture path shut down;
+#: * ``sdk_disabled``: ``OTEL_SDK_DISABLED=true``: results could go nowhere, so nothing is evaluated;
+#: * ``not_evaluable``: no query or no answer was captured (content not recorded by the instrumentation);
+#: * ``chain_error``: the evaluated LangChain root run failed;
+#: * ``ttl_expired``: a run or trace stayed unfinished for ``run_ttl_s`` seconds (the application's runs
+#:   never end: fix that, or raise ``run_ttl_s``);
+#: * ``pending_full``: the oldest run or trace held, younger than ``run_ttl_s``, when the capture path's
+#:   bound (``max_pending_runs``, buffered bytes) was full (raise the bound);
+#: * ``capture_error``: an unexpected error of the capture path while assembling the interaction;
+#: * ``internal_error``: an unexpected error of the evaluator while queueing it.
+DropReason: TypeAlias = Literal[
+    "rate_limited",
+    "token_budget",
+    "queue_full",
+    "shutdown",
+    "sdk_disabled",
+    "not_evaluable",
+    "chain_error",
+    "ttl_expired",
+    "pending_full",
+    "capture_error",
+    "internal_error",
+]
+
+#: ``(outcome, detail)``: the drop reason, the failure's ``error.type``, or ``None`` for the others.
+OutcomeKey: TypeAlias = "tuple[Outcome, str | None]"
+
+#: Every :data:`Outcome`, in the order of the invariant.
+OUTCOMES: Final[tuple[Outcome, ...]] = get_args(Outcome)
+#: Every :data:`DropReason`.
+DROP_REASONS: Final[tuple[DropReason, ...]] = get_args(DropReason)
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """The evaluator's answer to ``Evaluator.admit(trace_id)``: truthy when admitted.
+
+    Attributes:
+        refused: ``None`` when admitted (the caller must then ``submit`` or ``abandon`` the interaction
+            exactly once); else the outcome it was counted in: ``"sampled_out"`` or the drop reason.
+    """
+
+    refused: Literal["sampled_out"] | DropReason | None = None
+
+    @property
+    def admitted(self) -> bool:
+        return self.refused is None
+
+    def __bool__(self) -> bool:
+        return self.refused is None
+
+
+#: The one admitted answer (answers are shared: admission allocates nothing).
+ADMITTED: Final = Admission()
+_REFUSED: Final[dict[str, Admission]] = {
+    "sampled_out": Admission("sampled_out"),
+    **{reason: Admission(reason) for reason in DROP_REASONS},
+}
+
+
+def refused(outcome: Literal["sampled_out"] | DropReason) -> Admission:
+    """The shared :class:`Admission` refused with ``outcome``."""
+    return _REFUSED[outcome]

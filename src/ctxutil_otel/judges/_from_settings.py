@@ -1,0 +1,41 @@
+"""The judge the settings configure (``judge``, ``judge_model``, ``judge_base_url``, ``judge_api_key``,
+``judge_response_format``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .._settings import Settings
+    from ._base import Judge
+
+__all__ = ["build_judge"]
+
+
+def build_judge(settings: Settings) -> Judge:
+    """Build the configured judge: :class:`~ctxutil_otel.judges.LexicalJudge` for ``"lexical"``, or
+    ``OpenAIJudge(model=..., base_url=..., api_key=...)`` for ``"openai"`` (only the configured values
+    are passed, so the judge's own defaults and ``OPENAI_API_KEY`` apply otherwise).
+
+    Raises:
+        ImportError: when the openai judge cannot be imported (the ``openai`` package is missing).
+    """
+    if settings.judge == "lexical":
+        from ._lexical import LexicalJudge
+
+        return LexicalJudge()
+    try:
+        from ._openai import OpenAIJudge
+    except ImportError as exc:  # pragma: no cover - openai is a core dependency
+        raise ImportError(
+            "judge='openai' needs the 'openai' package (pip install ctxutil-otel installs it)"
+        ) from exc
+    kwargs: dict[str, Any] = {}
+    if settings.judge_model is not None:
+        kwargs["model"] = settings.judge_model
+    if settings.judge_base_url is not None:
+        kwargs["base_url"] = settings.judge_base_url
+    if settings.judge_api_key is not None:
+        kwargs["api_key"] = settings.judge_api_key.get_secret_value()
+    kwargs["response_format"] = settings.judge_response_format
+    return OpenAIJudge(**kwargs)

@@ -1,0 +1,69 @@
+"""The accounting vocabulary is one closed set: the alert rules, the dashboard and the docs name only the
+outcomes and drop reasons the code has (``ctxutil_otel.worker.Outcome`` / ``DropReason``)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import get_args
+
+import pytest
+
+from ctxutil_otel.worker import Admission, DropReason, Outcome
+
+ROOT = Path(__file__).resolve().parents[1]
+OUTCOMES = set(get_args(Outcome))
+REASONS = set(get_args(DropReason))
+
+# PromQL label matchers on the two labels, plain or JSON-escaped (the dashboard): outcome="x", reason!~"a|b"
+_MATCHER = re.compile(r'\b(outcome|reason)(?:=|!=|=~|!~)\\?"([^"\\]*)\\?"')
+# Prose: `dropped`/`reason`
+_PROSE = re.compile(r"`dropped`/`([a-z_]+)`")
+# An alert runbook explains each reason as "reason: what to do".
+_RUNBOOK_ENTRY = re.compile(r"(?:^|[;>]\s*|\s)([a-z]+(?:_[a-z]+)+): ")
+
+
+def _documents() -> list[Path]:
+    found = [ROOT / "README.md", ROOT / "benchmarks" / "README.md"]
+    found += sorted((ROOT / "docs").glob("*.md"))
+    found += sorted((ROOT / "deploy").rglob("*.yaml")) + sorted((ROOT / "deploy").rglob("*.json"))
+    return [path for path in found if path.is_file()]
+
+
+def _unknown_names(text: str) -> list[str]:
+    unknown = []
+    for label, values in _MATCHER.findall(text):
+        known = OUTCOMES if label == "outcome" else REASONS
+        unknown += [f"{label}={v}" for v in values.split("|") if v and v not in known]
+    unknown += [f"reason={r}" for r in _PROSE.findall(text) if r not in REASONS]
+    return unknown
+
+
+def test_the_vocabulary_is_the_one_on_the_wire() -> None:
+    assert {"sampled_out", "dropped", "evaluated", "not_applicable", "failed"} == OUTCOMES
+    assert {"internal_error", "capture_error", "sdk_disabled", "pending_full", "ttl_expired"} <= REASONS
+    assert bool(Admission()) and not Admission("queue_full")
+
+
+def test_the_checker_finds_an_unknown_name() -> None:
+    assert _unknown_names('rate(x{outcome="droped", reason=~"queue_full|ttl_expird"}[5m])') == [
+        "outcome=droped",
+        "reason=ttl_expird",
+    ]
+    assert _unknown_names("counted `dropped`/`pending_ful`") == ["reason=pending_ful"]
+
+
+@pytest.mark.parametrize("path", _documents(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_documents_name_only_known_outcomes_and_reasons(path: Path) -> None:
+    assert _unknown_names(path.read_text(encoding="utf-8")) == []
+
+
+def test_alert_runbooks_explain_only_known_reasons() -> None:
+    text = (ROOT / "deploy" / "alerts.yaml").read_text(encoding="utf-8")
+    # the runbooks of the alerts on dropped interactions (the others explain error types)
+    alerts = [block for block in text.split("- alert:") if 'outcome="dropped"' in block]
+    runbooks = [m for block in alerts for m in re.findall(r"runbook: >-\n((?:\s{12,}.*\n)+)", block)]
+    assert runbooks, "no runbook of a drop alert found in deploy/alerts.yaml"
+    named = {name for runbook in runbooks for name in _RUNBOOK_ENTRY.findall(runbook)}
+    settings_like = {n for n in named if n.startswith("ctxutil_")}
+    assert named - settings_like <= REASONS, sorted(named - settings_like - REASONS)
