@@ -282,6 +282,9 @@ SCHEMA = {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}
         (400, {"error": {"message": "Unsupported parameter: 'max_tokens'", "param": "max_tokens"}},
          _sent(response_format=SCHEMA), "token_param"),
         (500, "upstream error", _sent(response_format=SCHEMA), None),
+        # A value too large for the model is not a refusal of the parameter (the other would fail alike).
+        (400, {"error": {"message": "max_tokens is too large: 100000. This model supports at most 16384 "
+                                    "completion tokens", "param": "max_tokens"}}, _sent(), None),
     ],
 )  # fmt: skip
 def test_what_counts_as_a_refusal(status: int, body: Any, sent: bytes, feature: str | None) -> None:

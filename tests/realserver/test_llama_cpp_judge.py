@@ -101,7 +101,9 @@ async def test_negotiation_reaches_the_schema_constrained_format_without_retryin
     llama_server: LlamaServer, make_judge: MakeJudge
 ) -> None:
     before = len(llama_server.chat_requests())
-    judge = make_judge(llama_server.base_url)
+    # What works is remembered per endpoint and model for the process: "localhost" is an endpoint no
+    # other test used, so this judge negotiates from the start whatever ran before.
+    judge = make_judge(llama_server.base_url.replace("127.0.0.1", "localhost"))
     result = await ContextualUtilization(judge=judge).execute(
         DatasetItem(query=QUERY, actual_output=ANSWER, retrieved_content=CHUNKS)
     )
@@ -139,7 +141,9 @@ async def test_token_usage_reaches_the_emitted_telemetry_through_the_worker(
     llama_server: LlamaServer, make_judge: MakeJudge
 ) -> None:
     judge = make_judge(llama_server.base_url)
-    run = await asyncio.to_thread(run_through_worker, judge, ITEMS, timeout_ms=600_000)
+    run = await asyncio.to_thread(
+        run_through_worker, judge, ITEMS, timeout_ms=600_000, evaluation_timeout_s=600, max_concurrency=1
+    )
 
     attributes = run.attributes()
     assert len(attributes) == len(ITEMS)

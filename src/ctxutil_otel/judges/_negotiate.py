@@ -70,6 +70,9 @@ TOKEN_PARAMS: tuple[TokenParam, ...] = get_args(TokenParam)
 
 _NOT_A_REFUSAL = frozenset({401, 403, 408, 409, 429})  # auth, retryable: they mean something else
 _FORMAT_WORDS = ("response_format", "response format")
+# "max_tokens is too large: 100000. This model supports at most 16384 completion tokens" (OpenAI):
+# the other parameter would be refused the same way.
+_VALUE_WORDS = ("too large", "at most", "must be less", "must be <=", "exceeds")
 _MAX_REGISTRY = 64  # (endpoint, model) pairs remembered; the oldest is forgotten beyond it
 
 # Output bound: a verdict without a reason is about 20 tokens ({"index": 12, "is_relevant": false,
@@ -154,6 +157,8 @@ def refused_feature(status: int, body: bytes, request: bytes) -> FeatureRefused 
         words = (*_FORMAT_WORDS, str(fmt.get("type", "response_format")).lower())
         if param == "response_format" or any(word in lowered for word in words):
             return FeatureRefused(status, "format", _short_message(payload, text))
+    if any(word in lowered for word in _VALUE_WORDS):  # the value is refused, not the parameter
+        return None
     for name in TOKEN_PARAMS:
         if name in sent and (param == name or name in lowered):
             return FeatureRefused(status, "token_param", _short_message(payload, text))
