@@ -8,7 +8,7 @@ that machinery and add only:
 * a **size cap on HTTP error bodies** (:data:`MAX_ERROR_BODY_BYTES`): on its last attempt the SDK
   reads a 4xx/5xx body in full before raising its status error, so a server answering an error with
   an endless body would be read without end (:func:`error_body_hook`, an httpx response hook);
-* a **lower cap on server-requested waits** (``max_retry_after``) that also refuses a wait longer
+* a **lower cap on server-requested waits** (``max_retry_after_s``) that also refuses a wait longer
   than what is left of the request's deadline: the judge fails fast with ``rate_limited`` (or
   ``http_5xx``) instead of sleeping into a timeout (:func:`retry_after_hook`, an httpx response hook);
 * a **deadline** over one chat request including every attempt and wait (:func:`within_deadline`);
@@ -170,10 +170,10 @@ def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> f
     return float(when) - (time.time() if now is None else now)
 
 
-def retry_after_hook(max_retry_after: float) -> Callable[[httpx2.Response], Awaitable[None]]:
+def retry_after_hook(max_retry_after_s: float) -> Callable[[httpx2.Response], Awaitable[None]]:
     """An httpx ``response`` event hook refusing server-requested waits the judge will not make.
 
-    On a retryable answer (408, 409, 429, 5xx) whose ``Retry-After`` exceeds ``max_retry_after``
+    On a retryable answer (408, 409, 429, 5xx) whose ``Retry-After`` exceeds ``max_retry_after_s``
     seconds, or what is left of the current request's deadline, it raises :class:`RetryAfterTooLong`.
     """
 
@@ -184,7 +184,7 @@ def retry_after_hook(max_retry_after: float) -> Callable[[httpx2.Response], Awai
         wait = parse_retry_after(response.headers)
         if wait is None:
             return
-        limit = max_retry_after
+        limit = max_retry_after_s
         deadline = _deadline.get()
         if deadline is not None:
             limit = min(limit, deadline - time.monotonic())
