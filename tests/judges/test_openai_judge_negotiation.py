@@ -226,6 +226,18 @@ async def test_a_refused_max_tokens_switches_to_max_completion_tokens_once(
     assert formats(server.requests) == ["json_schema"] * 3  # the format was not what was refused
 
 
+async def test_a_fixed_format_still_negotiates_the_limit_parameter(
+    serve: ServeFn, make_judge: MakeJudgeFn
+) -> None:
+    server = serve(refusing_token_param("max_tokens"))
+    result = await make_judge(server, response_format="json_object").judge(QUERY, ANSWER, CHUNKS)
+    assert [r.output_limit[0] if r.output_limit else None for r in server.requests] == [
+        "max_tokens",
+        "max_completion_tokens",
+    ]
+    assert formats(server.requests) == ["json_object"] * 2 and result.format_fallbacks == 0
+
+
 async def test_a_server_refusing_both_limits_fails_rather_than_run_unbounded(
     serve: ServeFn, make_judge: MakeJudgeFn
 ) -> None:

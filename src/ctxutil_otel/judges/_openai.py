@@ -412,11 +412,12 @@ class OpenAIJudge:
     def _step_down(
         self, refused: FeatureRefused, fmt: OutputFormat, param: TokenParam, usage: _Judgement
     ) -> bool:
-        """Adjust to a refusal: True when the request should be sent again."""
-        if self.response_format != "auto":
-            return False
+        """Adjust to a refusal: True when the request should be sent again. A fixed format is never
+        stepped down; the output-limit parameter is negotiated whatever the format."""
         negotiation = self._negotiation
         if refused.feature == "format":
+            if self.response_format != "auto":
+                return False
             if negotiation.step_format(fmt):
                 usage.fallbacks += 1  # counted by the judgement that took the step, once
                 _log.info(
