@@ -185,13 +185,15 @@ def error_reply(
 
 
 def _llama_cpp_refusal(fmt: str) -> Reply:
-    # llama-cpp-python's server: its request model allows response_format.type 'text' | 'json_object';
-    # the pydantic validation error is turned into a 500 by its route error handler.
+    # llama-cpp-python's server (0.3.36): its request model allows response_format.type 'text' |
+    # 'json_object'; its route error handler (llama_cpp/server/errors.py) catches FastAPI's validation
+    # error like any exception and answers 500 {"error": {message: str(exc), type, param, code}}.
     message = (
         "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be "
         f"'text' or 'json_object'\", 'input': '{fmt}', 'ctx': {{'expected': \"'text' or 'json_object'\"}}}}]"
     )
-    return Reply(status=500, body={"error": {"message": message, "type": "internal_server_error"}})
+    error = {"message": message, "type": "internal_server_error", "param": None, "code": None}
+    return Reply(status=500, body={"error": error})
 
 
 def _vllm_refusal(fmt: str) -> Reply:
