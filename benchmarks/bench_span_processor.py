@@ -37,7 +37,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.trace import SpanContext, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
-from ctxutil_otel.capture.spans import Retrieval, UtilizationSpanProcessor
+from ctxutil_otel.capture.spans import UtilizationSpanProcessor
+from ctxutil_otel.capture.spans._model import Retrieval
 from ctxutil_otel.worker import Evaluator
 
 _WARMUP = 10_000
@@ -94,7 +95,7 @@ def _busy(processor: UtilizationSpanProcessor, traces: int) -> None:
     for i in range(1, traces + 1):
         context = SpanContext(trace_id=i, span_id=i, is_remote=False, trace_flags=TraceFlags(1))
         record = Retrieval("q", None, "genai")
-        processor._buffer.add(record, context, parent_span_id=i + 1, start_ns=0, end_ns=0)
+        processor._buffer.end_span(record, context, parent_span_id=i + 1, start_ns=0, end_ns=0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     span = _ended_span(HTTP_ATTRIBUTES)
     inside = UtilizationSpanProcessor(evaluator)
     retriever = SpanContext(span.context.trace_id, span.context.span_id + 1, is_remote=False)
-    inside._buffer.add(Retrieval("q", None, "genai"), retriever, span.context.span_id + 2, 0, 0)
+    inside._buffer.end_span(Retrieval("q", None, "genai"), retriever, span.context.span_id + 2, 0, 0)
     marked = _ended_span({**HTTP_ATTRIBUTES, "gen_ai.operation.name": "chat"})
     while marked.context.trace_id & ((1 << 64) - 1) < round(0.01 * 2**64):  # make it a sampled-out trace
         marked = _ended_span({**HTTP_ATTRIBUTES, "gen_ai.operation.name": "chat"})

@@ -24,8 +24,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from ctxutil_otel.capture.spans import UtilizationSpanProcessor
 from ctxutil_otel.data import load_sample
 from ctxutil_otel.demo import build_rag_chain, replay_parts
-from ctxutil_otel.emit import Emitter, configure_telemetry, names
-from ctxutil_otel.worker import Evaluator
+from ctxutil_otel.emit import configure_telemetry, names
 
 # openinference-instrumentation-langchain 0.1.80 calls BaseMessage.text() as a method on langchain-core 1.x
 warnings.filterwarnings("ignore", message=r"Calling \.text\(\) as a method is deprecated")
@@ -46,15 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     provider = telemetry.tracer_provider
     LangChainInstrumentor().instrument(tracer_provider=provider)
 
-    # 2. The one addition: the span processor (its evaluator emits on the same providers).
-    evaluator = Evaluator(
-        emitter=Emitter(
-            tracer_provider=provider,
-            meter_provider=telemetry.meter_provider,
-            logger_provider=telemetry.logger_provider,
-        )
+    # 2. The one addition: the span processor, emitting on the same providers.
+    processor = UtilizationSpanProcessor(
+        tracer_provider=provider,
+        meter_provider=telemetry.meter_provider,
+        logger_provider=telemetry.logger_provider,
     )
-    processor = UtilizationSpanProcessor(evaluator)
     provider.add_span_processor(processor)
 
     # 3. The application runs as usual.

@@ -127,24 +127,6 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-#: Cycles known and owned elsewhere, tolerated until their fix lands (issue 14: serve's typing-only
-#: circle between the server and its protocol modules). Nothing may be added here.
-_KNOWN_CYCLES: list[frozenset[str]] = [
-    frozenset(
-        {
-            f"{PACKAGE}.serve._server",
-            f"{PACKAGE}.serve._grpc",
-            f"{PACKAGE}.serve._http",
-            f"{PACKAGE}.serve._status",
-        }
-    ),
-]
-
-
-def _tolerated(component: list[str]) -> bool:
-    return any(set(component) <= known for known in _KNOWN_CYCLES)
-
-
 def test_the_walker_sees_typing_only_and_deferred_imports() -> None:
     graph = _graph()
     # typing-only (under TYPE_CHECKING) and deferred (inside a function) imports of the capture paths
@@ -157,7 +139,7 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 
 def test_no_import_cycle_in_src() -> None:
-    cycles = [c for c in _cycles(_graph()) if not _tolerated(c)]
+    cycles = _cycles(_graph())
     assert cycles == [], "import cycles (typing-only and deferred imports included):\n" + "\n".join(
         " <-> ".join(c) for c in cycles
     )

@@ -15,9 +15,10 @@ OpenAI SDK).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._item import DatasetItem
+from ._lazy import lazy_attributes
 from ._settings import Settings, SettingsError
 from .judges import ChunkVerdict, Judge, JudgeError, JudgeResult, LexicalJudge, TokenUsage
 from .metric import (
@@ -74,13 +75,4 @@ _LAZY = {
     "EvaluatorStats": ".worker",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)

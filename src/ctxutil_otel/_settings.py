@@ -45,9 +45,10 @@ class SettingsError(ValueError):
         errors: One ``(setting, message)`` pair per problem.
     """
 
-    def __init__(self, errors: list[tuple[str, str]]) -> None:
+    def __init__(self, errors: list[tuple[str, str]], *, hint: str | None = None) -> None:
         self.errors = errors
-        super().__init__("invalid ctxutil-otel settings:\n" + "\n".join(f"  - {m}" for _, m in errors))
+        lines = "\n".join(f"  - {m}" for _, m in errors)
+        super().__init__(f"invalid ctxutil-otel settings:\n{lines}" + (f"\n{hint}" if hint else ""))
 
 
 class _OTelCaptureContentSource(PydanticBaseSettingsSource):
@@ -347,12 +348,14 @@ def env_var(name: str) -> str:
 def _settings_error(exc: ValidationError, *, explicit: set[str]) -> SettingsError:
     known = list(Settings.model_fields)
     problems: list[tuple[str, str]] = []
+    unknown = False
     for error in exc.errors(include_url=False):
         name = str(error["loc"][0]) if error["loc"] else "?"
         if error["type"] == "extra_forbidden":
             close = difflib.get_close_matches(name, known, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            problems.append((name, f"unknown setting {name!r}{hint}; known: {', '.join(known)}"))
+            problems.append((name, f"unknown setting {name!r}{hint}"))
+            unknown = True
             continue
         if name in explicit:
             origin = f"argument {name}"
@@ -362,4 +365,4 @@ def _settings_error(exc: ValidationError, *, explicit: set[str]) -> SettingsErro
             origin = f"setting {name} (default)"
         shown = "" if name in _SECRET_FIELDS else f"; got {error.get('input')!r}"
         problems.append((name, f"{origin}: {error['msg']}{shown}"))
-    return SettingsError(problems)
+    return SettingsError(problems, hint=f"known settings: {', '.join(known)}" if unknown else None)

@@ -117,13 +117,16 @@ async def test_parallel_retrievers_async_merge_in_start_order(make_rig: MakeRig)
     assert_accounted(rig)
 
 
-def test_retriever_as_root_is_captured_but_not_evaluable(make_rig: MakeRig) -> None:
+def test_retriever_as_root_is_a_standalone_retrieval_not_an_interaction(make_rig: MakeRig) -> None:
+    """A retriever run with no parent (and no run of the handler in its context) has no generation to
+    judge: not captured, not a drop; counted in ``standalone_retrievals`` (docs/capture.md)."""
     rig = make_rig()
     documents = FixedRetriever().invoke(QUESTION, config={"callbacks": [rig.handler]})
     assert len(documents) == len(CHUNKS)
     rig.flush()
     stats = rig.handler.stats()
-    assert stats.captured == 1 and dict(stats.dropped) == {"not_evaluable": 1}
+    assert (stats.captured, stats.finished) == (0, 0)
+    assert rig.handler.standalone_retrievals == 1
     assert rig.judge.calls == []
     assert_accounted(rig)
 

@@ -43,6 +43,7 @@ def test_fifty_threads_one_handler_exact_accounting(make_rig: MakeRig) -> None:
     retriever = FixedRetriever(by_query={})
     rag = rag_chain(retriever)
     failing = {"context": retriever, "question": RunnablePassthrough()} | RunnableLambda(_fail)
+    retrieve_only = RunnablePassthrough() | retriever
     plain = FakeListChatModel(responses=["no retrieval here"])
     start = threading.Barrier(THREADS)
 
@@ -58,8 +59,8 @@ def test_fifty_threads_one_handler_exact_accounting(make_rig: MakeRig) -> None:
                     with contextlib.suppress(_Failure):
                         failing.invoke(question, config={"callbacks": [handler]})
                     outcome = "chain_error"
-                elif kind == 1:  # a retriever on its own
-                    retriever.invoke(question, config={"callbacks": [handler]})
+                elif kind == 1:  # a chain that only retrieves: no answer
+                    retrieve_only.invoke(question, config={"callbacks": [handler]})
                     outcome = "not_evaluable"
                 elif kind == 2:  # no retrieval: not an interaction at all
                     plain.invoke(question, config={"callbacks": [handler]})

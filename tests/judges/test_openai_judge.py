@@ -11,7 +11,6 @@ import email.utils
 import json
 import logging
 import re
-import socket
 import time
 import traceback
 from html import escape
@@ -22,6 +21,7 @@ import pytest
 from ctxutil_otel import DatasetItem
 from ctxutil_otel.judges import JudgeError, JudgeTimeoutError, OpenAIJudge, TokenUsage, VerdictMismatchError
 from ctxutil_otel.metric import ContextualUtilization, EvaluationMode
+from tests.support.net import free_port
 from tests.support.openai_server import (
     RecordedRequest,
     Reply,
@@ -452,9 +452,7 @@ async def test_deadline_bounds_one_request_with_all_its_attempts(
 
 
 async def test_unreachable_server_is_a_connection_error() -> None:
-    with socket.socket() as sock:  # a port on which nothing listens once the socket is closed
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # nothing listens on it
     judge = OpenAIJudge(base_url=f"http://127.0.0.1:{port}/v1", api_key=API_KEY, max_retries=1)
     try:
         with pytest.raises(JudgeError) as info:

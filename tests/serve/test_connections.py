@@ -10,8 +10,12 @@ client socket timeouts (10 s), never timed assertions.
 
 from __future__ import annotations
 
+import fcntl
 import select
 import socket
+import struct
+import termios
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 
@@ -29,6 +33,31 @@ def _idle_connections(served: Served, count: int) -> Iterator[list[socket.socket
     server to close it (its slot is released by then)."""
     with ExitStack() as stack:
         sockets = [stack.enter_context(connect(served)) for _ in range(count)]
+        yield sockets
+        for sock in sockets:
+            sock.shutdown(socket.SHUT_WR)
+            read_until_closed(sock)
+
+
+def until_acknowledged(sock: socket.socket) -> None:
+    """Wait until the server's kernel has acknowledged every byte sent (the client's unacknowledged send
+    queue, TIOCOUTQ, is empty): the bytes are then readable on the server's socket. Polls that kernel
+    condition; a bound of 10 s, never a delay standing in for it."""
+    deadline = time.monotonic() + 10
+    while struct.unpack("i", fcntl.ioctl(sock, termios.TIOCOUTQ, b"\0\0\0\0"))[0] > 0:
+        assert time.monotonic() < deadline, "the server never acknowledged the bytes"
+        select.select([], [], [], 0.001)
+
+
+@contextmanager
+def _busy_connections(served: Served, count: int) -> Iterator[list[socket.socket]]:
+    """``count`` connections that have sent part of a request line (not idle: never evicted); on exit
+    the client closes each and waits for the server to close it."""
+    with ExitStack() as stack:
+        sockets = [stack.enter_context(connect(served)) for _ in range(count)]
+        for sock in sockets:
+            sock.sendall(b"POST /v1/tra")
+            until_acknowledged(sock)
         yield sockets
         for sock in sockets:
             sock.shutdown(socket.SHUT_WR)
@@ -72,11 +101,9 @@ def test_reserved_slot_refuses_exports_with_a_retryable_503(
         assert "reserved for health probes" in status.message
         info = error_details_pb2.RetryInfo()
         assert status.details[0].Unpack(info) and info.retry_delay.seconds == 3
-        with ExitStack() as reserved:  # both reserved slots taken too: the next connection is refused
-            for _ in range(HEALTH_RESERVED_CONNECTIONS):
-                reserved.enter_context(connect(served))
-            with connect(served) as refused:
-                assert read_until_closed(refused) == b""
+    # Every slot mid-request, none idle: the next connection is refused at accept.
+    with _busy_connections(served, 2 + HEALTH_RESERVED_CONNECTIONS), connect(served) as refused:
+        assert read_until_closed(refused) == b""
     assert served.receiver.stats().requests["refused_connection"] == 2  # the 503 and the closed one
     assert served.evaluator.stats().captured == 0  # the refused export never reached the processor
     assert_alive(served, rag_trace)
@@ -135,3 +162,53 @@ def test_the_body_has_its_own_deadline(make_served: Callable[..., Served], rag_t
         assert sock.recv(65536).startswith(b"HTTP/1.1 200")
     assert served.receiver.stats().requests == {"ok": 1}
     assert served.evaluator.stats().captured == 1
+
+
+def test_idle_connections_in_every_slot_never_starve_probes_or_senders(
+    make_served: Callable[..., Served], rag_trace: RagTrace
+) -> None:
+    # Issue 10 item 4: idle connections re-opened faster than the header deadline held the reserved slots
+    # too, and 0 of 30 probes were answered. A newcomer now takes the slot of the oldest idle connection.
+    served = make_served(max_connections=2, header_timeout_s=30.0)
+    payload = rag_trace.request_bytes()
+    with _idle_connections(served, 2 + HEALTH_RESERVED_CONNECTIONS) as idle:
+        for _ in range(5):  # as kubelet probes: one request, Connection: close
+            head, body = _exchange(served, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200") and body == b"ok\n"
+            idle.append(connect(served))  # the attacker re-opens one; it is the newest, not evicted first
+        export = EXPORT_HEADERS.replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n")
+        head, body = _exchange(served, export.format(length=len(payload)).encode() + payload)
+        assert head.startswith(b"HTTP/1.1 200")  # took an ordinary slot from an idle connection
+        for sock in idle[:4]:  # the oldest idle ones were closed without an answer
+            assert read_until_closed(sock) == b""
+    requests = served.receiver.stats().requests
+    assert requests == {"ok": 1}  # probes are not counted; evicted idle connections neither (no request)
+    assert served.evaluator.stats().captured == 1
+
+
+def _probe_on(sock: socket.socket) -> bytes:
+    """``GET /healthz`` on an open keep-alive connection; the whole answer (head and body may arrive
+    apart)."""
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    answer = b""
+    while not answer.endswith(b"\r\n\r\nok\n"):
+        chunk = sock.recv(65536)
+        assert chunk, f"closed before the whole answer arrived: {answer!r}"
+        answer += chunk
+    return answer
+
+
+def test_eviction_spares_keep_alive_senders_while_unused_connections_are_idle(
+    make_served: Callable[..., Served],
+) -> None:
+    # The soak: bursts of idle connections evicted well-behaved keep-alive senders between two exports
+    # (BrokenPipe on their next request). Connections that never completed a request go first.
+    served = make_served(max_connections=1, header_timeout_s=30.0)
+    probe = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    with connect(served) as keep_alive:  # the ordinary slot, kept alive after one request
+        assert _probe_on(keep_alive).startswith(b"HTTP/1.1 200")
+        with _idle_connections(served, HEALTH_RESERVED_CONNECTIONS) as unused:  # the reserved slots
+            head, body = _exchange(served, probe)
+            assert head.startswith(b"HTTP/1.1 200") and body == b"ok\n"
+            assert read_until_closed(unused[0]) == b""  # the oldest unused one made room
+            assert _probe_on(keep_alive).startswith(b"HTTP/1.1 200")  # the keep-alive sender was spared

@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, TraceFlags, set_span_in_context
 from opentelemetry.trace.status import Status, StatusCode
 
-from ctxutil_otel.serve import attributes_from, convert_request
+from ctxutil_otel.serve._convert import attributes_from, convert_request
 
 
 def _record() -> list[ReadableSpan]:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from ctxutil_otel.serve import HEALTH_RESERVED_CONNECTIONS
 
 from .conftest import EXPORT_HEADERS, RagTrace, Served, connect, read_until_closed
+from .test_connections import until_acknowledged
 from .test_errors import assert_alive
 
 
@@ -70,6 +71,9 @@ def test_connections_are_bounded(make_served: Callable[..., Served], rag_trace: 
     try:
         held[0].sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # an ordinary slot: kept alive
         assert held[0].recv(65536).startswith(b"HTTP/1.1 200")
+        for sock in held:  # each mid-request (an idle one would give its slot to the newcomer)
+            sock.sendall(b"POST /v1/tra")
+            until_acknowledged(sock)
         with connect(served) as fifth:
             assert read_until_closed(fifth) == b""  # closed at accept, no thread spent on it
         assert served.receiver.stats().requests["refused_connection"] == 1

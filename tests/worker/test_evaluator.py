@@ -13,8 +13,10 @@ from ctxutil_otel import DatasetItem
 from ctxutil_otel.judges import LexicalJudge
 from ctxutil_otel.metric import ContextualUtilization
 from ctxutil_otel.worker import Evaluator
+from tests.support.accounting import assert_accounted
+from tests.support.doubles import RecordingEmitter
 
-from .conftest import GateJudge, MakeEvaluator, RecordingEmitter, UsageJudge, assert_accounted, interaction
+from .conftest import GateJudge, MakeEvaluator, UsageJudge, interaction
 
 
 async def test_evaluates_like_the_metric_and_hands_results_to_the_emitter(

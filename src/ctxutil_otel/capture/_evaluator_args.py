@@ -17,6 +17,9 @@ __all__ = ["CAPTURE_SETTINGS", "resolve_evaluator"]
 
 #: The settings a capture component reads itself (its buffer bounds); all others configure the Evaluator.
 CAPTURE_SETTINGS: Final = frozenset({"run_ttl_s", "max_pending_runs"})
+#: Where results go: passed to the Evaluator a capture component builds (as OpenTelemetry
+#: instrumentations take them), never settings.
+PROVIDERS: Final = ("tracer_provider", "meter_provider", "logger_provider")
 
 
 def resolve_evaluator(
@@ -25,22 +28,25 @@ def resolve_evaluator(
     """``(evaluator, settings)`` for a capture component called ``owner`` (e.g. ``"the handler"``).
 
     Without ``evaluator``: a new Evaluator on ``Settings(**settings_overrides)`` (explicit overrides >
-    CTXUTIL_* environment > defaults). With one: that evaluator, and its ``settings`` (or the defaults
-    when it has none) with ``settings_overrides`` applied, which may then only name
-    :data:`CAPTURE_SETTINGS`.
+    CTXUTIL_* environment > defaults) emitting to the :data:`PROVIDERS` named in ``settings_overrides``
+    (``tracer_provider=``, ``meter_provider=``, ``logger_provider=``; the global ones when absent,
+    resolved when first used). With one: that evaluator, and its ``settings`` (or the defaults when it
+    has none) with ``settings_overrides`` applied, which may then only name :data:`CAPTURE_SETTINGS`.
 
     Raises:
         ctxutil_otel._settings.SettingsError: (a ``ValueError``) for an unknown setting or an invalid
             value, naming it.
-        TypeError: for evaluator settings passed together with an explicit ``evaluator``.
+        TypeError: for evaluator settings or providers passed together with an explicit ``evaluator``.
     """
     from .._settings import Settings
 
     if evaluator is None:
         from ..worker._evaluator import Evaluator
 
-        settings = Settings(**settings_overrides)
-        return Evaluator(settings=settings), settings
+        overrides = dict(settings_overrides)
+        providers = {name: overrides.pop(name) for name in PROVIDERS if name in overrides}
+        settings = Settings(**overrides)
+        return Evaluator(settings=settings, **providers), settings
     misplaced = sorted(set(settings_overrides) - CAPTURE_SETTINGS)
     if misplaced:
         raise TypeError(

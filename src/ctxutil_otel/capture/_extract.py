@@ -33,6 +33,7 @@ __all__ = [
     "answer_from_output",
     "answer_from_tokens",
     "documents_from_output",
+    "documents_of",
     "interaction_of",
     "merge_documents",
     "query_from_inputs",
@@ -161,6 +162,14 @@ def _is_document(value: object) -> bool:
     return isinstance(getattr(value, "page_content", None), str)
 
 
+def documents_of(output: object) -> list[object] | None:
+    """``output`` when it is a non-empty ``list`` made entirely of LangChain ``Document`` s (what a
+    retriever, reranker or filter step returns), else ``None``. Cheap on other outputs: one type check."""
+    if type(output) is not list or not output:
+        return None
+    return output if all(_is_document(item) for item in output) else None
+
+
 def documents_from_output(outputs: object) -> list[object] | None:
     """LangChain ``Document`` objects a root output carries (``RetrievalQA(return_source_documents=True)``,
     a LangGraph state with ``documents`` / ``context``), or ``None``. Only lists made entirely of
@@ -209,8 +218,6 @@ def _answer(root: RootRun, outputs: object, on_error: OnError) -> str | None:
         text = _safe(on_error, answer_from_tokens, root.llm_tokens or None)
         if text:
             return text
-    if root.is_retriever:
-        return None  # a retriever's output is its documents, never an answer
     text = _safe(on_error, answer_from_output, outputs)
     if text is not None:
         return text

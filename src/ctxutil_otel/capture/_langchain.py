@@ -1,40 +1,40 @@
 """``UtilizationCallbackHandler``: capture RAG interactions from LangChain callbacks.
 
-One interaction per ROOT run (the run whose ``parent_run_id`` is ``None``): the query from the
-root's inputs (else the first retriever's query), the documents of every retriever run under the root
-merged in retriever START order (deterministic, whatever order they end in), the answer from the last
-LLM / chat model run that ended under the root (else its streamed tokens, else the root's output). It
-is submitted to the :class:`~ctxutil_otel.worker.Evaluator` when the root run ends.
+One interaction per ROOT run (a run with no parent, and no run of this handler in the LangChain context
+it started in): the query from the root's inputs (else the inputs reported with its end, else the first
+retriever's query), the documents of the OUTERMOST retrieval steps under the root in start order (a
+retriever inside a retriever, or under a chain step that returns a list of documents, is part of that
+step), the answer from the last answer-model run that ended under the root (a model run inside a
+retrieval is part of it; else its streamed tokens, else the root's output). It is submitted to the
+:class:`~ctxutil_otel.worker.Evaluator` when the root run ends. docs/capture.md gives the rules with the
+shapes they cover.
 
 When is an interaction *captured* (``Evaluator.admit`` is called, which counts it)?
-    At the first ``on_retriever_start`` under a root: only then is the root known to be a RAG
-    interaction. Roots that never retrieve (a plain LLM call, a chain without a retriever) are never
-    counted and their state is dropped silently at their end; a root LLM run is not even tracked.
-    (Exception: a root with no retriever run whose *output* carries ``Document`` objects, like
-    ``RetrievalQA(return_source_documents=True, callbacks=[handler])`` where the handler sees only the
-    root, is captured at its end.)
+    At the first retrieval under a root: only then is the root known to be a RAG interaction. Roots that
+    never retrieve are not counted (a root model run is not even tracked); a root *retriever* run is a
+    standalone retrieval with no generation, counted only in :attr:`standalone_retrievals`. Exceptions:
+    a root whose *output* carries ``Document`` objects (``RetrievalQA(return_source_documents=True,
+    callbacks=[handler])``, where the handler sees only the root) is captured at its end; a root evicted
+    or still running at shutdown is counted whether or not it retrieved.
 
-Every captured interaction then ends in exactly one outcome of the Evaluator's accounting:
+Every captured interaction then ends in exactly one outcome (see ``_root_accounting.RootAccounting``):
     * ``sampled_out``, or dropped ``rate_limited`` / ``queue_full`` / ``token_budget`` / ``shutdown``:
-      ``admit()`` said no (the evaluator refuses at capture what it could not take anyway); the
-      root's state is freed at once and every later callback of that root costs one lock-free
-      ``dict`` lookup that misses, so a saturated evaluator costs the chain no capture work;
-    * ``submit()`` at the root's end (the Evaluator counts evaluated / not_applicable / failed or its
-      own drops: queue_full when the queue filled meanwhile, token_budget, shutdown);
-    * ``abandon("not_evaluable")``: the root ended without a query or without any answer (no LLM
-      run and no text output), e.g. a retriever invoked on its own as the root run;
-    * ``abandon("chain_error")``: the root run failed (``on_chain_error`` / ``on_retriever_error`` /
-      ``on_tool_error`` on the root);
-    * ``abandon("ttl_expired")``: the root never ended within ``run_ttl_s`` (raise it, or find why
-      the application's runs never end);
-    * ``abandon("pending_full")``: the root, younger than ``run_ttl_s``, was the oldest when more than
-      ``max_pending_runs`` runs were tracked (more concurrent runs than the bound: raise it);
-    * ``abandon("capture_error")``: an unexpected error in this handler while finishing the root.
+      ``admit()`` said no; the root's state is freed at once and its later callbacks cost one lock-free
+      ``dict`` lookup that misses;
+    * ``submit()`` at the root's end (the Evaluator counts evaluated / not_applicable / failed or its own
+      drops);
+    * ``not_evaluable``: the root ended without a query or without any answer;
+    * ``chain_error``: the root run failed, or ended while its answer model was still running (a stream
+      the consumer abandoned: sync and async agree);
+    * ``ttl_expired`` / ``pending_full``: evicted (unfinished for ``run_ttl_s`` / the oldest when more than
+      ``max_pending_runs`` runs were tracked), before or after its first retrieval; ``shutdown``: still
+      running at :meth:`UtilizationCallbackHandler.shutdown`;
+    * ``capture_error``: an unexpected error in this handler while finishing the root.
 
 Hot path: ``run_inline = True`` (the async callback manager calls the handler on the event loop, in
-order, instead of hopping to a thread pool per event; each callback is a few dict operations and
-never blocks); ``raise_error = False`` and every callback body is wrapped (an error is logged once per
-callback at debug level and counted in :attr:`UtilizationCallbackHandler.callback_errors`).
+order, instead of hopping to a thread pool per event; each callback is a few dict operations and never
+blocks); ``raise_error = False`` and every callback runs under one guard (``_guard.py``: an error is
+logged once per callback at debug level and counted in :attr:`callback_errors`).
 ``on_chat_model_start`` is implemented so LangChain never falls back to stringifying messages.
 
 Trace: when an OpenTelemetry span is active at the root's start its trace id is the sampling key and
@@ -43,13 +43,14 @@ UUID4, whose low 64 bits hold fixed version/variant bits and would skew the trac
 and the parent is ``None`` (the emitter opens a root span ``rag.interaction`` from the start/end times).
 
 Scope: attach the handler to the outermost runnable (``config={"callbacks": [handler]}``,
-``chain.with_config(callbacks=[handler])`` or a legacy chain's ``callbacks=``). A handler attached only
-to an inner runnable sees runs whose parent it never saw; they are ignored.
+``chain.with_config(callbacks=[handler])`` or a legacy chain's ``callbacks=``). Handing it explicitly to
+an inner runnable as well (a LangGraph node's retriever, a tool's) is fine: such runs are attached to
+the run they started in. A handler attached only to an inner runnable sees runs whose parent it never
+saw; they are ignored.
 """
 
 from __future__ import annotations
 
-import logging
 import random
 import threading
 import time
@@ -58,21 +59,24 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
+
+# The config of the runnable running now: the context LangGraph nodes, tools and fallbacks run in.
+from langchain_core.runnables.config import var_child_runnable_config as _running_config
 from opentelemetry import trace
 
+from .._fork import reinit_after_fork
 from . import _extract
 from ._evaluator_args import resolve_evaluator
-from ._runs import SAMPLED, UNDECIDED, Evicted, RootRun, RunTable
+from ._guard import ErrorCounter, on_tracked_run, stop_on_exception
+from ._root_accounting import RootAccounting
+from ._runs import Evicted, RootRun, RunTable
 
 if TYPE_CHECKING:
-    from .._accounting import DropReason
     from .._settings import Settings
     from ..worker._evaluator import Evaluator
     from ..worker._stats import EvaluatorStats
 
 __all__ = ["UtilizationCallbackHandler"]
-
-_log = logging.getLogger("ctxutil_otel.capture")
 
 
 def _new_trace_id() -> int:
@@ -90,7 +94,9 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
             builds one from :class:`~ctxutil_otel._settings.Settings` (``settings_overrides`` >
             ``CTXUTIL_*`` environment > defaults); the handler then owns it.
         clock: Monotonic clock in seconds for the run TTL (default ``time.monotonic``; for tests).
-        **settings_overrides: Settings by name (``sample_rate=0.1``, ``run_ttl_s=60``, ...). With an
+        **settings_overrides: ``tracer_provider=``, ``meter_provider=``, ``logger_provider=``: where the
+            results go (default: the global providers, resolved when first used), and settings by name
+            (``sample_rate=0.1``, ``run_ttl_s=60``, ...). With an
             explicit ``evaluator`` only the capture settings ``run_ttl_s`` and ``max_pending_runs``
             are accepted (the others configure the evaluator).
 
@@ -119,8 +125,16 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
             max_pending_runs=settings.max_pending_runs,
             clock=clock or time.monotonic,
         )
-        self._errors: dict[str, int] = {}
-        self._errors_lock = threading.Lock()
+        self._errors = ErrorCounter()
+        self._outcomes = RootAccounting(evaluator, self._errors)
+        self._root_of = self._runs.root_of
+        self._standalone = 0
+        self._standalone_lock = threading.Lock()
+        reinit_after_fork(self._new_lock)
+
+    def _new_lock(self) -> None:
+        """A fresh lock in a forked child (see :mod:`ctxutil_otel._fork`)."""
+        self._standalone_lock = threading.Lock()
 
     # --- what the handler listens to ------------------------------------------------------------
 
@@ -139,17 +153,14 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         (delegates to the evaluator). Runs still in progress are not affected."""
         return self.evaluator.force_flush(timeout_millis)
 
-    def shutdown(self, timeout_millis: int = 30000) -> bool:
-        """Stop capturing and shut the evaluator down within ``timeout_millis`` milliseconds.
+    def shutdown(self, timeout_millis: int | None = None) -> bool:
+        """Stop capturing and shut the evaluator down within ``timeout_millis`` milliseconds (default:
+        the evaluator's ``shutdown_timeout_s`` setting).
 
-        Runs still in progress are dropped: each captured (sampled) one is counted ``dropped``
-        ``shutdown`` and their later callbacks are ignored. Returns ``True`` when no captured run was
-        in progress and the evaluator finished everything in time."""
-        left = 0
-        for root in self._runs.drain():
-            if root.decision == SAMPLED:
-                self.evaluator.abandon("shutdown")
-                left += 1
+        Root runs still in progress are counted dropped ``shutdown`` (one that had not retrieved yet
+        too, or ``sampled_out`` outside the sample) and their later callbacks are ignored. Returns
+        ``True`` when no root run was in progress and the evaluator finished everything in time."""
+        left = self._outcomes.lost((root, "shutdown") for root in self._runs.drain())
         return self.evaluator.shutdown(timeout_millis) and left == 0
 
     def stats(self) -> EvaluatorStats:
@@ -166,11 +177,19 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
     @property
     def callback_errors(self) -> dict[str, int]:
         """Unexpected errors inside this handler's callbacks, by callback name (a copy)."""
-        with self._errors_lock:
-            return dict(self._errors)
+        return self._errors.snapshot()
+
+    @property
+    def standalone_retrievals(self) -> int:
+        """Retriever runs seen as roots (no parent run, and no run of this handler in their context):
+        retrievals without a generation, which are not RAG interactions and are not counted in
+        :meth:`stats`. Growing while ``captured`` does not: the handler is attached to a retriever but
+        not to the chain or graph around it."""
+        return self._standalone
 
     # --- chains and tools ----------------------------------------------------------------------
 
+    @stop_on_exception
     def on_chain_start(
         self,
         serialized: dict[str, Any] | None,
@@ -180,33 +199,35 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        try:
-            if parent_run_id is None:
-                self._start_root(run_id, inputs, is_retriever=False)
-            else:
-                self._start_child(run_id, parent_run_id)
-        except Exception as exc:
-            self._failed("on_chain_start", exc)
+        self._start(run_id, parent_run_id, inputs)
 
+    @on_tracked_run
     def on_chain_end(
-        self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+        self, root: RootRun, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
-        root = self._runs.root_of(run_id)
-        if root is None:
-            return
-        try:
-            if root.run_id == run_id:
-                self._finish_root(root, outputs, kwargs.get("inputs"))
-            else:
-                self._runs.end_child(run_id, root)
-        except Exception as exc:
-            self._failed("on_chain_end", exc)
+        if root.run_id == run_id:
+            if self._runs.finish_root(root):
+                self._outcomes.finished(root, outputs, kwargs.get("inputs"))
+        else:
+            documents = _extract.documents_of(outputs) if root.lineage else None
+            self._runs.end_child(run_id, root, documents)
 
+    @on_tracked_run
     def on_chain_error(
-        self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+        self,
+        root: RootRun,
+        error: BaseException,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
     ) -> None:
-        self._end_with_error("on_chain_error", run_id)
+        if root.run_id != run_id:
+            self._runs.fail_child(run_id, root)  # the root may still recover (fallbacks, retries)
+        elif self._runs.finish_root(root):
+            self._outcomes.failed(root)
 
+    @stop_on_exception
     def on_tool_start(
         self,
         serialized: dict[str, Any] | None,
@@ -218,13 +239,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         # Tools matter as parents: an agent's retriever tool runs its retriever under the tool run.
-        try:
-            if parent_run_id is None:
-                self._start_root(run_id, inputs if inputs is not None else input_str, is_retriever=False)
-            else:
-                self._start_child(run_id, parent_run_id)
-        except Exception as exc:
-            self._failed("on_tool_start", exc)
+        self._start(run_id, parent_run_id, inputs if inputs is not None else input_str)
 
     def on_tool_end(
         self, output: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
@@ -234,10 +249,11 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
     def on_tool_error(
         self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
-        self._end_with_error("on_tool_error", run_id)
+        self.on_chain_error(error, run_id=run_id, parent_run_id=parent_run_id)
 
     # --- retrievers ------------------------------------------------------------------------------
 
+    @stop_on_exception
     def on_retriever_start(
         self,
         serialized: dict[str, Any] | None,
@@ -247,40 +263,35 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        try:
-            if parent_run_id is None:
-                root = self._start_root(run_id, query, is_retriever=True)
-            else:
-                found = self._runs.root_of(parent_run_id)
-                if found is None:
-                    return
-                root = found
-            evicted = self._runs.add_retrieval(run_id, root, query, self._sample)
-            if evicted:
-                self._account_evicted(evicted)
-        except Exception as exc:
-            self._failed("on_retriever_start", exc)
-
-    def on_retriever_end(
-        self, documents: Sequence[Any], *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
-    ) -> None:
-        root = self._runs.root_of(run_id)
-        if root is None:
+        enclosing = self._enclosing(parent_run_id)
+        if enclosing is None:  # a root retriever run: a standalone retrieval
+            with self._standalone_lock:
+                self._standalone += 1
             return
-        try:
-            self._runs.end_retrieval(run_id, root, documents)
-            if root.run_id == run_id:
-                self._finish_root(root, None, None)
-        except Exception as exc:
-            self._failed("on_retriever_end", exc)
+        root = self._runs.root_of(enclosing)
+        if root is not None:
+            self._account(self._runs.add_retrieval(run_id, enclosing.int, root, query, self._outcomes.sample))
+
+    @on_tracked_run
+    def on_retriever_end(
+        self,
+        root: RootRun,
+        documents: Sequence[Any],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._runs.end_retrieval(run_id, root, documents)
 
     def on_retriever_error(
         self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
-        self._end_with_error("on_retriever_error", run_id)
+        self.on_chain_error(error, run_id=run_id, parent_run_id=parent_run_id)
 
     # --- LLMs and chat models ----------------------------------------------------------------------
 
+    @stop_on_exception
     def on_llm_start(
         self,
         serialized: dict[str, Any] | None,
@@ -290,13 +301,9 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        if parent_run_id is None:
-            return  # a root LLM run retrieves nothing: not a RAG interaction, never tracked
-        try:
-            self._start_child(run_id, parent_run_id)
-        except Exception as exc:
-            self._failed("on_llm_start", exc)
+        self._start_llm(run_id, parent_run_id)
 
+    @stop_on_exception
     def on_chat_model_start(
         self,
         serialized: dict[str, Any] | None,
@@ -306,15 +313,12 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        if parent_run_id is None:
-            return
-        try:
-            self._start_child(run_id, parent_run_id)
-        except Exception as exc:
-            self._failed("on_chat_model_start", exc)
+        self._start_llm(run_id, parent_run_id)
 
+    @on_tracked_run
     def on_llm_new_token(
         self,
+        root: RootRun,
         token: Any,
         *,
         chunk: Any = None,
@@ -322,39 +326,63 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        root = self._runs.root_of(run_id)
-        if root is None:
-            return
-        try:
-            self._runs.add_token(run_id, root, token)
-        except Exception as exc:
-            self._failed("on_llm_new_token", exc)
+        self._runs.add_token(run_id, root, token)
 
+    @on_tracked_run
     def on_llm_end(
-        self, response: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+        self, root: RootRun, response: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
-        root = self._runs.root_of(run_id)
-        if root is None:
-            return
-        try:
-            self._runs.end_llm(run_id, root, response)
-        except Exception as exc:
-            self._failed("on_llm_end", exc)
+        self._runs.end_llm(run_id, root, response)
 
+    @on_tracked_run
     def on_llm_error(
-        self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+        self,
+        root: RootRun,
+        error: BaseException,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
     ) -> None:
-        root = self._runs.root_of(run_id)
-        if root is None:
-            return
-        try:
-            self._runs.end_child(run_id, root)
-        except Exception as exc:
-            self._failed("on_llm_error", exc)
+        self._runs.fail_child(run_id, root)
 
     # --- internals ---------------------------------------------------------------------------
 
-    def _start_root(self, run_id: UUID, inputs: object, *, is_retriever: bool) -> RootRun:
+    def _enclosing(self, parent_run_id: UUID | None) -> UUID | None:
+        """The run a new run belongs under, or ``None`` when the new run is a root for this handler.
+
+        A run reported without a parent belongs under the run whose context it started in, when that
+        run was reported to this handler: LangChain keeps the running runnable's config in a context
+        variable (LangGraph nodes, tools and ``with_fallbacks`` attempts run in it); its callback
+        manager's ``parent_run_id`` is that run, and its handlers say whether this handler saw it. A
+        handler handed explicitly to the inner runnable (``config={"callbacks": [handler]}``) starts a
+        callback manager without a parent. The enclosing run may no longer be tracked (unsampled,
+        refused or evicted: already accounted for); the caller then ignores the new run."""
+        if parent_run_id is not None:
+            return parent_run_id
+        config = _running_config.get()
+        if not config:
+            return None
+        manager = config.get("callbacks")
+        run_id = getattr(manager, "parent_run_id", None)
+        if isinstance(run_id, UUID) and self in getattr(manager, "handlers", ()):
+            return run_id
+        return None
+
+    def _start(self, run_id: UUID, parent_run_id: UUID | None, inputs: object) -> None:
+        enclosing = self._enclosing(parent_run_id)
+        if enclosing is None:
+            self._start_root(run_id, inputs)
+        elif (root := self._runs.root_of(enclosing)) is not None:
+            self._account(self._runs.add_child(run_id, enclosing.int, root))
+
+    def _start_llm(self, run_id: UUID, parent_run_id: UUID | None) -> None:
+        # A root model run (no parent, none in its context) retrieves nothing: never tracked.
+        enclosing = self._enclosing(parent_run_id)
+        if enclosing is not None and (root := self._runs.root_of(enclosing)) is not None:
+            self._account(self._runs.add_child(run_id, enclosing.int, root, llm=True))
+
+    def _start_root(self, run_id: UUID, inputs: object) -> None:
         context = trace.get_current_span().get_span_context()
         if context.is_valid:
             trace_id, parent = context.trace_id, context
@@ -367,85 +395,12 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
             start_time_ns=time.time_ns(),
             started_at=self._runs.now(),
             inputs=inputs,
-            is_retriever=is_retriever,
         )
-        root, evicted = self._runs.start_root(root)
+        self._account(self._runs.start_root(root)[1])
+
+    def _account(self, evicted: Evicted) -> None:
         if evicted:
-            self._account_evicted(evicted)
-        return root
-
-    def _start_child(self, run_id: UUID, parent_run_id: UUID) -> None:
-        root = self._runs.root_of(parent_run_id)
-        if root is None:
-            return
-        evicted = self._runs.add_child(run_id, root)
-        if evicted:
-            self._account_evicted(evicted)
-
-    def _sample(self, trace_id: int) -> bool:
-        try:
-            return bool(self.evaluator.admit(trace_id))
-        except Exception as exc:  # contract: never raises; if it does, the root is not captured
-            self._failed("sample", exc)
-            return False
-
-    def _end_with_error(self, callback: str, run_id: UUID) -> None:
-        root = self._runs.root_of(run_id)
-        if root is None:
-            return
-        try:
-            if root.run_id != run_id:
-                self._runs.end_child(run_id, root)  # the root may still recover (fallbacks)
-            elif self._runs.finish_root(root) and root.decision == SAMPLED:
-                self.evaluator.abandon("chain_error")
-        except Exception as exc:
-            self._failed(callback, exc)
-
-    def _finish_root(self, root: RootRun, outputs: object, end_inputs: object) -> None:
-        if not self._runs.finish_root(root):
-            return  # evicted meanwhile: already accounted for
-        undecided = root.decision == UNDECIDED
-        if undecided:
-            # Never retrieved. Captured only if its output carries documents (handler on the root only).
-            try:
-                documents = _extract.documents_from_output(outputs)
-            except Exception as exc:
-                self._failed("documents_from_output", exc)
-                return
-            if documents is None:
-                return
-            if not self.evaluator.would_sample(root.trace_id):
-                self._sample(root.trace_id)  # counted sampled_out, before any capture work
-                return
-            retrievals: list[Sequence[object] | None] = [documents]
-        else:
-            retrievals = root.retrievals
-        reason: DropReason
-        try:
-            interaction = _extract.interaction_of(root, retrievals, outputs, end_inputs, self._failed)
-        except Exception as exc:
-            self._failed("interaction_of", exc)
-            interaction, reason = None, "capture_error"
-        else:
-            reason = "not_evaluable"
-        if undecided:  # captured only now: a lost one is counted without spending admission on it
-            if interaction is None:
-                self.evaluator.count_lost(root.trace_id, reason)
-            elif self._sample(root.trace_id):
-                self.evaluator.submit(interaction)
-        elif interaction is None:
-            self.evaluator.abandon(reason)
-        else:
-            self.evaluator.submit(interaction)
-
-    def _account_evicted(self, evicted: Evicted) -> None:
-        for root, reason in evicted:
-            if root.decision == SAMPLED:
-                self.evaluator.abandon(reason)
+            self._outcomes.lost(evicted)
 
     def _failed(self, callback: str, exc: BaseException) -> None:
-        with self._errors_lock:
-            first = callback not in self._errors
-            self._errors[callback] = self._errors.get(callback, 0) + 1
-        if first:
-            _log.debug("ctxutil-otel: error in %s (further ones are only counted)", callback, exc_info=exc)
+        self._errors(callback, exc)

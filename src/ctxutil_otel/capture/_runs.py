@@ -24,9 +24,7 @@ parent's accounting, and the child's Evaluator starts its counters at zero.
 
 from __future__ import annotations
 
-import os
 import threading
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
@@ -34,6 +32,7 @@ from uuid import UUID
 from opentelemetry.trace import SpanContext
 
 from .._accounting import DropReason
+from .._fork import reinit_after_fork
 from ._reasons import PENDING_FULL, TTL_EXPIRED
 
 __all__ = ["Evicted", "RootRun", "RunTable"]
@@ -53,17 +52,24 @@ class RootRun:
         start_time_ns: ``time.time_ns()`` at the root's start.
         started_at: The table clock (seconds, monotonic) at the root's start, for the TTL.
         inputs: The root's inputs as LangChain passed them.
-        is_retriever: The root run is itself a retriever run.
         decision: ``UNDECIDED`` until the first retrieval under the root, then ``SAMPLED`` (an
             unsampled root is removed from the table at once).
-        runs: Descendant ``run_id.int`` s still tracked (freed at their end or with the root).
-        slots: Retriever ``run_id.int`` -> index into ``retrievals`` (retriever start order).
-        retrievals: Each retriever's documents, in retriever start order (``None`` until it ends).
+        runs: Descendant ``run_id.int`` still running -> its parent's ``run_id.int`` (freed at the
+            descendant's end, or with the root).
+        inner: The running descendants that are retrievers or run inside one (their documents and
+            model runs are part of that retrieval: never judged on their own, never the answer).
+        slots: Outermost retriever ``run_id.int`` -> index into ``retrievals`` (start order).
+        lineage: Per slot, the ``run_id.int`` s of the retriever's running ancestors at its start.
+        retrievals: Each outermost retrieval step's documents, in start order (``None`` until it
+            ends, or when discarded: under a failed run, or replaced by an enclosing step's output).
         retriever_query: The first retriever's query.
-        tokens: Streamed tokens per LLM ``run_id.int`` until that LLM run ends.
-        llm_ended: An LLM or chat model run under the root has ended.
-        llm_response: The last ended LLM run's ``LLMResult``.
+        tokens: Streamed tokens per answer-LLM ``run_id.int`` until that LLM run ends.
+        llm_open: Answer-LLM runs started and not ended (a root that ends with one open was abandoned
+            mid-stream).
+        llm_ended: An answer-LLM run under the root has ended.
+        llm_response: The last ended answer-LLM run's ``LLMResult``.
         llm_tokens: The tokens that LLM run streamed, if any.
+        llm_lineage: The ancestors of that LLM run (to forget its answer if one of them fails).
         alive: ``False`` once the root left the table (finished, unsampled or evicted).
     """
 
@@ -73,18 +79,32 @@ class RootRun:
     start_time_ns: int
     started_at: float
     inputs: object
-    is_retriever: bool = False
     decision: int = UNDECIDED
-    runs: set[int] = field(default_factory=set)
+    runs: dict[int, int] = field(default_factory=dict)
+    inner: set[int] = field(default_factory=set)
     slots: dict[int, int] = field(default_factory=dict)
+    lineage: list[tuple[int, ...]] = field(default_factory=list)
     retrievals: list[Sequence[object] | None] = field(default_factory=list)
     retriever_query: object = None
     tokens: dict[int, list[object]] = field(default_factory=dict)
+    llm_open: set[int] = field(default_factory=set)
     llm_ended: bool = False
     llm_response: object = None
     llm_tokens: list[object] | None = None
+    llm_lineage: tuple[int, ...] = ()
     alive: bool = True
 
+    def ancestors(self, key: int) -> tuple[int, ...]:
+        """``key`` and its running ancestors up to (and including) the root, innermost first."""
+        chain = [key]
+        runs = self.runs
+        while (key := runs.get(key, 0)) and len(chain) < _MAX_DEPTH:
+            chain.append(key)
+        return tuple(chain)
+
+
+#: Longest ancestor walk (a guard against a cycle in reported parent ids, which LangChain never makes).
+_MAX_DEPTH = 1000
 
 #: Roots evicted by one mutation, each with its drop reason (``ttl_expired`` or ``pending_full``).
 Evicted = list[tuple[RootRun, DropReason]]
@@ -115,14 +135,7 @@ class RunTable:
         self._max = int(max_pending_runs)
         self._clock = clock
         self._reset()
-        if hasattr(os, "register_at_fork"):
-            weak_reset = weakref.WeakMethod(self._reset)
-
-            def _after_in_child() -> None:
-                if (reset := weak_reset()) is not None:
-                    reset()
-
-            os.register_at_fork(after_in_child=_after_in_child)
+        reinit_after_fork(self._reset)
 
     def _reset(self) -> None:
         self._lock = threading.Lock()
@@ -166,8 +179,9 @@ class RunTable:
             self._owner[key] = root
         return root, evicted
 
-    def add_child(self, run_id: UUID, root: RootRun) -> Evicted:
-        """Track ``run_id`` as a descendant of ``root`` (no-op when the root has left the table).
+    def add_child(self, run_id: UUID, parent_key: int, root: RootRun, *, llm: bool = False) -> Evicted:
+        """Track ``run_id`` as a child of the run ``parent_key`` under ``root`` (no-op when the root has
+        left the table). ``llm``: a model run (an answer candidate unless inside a retrieval).
 
         Returns:
             ``(root, reason)`` pairs evicted to make room within ``max_pending_runs``: the expired
@@ -180,17 +194,22 @@ class RunTable:
             if root.alive:  # the sweep may have evicted this very root
                 key = run_id.int
                 self._owner[key] = root
-                root.runs.add(key)
+                root.runs[key] = parent_key
+                if parent_key in root.inner:
+                    root.inner.add(key)
+                elif llm:
+                    root.llm_open.add(key)
         return evicted
 
     def add_retrieval(
-        self, run_id: UUID, root: RootRun, query: object, sample: Callable[[int], bool]
+        self, run_id: UUID, parent_key: int, root: RootRun, query: object, sample: Callable[[int], bool]
     ) -> Evicted:
-        """Track a retriever run under ``root`` (``run_id`` may be the root itself) and, on the root's
-        first retrieval, make the sampling decision with ``sample(trace_id)`` (which counts the root
-        as captured). It runs inside the lock so that concurrent retrievers of one root
-        (``RunnableParallel`` on a thread pool) decide exactly once. An unsampled root is removed
-        from the table with all its runs at once.
+        """Track a retriever run under ``root``, a child of the run ``parent_key``. Inside another
+        retrieval (a retriever, or a run under one) it is part of that one and gets no slot; otherwise it
+        is an outermost retrieval step and gets the next slot. On the root's first retrieval, make the
+        sampling decision with ``sample(trace_id)`` (which counts the root as captured). It runs inside
+        the lock so that concurrent retrievers of one root (``RunnableParallel`` on a thread pool)
+        decide exactly once. An unsampled root is removed from the table with all its runs at once.
 
         Returns:
             ``(root, reason)`` pairs evicted to make room within ``max_pending_runs`` (as
@@ -201,17 +220,21 @@ class RunTable:
                 return []
             evicted: Evicted = []
             key = run_id.int
-            if key in root.slots:  # the same retriever run reported twice
+            if key in root.runs:  # the same retriever run reported twice
                 return evicted
-            if run_id != root.run_id:
-                if len(self._owner) >= self._max:
-                    evicted = self._sweep(self._clock(), room=1)
-                    if not root.alive:
-                        return evicted
-                self._owner[key] = root
-                root.runs.add(key)
+            if len(self._owner) >= self._max:
+                evicted = self._sweep(self._clock(), room=1)
+                if not root.alive:
+                    return evicted
+            self._owner[key] = root
+            root.runs[key] = parent_key
+            nested = parent_key in root.inner
+            root.inner.add(key)
+            if nested:
+                return evicted
             root.slots[key] = len(root.retrievals)
             root.retrievals.append(None)
+            root.lineage.append(root.ancestors(parent_key))
             if root.decision == UNDECIDED:
                 root.retriever_query = query
                 if sample(root.trace_id):
@@ -221,37 +244,67 @@ class RunTable:
             return evicted
 
     def end_retrieval(self, run_id: UUID, root: RootRun, documents: Sequence[object]) -> None:
-        """Record a retriever's documents in its start-order slot; stop tracking the (child) run."""
+        """Record an outermost retriever's documents in its slot; stop tracking the run."""
         with self._lock:
-            slot = root.slots.get(run_id.int)
+            slot = root.slots.pop(run_id.int, None)
             if slot is not None:
                 root.retrievals[slot] = documents
-            if run_id != root.run_id:
-                self._forget(run_id, root)
+            self._forget(run_id.int, root)
 
     def add_token(self, run_id: UUID, root: RootRun, token: object) -> None:
-        """Buffer one streamed token of LLM run ``run_id``."""
+        """Buffer one streamed token of answer-LLM run ``run_id``."""
         with self._lock:
-            if root.alive:
-                buffer = root.tokens.get(run_id.int)
+            key = run_id.int
+            if root.alive and key in root.llm_open:
+                buffer = root.tokens.get(key)
                 if buffer is None:
-                    root.tokens[run_id.int] = [token]
+                    root.tokens[key] = [token]
                 else:
                     buffer.append(token)
 
     def end_llm(self, run_id: UUID, root: RootRun, response: object) -> None:
-        """Keep the ended LLM run's response and tokens as the root's latest answer source."""
+        """An answer-LLM run ended: keep its response and tokens as the root's latest answer source
+        (a model run inside a retrieval is not an answer: only forgotten)."""
         with self._lock:
-            root.llm_ended = True
-            root.llm_response = response
-            root.llm_tokens = root.tokens.pop(run_id.int, None)
-            self._forget(run_id, root)
+            key = run_id.int
+            if root.alive and key in root.llm_open:
+                root.llm_open.discard(key)
+                root.llm_ended = True
+                root.llm_response = response
+                root.llm_tokens = root.tokens.pop(key, None)
+                root.llm_lineage = root.ancestors(key)
+            self._forget(key, root)
 
-    def end_child(self, run_id: UUID, root: RootRun) -> None:
-        """Stop tracking a descendant run that ended or failed (its buffered tokens too)."""
+    def end_child(self, run_id: UUID, root: RootRun, documents: Sequence[object] | None = None) -> None:
+        """A descendant run ended. ``documents``: its output when that is a list of documents, which
+        then replaces the retrievals it encloses (a reranking or filtering step in a chain: what it
+        returned is what flowed on)."""
         with self._lock:
-            root.tokens.pop(run_id.int, None)
-            self._forget(run_id, root)
+            key = run_id.int
+            if documents is not None and root.alive and key not in root.inner:
+                enclosed = [i for i, lineage in enumerate(root.lineage) if key in lineage]
+                if enclosed:
+                    for i in enclosed:
+                        root.retrievals[i] = None
+                    root.retrievals[enclosed[0]] = documents
+            self._forget(key, root)
+
+    def fail_child(self, run_id: UUID, root: RootRun) -> None:
+        """A descendant run failed: what was retrieved or generated under it never reached the answer
+        (a failed attempt the root recovers from, e.g. ``with_fallbacks``, ``with_retry``)."""
+        with self._lock:
+            key = run_id.int
+            if root.alive:
+                root.llm_open.discard(key)
+                root.tokens.pop(key, None)
+                for i, lineage in enumerate(root.lineage):
+                    if key in lineage:
+                        root.retrievals[i] = None
+                        root.lineage[i] = ()
+                if key in root.llm_lineage:
+                    root.llm_ended, root.llm_response, root.llm_tokens = False, None, None
+                    root.llm_lineage = ()
+            self._forget(key, root)
 
     def finish_root(self, root: RootRun) -> bool:
         """Remove ``root`` and its runs. Returns ``False`` when it had already left the table
@@ -273,11 +326,12 @@ class RunTable:
 
     # --- internals (lock held) --------------------------------------------------------------
 
-    def _forget(self, run_id: UUID, root: RootRun) -> None:
+    def _forget(self, key: int, root: RootRun) -> None:
         if root.alive:
-            key = run_id.int
             self._owner.pop(key, None)
-            root.runs.discard(key)
+            root.runs.pop(key, None)
+            root.inner.discard(key)
+            root.slots.pop(key, None)
 
     def _remove(self, root: RootRun) -> None:
         root.alive = False
@@ -287,7 +341,8 @@ class RunTable:
         owner.pop(key, None)
         for run_key in root.runs:
             owner.pop(run_key, None)
-        root.runs = set()
+        root.runs = {}
+        root.inner = set()
         root.tokens = {}
 
     def _sweep(self, now: float, room: int) -> Evicted:

@@ -1,5 +1,5 @@
-"""``ctxutil-otel serve``: an OTLP trace receiver (gRPC 4317, HTTP/protobuf 4318) that evaluates the RAG
-turns in the traces it receives and exports the results over OTLP.
+"""``ctxutil-otel serve``: an OTLP trace receiver (gRPC 4317, HTTP/protobuf and HTTP/JSON 4318) that
+evaluates the RAG turns in the traces it receives and exports the results over OTLP.
 
 Configuration:
 
@@ -86,20 +86,20 @@ _EPILOG = (
 
 
 def register(subparsers: Any) -> None:
-    from ..serve import (
+    from ..serve import HEALTH_RESERVED_CONNECTIONS
+    from ..serve._server import (
         DEFAULT_HEADER_TIMEOUT_S,
         DEFAULT_MAX_CONNECTIONS,
         DEFAULT_MAX_REQUEST_BYTES,
         DEFAULT_REQUEST_TIMEOUT_S,
-        HEALTH_RESERVED_CONNECTIONS,
     )
 
     parser = subparsers.add_parser(
         "serve",
         help="OTLP trace receiver that evaluates the RAG traces it receives (an evaluator replica)",
-        description="Receive traces over OTLP (gRPC and HTTP/protobuf), evaluate the sampled RAG turns "
-        "(OpenInference, OpenTelemetry GenAI, OpenLLMetry spans) and export evaluation spans, events and "
-        "metrics over OTLP (OTEL_EXPORTER_OTLP_* variables; the console when none is set). Evaluator "
+        description="Receive traces over OTLP (gRPC, HTTP/protobuf and HTTP/JSON), evaluate the sampled RAG "
+        "turns (OpenInference, OpenTelemetry GenAI, OpenLLMetry spans) and export evaluation spans, events "
+        "and metrics over OTLP (OTEL_EXPORTER_OTLP_* variables; the console when none is set). Evaluator "
         "settings come from CTXUTIL_* variables. Health: GET /healthz on the HTTP port.",
         epilog=_EPILOG,
     )
@@ -269,7 +269,8 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"ctxutil-otel serve: stopped; spans accepted {stats.spans_accepted}, rejected "
         f"{stats.spans_rejected}; requests {dict(sorted(stats.requests.items()))}; evaluator: captured "
-        f"{evaluated.captured}, evaluated {evaluated.evaluated}, not applicable {evaluated.not_applicable}, "
+        f"{evaluated.captured}, sampled out {evaluated.sampled_out}, evaluated {evaluated.evaluated}, "
+        f"not applicable {evaluated.not_applicable}, "
         f"dropped {dict(evaluated.dropped)}, failed {dict(evaluated.failed)}",
         file=sys.stderr,
         flush=True,

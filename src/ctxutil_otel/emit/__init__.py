@@ -13,8 +13,9 @@ Everything but ``names`` is imported on first access: a capture path that needs 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy_attributes
 from . import _names as names
 
 if TYPE_CHECKING:
@@ -40,13 +41,4 @@ _LAZY = {
     "exporter_destinations": "._setup",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)

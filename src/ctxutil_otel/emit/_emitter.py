@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace import SpanLimits
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
+from .._fork import reinit_after_fork
 from .._interaction import Interaction
 from .._item import DatasetItem
 from ..metric._results import MetricEvaluationResult
@@ -37,6 +38,7 @@ from ._attributes import (
     text_source,
     valid_duration,
 )
+from ._destinations import resolved_providers, warn_if_nowhere
 from ._names import (
     ATTR_APPLICATION_NAME,
     ATTR_EVALUATION_NAME,
@@ -80,6 +82,14 @@ class Emitter:
         application_name: Bounded name of the application / chain, added as ``ctxutil.application.name``
             to spans, log records and every metric.
         max_content_chars: Truncation length for captured text, >= 1.
+
+        ``None`` (the default) for any of these three takes the setting of the same name
+        (``CTXUTIL_CAPTURE_CONTENT`` / ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``,
+        ``CTXUTIL_APPLICATION_NAME``, ``CTXUTIL_MAX_CONTENT_CHARS``, else off / none / 1000), as every
+        other construction path does.
+
+    The first result checks where results go: when a signal's provider (given, else the global one) is
+    the API's no-op, or ``OTEL_SDK_DISABLED=true``, a warning says so once per process, with the fix.
         max_chunk_attributes: At most this many chunks get ``ctxutil.chunks.{i}.*`` span attributes, >= 0.
             Fewer are emitted when the span attribute count limit (``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``,
             default 128; the SDK silently evicts the *oldest* attributes beyond it) leaves no room;
@@ -96,11 +106,18 @@ class Emitter:
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
         logger_provider: _logs.LoggerProvider | None = None,
-        capture_content: bool = False,
+        capture_content: bool | None = None,
         application_name: str | None = None,
-        max_content_chars: int = 1000,
+        max_content_chars: int | None = None,
         max_chunk_attributes: int = 64,
     ) -> None:
+        if capture_content is None or application_name is None or max_content_chars is None:
+            from .._settings import Settings
+
+            settings = Settings()
+            capture_content = settings.capture_content if capture_content is None else capture_content
+            application_name = settings.application_name if application_name is None else application_name
+            max_content_chars = settings.max_content_chars if max_content_chars is None else max_content_chars
         _check_int("max_content_chars", max_content_chars, 1)
         _check_int("max_chunk_attributes", max_chunk_attributes, 0)
         if application_name is not None and not isinstance(application_name, str):
@@ -112,6 +129,7 @@ class Emitter:
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
         self._logger_provider = logger_provider
+        self._destination_checked = False
         self._tracer = trace.get_tracer(INSTRUMENTATION_SCOPE, _VERSION, tracer_provider=tracer_provider)
         self._logger = _logs.get_logger(
             INSTRUMENTATION_SCOPE, _VERSION or "", logger_provider=logger_provider
@@ -143,6 +161,12 @@ class Emitter:
         self._lock = threading.Lock()
         self._failures: Counter[str] = Counter()
         self._observables = ObservableInstruments(self._meter, self.application_name, self._on_error)
+        reinit_after_fork(self._new_locks)
+
+    def _new_locks(self) -> None:
+        """Fresh locks in a forked child: the parent's worker thread may have held one at the fork."""
+        self._lock = threading.Lock()
+        self._observables.new_lock()
 
     # ------------------------------------------------------------------------------------------ emit
     def emit(
@@ -168,6 +192,9 @@ class Emitter:
         Never raises: a failing part (one attribute, the span, the log record, a metric) is skipped, logged
         once at debug level on ``ctxutil_otel.emit`` and counted in :attr:`failures`.
         """
+        if not self._destination_checked:
+            self._destination_checked = True
+            self._guard("destination", self._check_destination)
         try:
             end_ns = time.time_ns()
             duration = valid_duration(duration_s)
@@ -318,11 +345,9 @@ class Emitter:
         without it (API no-op / proxy providers) are skipped. Never raises.
         """
         deadline = time.monotonic() + timeout_millis / 1000
-        providers: list[object] = [
-            self._tracer_provider or trace.get_tracer_provider(),
-            self._meter_provider or metrics.get_meter_provider(),
-            self._logger_provider or _logs.get_logger_provider(),
-        ]
+        providers: list[object] = list(
+            resolved_providers(self._tracer_provider, self._meter_provider, self._logger_provider)
+        )
         ok = True
         for provider in providers:
             flush = getattr(provider, "force_flush", None)
@@ -335,6 +360,14 @@ class Emitter:
                 self._on_error("force_flush", exc)
                 ok = False
         return ok
+
+    @property
+    def tracer_provider(self) -> trace.TracerProvider:
+        """The tracer provider evaluation spans go to: the one given, else the global one (read now)."""
+        return resolved_providers(self._tracer_provider, self._meter_provider, self._logger_provider)[0]
+
+    def _check_destination(self) -> None:
+        warn_if_nowhere(self._tracer_provider, self._meter_provider, self._logger_provider)
 
     @property
     def failures(self) -> dict[str, int]:

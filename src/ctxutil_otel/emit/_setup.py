@@ -62,6 +62,12 @@ _log = logging.getLogger("ctxutil_otel.emit")
 
 DEFAULT_SERVICE_NAME = "ctxutil-otel"
 _SIGNALS = ("traces", "metrics", "logs")
+#: Per signal, in the order of ``_SIGNALS``: the console exporter and its compact formatter.
+_CONSOLE_EXPORTERS: tuple[tuple[Any, Callable[..., str]], ...] = (
+    (ConsoleSpanExporter, format_span),
+    (ConsoleMetricExporter, format_metrics),
+    (ConsoleLogRecordExporter, format_log_record),
+)
 _PROTOCOLS = {"grpc": "otlp/grpc", "http/protobuf": "otlp/http"}
 _KNOWN_EXPORTERS = ("otlp", "console", "none")
 _SDK_OTLP_TIMEOUT_S = 10.0  # the OTLP exporters' default when no OTEL_EXPORTER_OTLP_*TIMEOUT is set
@@ -326,44 +332,27 @@ def configure_telemetry(
     compact = console_format == "compact"
     resource = _resource(service_name, resource_attributes)
 
-    span_exporters: list[SpanExporter] = []
-    metric_exporters: list[MetricExporter] = []
-    log_exporters: list[LogRecordExporter] = []
+    exporters: dict[str, list[Any]] = {signal: [] for signal in _SIGNALS}
     longest_timeout: float | None = None
     for signal, targets in destinations.items():
+        position = _SIGNALS.index(signal)
         for target in targets:
             if target == "console":
-                if signal == "traces":
-                    span_exporters.append(
-                        ConsoleSpanExporter(out=out, formatter=format_span)
-                        if compact
-                        else ConsoleSpanExporter(out=out)
-                    )
-                elif signal == "metrics":
-                    metric_exporters.append(
-                        ConsoleMetricExporter(out=out, formatter=format_metrics)
-                        if compact
-                        else ConsoleMetricExporter(out=out)
-                    )
-                else:
-                    log_exporters.append(
-                        ConsoleLogRecordExporter(out=out, formatter=format_log_record)
-                        if compact
-                        else ConsoleLogRecordExporter(out=out)
-                    )
+                console_cls, formatter = _CONSOLE_EXPORTERS[position]
+                exporters[signal].append(
+                    console_cls(out=out, formatter=formatter) if compact else console_cls(out=out)
+                )
                 continue
-            span_cls, metric_cls, log_cls = _otlp_exporters(target)
+            otlp_cls = _otlp_exporters(target)[position]
             user_timeout = _otlp_timeout_from_env(signal)
             timeout = user_timeout if user_timeout is not None else otlp_timeout_s
             effective = timeout if timeout is not None else _SDK_OTLP_TIMEOUT_S
             longest_timeout = max(longest_timeout or 0.0, effective)
             kwargs = {} if user_timeout is not None or timeout is None else {"timeout": timeout}
-            if signal == "traces":
-                span_exporters.append(span_cls(**kwargs))
-            elif signal == "metrics":
-                metric_exporters.append(metric_cls(**kwargs))
-            else:
-                log_exporters.append(log_cls(**kwargs))
+            exporters[signal].append(otlp_cls(**kwargs))
+    span_exporters: list[SpanExporter] = exporters["traces"]
+    metric_exporters: list[MetricExporter] = exporters["metrics"]
+    log_exporters: list[LogRecordExporter] = exporters["logs"]
 
     tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     for span_exporter in span_exporters:

@@ -81,6 +81,7 @@ class ContextualUtilization:
     def __init__(
         self,
         judge: Judge | None = None,
+        *,
         threshold: float = 0.5,
         mode: EvaluationMode | str = EvaluationMode.GRANULAR,
     ) -> None:

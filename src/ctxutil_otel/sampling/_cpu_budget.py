@@ -6,6 +6,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from ._bucket import Refill
+
 __all__ = ["DEFAULT_CPU_BURST_S", "CpuBudget"]
 
 #: CPU-seconds the bucket holds at most: how much work may run back to back after an idle spell. 5 ms is
@@ -58,18 +60,7 @@ class CpuBudget:
     Not thread-safe: one thread (the worker's) owns it.
     """
 
-    __slots__ = (
-        "_burst",
-        "_clock",
-        "_cold",
-        "_cpu",
-        "_cpu_clock",
-        "_finishes",
-        "_fraction",
-        "_held",
-        "_last",
-        "_level",
-    )
+    __slots__ = ("_bucket", "_cold", "_cpu", "_cpu_clock", "_finishes", "_held")
 
     def __init__(
         self,
@@ -83,42 +74,38 @@ class CpuBudget:
             raise ValueError(f"fraction must be a share of one core in (0, 1], got {fraction!r}")
         if not burst_s > 0:
             raise ValueError(f"burst_s must be > 0 CPU-seconds, got {burst_s!r}")
-        self._fraction = float(fraction)
-        self._burst = float(burst_s)
-        self._clock = clock
+        self._bucket = Refill(fraction, burst_s, clock=clock)
         self._cpu_clock = cpu_clock
         self._finishes: deque[float] = deque(maxlen=_WINDOW + 1)
-        self._level = self._burst
         self._held = 0.0
         self._cold = False  # a unit started and fewer than two have finished (see _update)
-        self._last = clock()
         self._cpu = cpu_clock()
 
     @property
     def fraction(self) -> float:
         """Share of one core (CPU-seconds per wall second)."""
-        return self._fraction
+        return self._bucket.rate
 
     @property
     def burst_s(self) -> float:
         """Capacity in CPU-seconds."""
-        return self._burst
+        return self._bucket.capacity
 
     def start(self) -> None:
         """Start measuring from now, on the calling thread (the one to pace), with a full bucket, no
         hold and no estimate. Call it first on that thread: :func:`time.thread_time` is per thread."""
-        self._level = self._burst
+        self._bucket.reset()
         self._held = 0.0
         self._cold = False
         self._finishes.clear()
-        self._last = self._clock()
         self._cpu = self._cpu_clock()
 
     def delay(self) -> float:
         """Charge the CPU spent since the previous reading, refill for the wall time passed, and return
         the seconds to wait before the next unit of work may start (``0.0``: start now)."""
         self._update()
-        return 0.0 if self._level >= -_EPSILON_S else -self._level / self._fraction
+        level = self._bucket.level
+        return 0.0 if level >= -_EPSILON_S else -level / self._bucket.rate
 
     def started(self) -> None:
         """A unit of work starts (right after :meth:`delay` said so, or after waiting what it said): hold
@@ -128,8 +115,8 @@ class CpuBudget:
         if len(self._finishes) >= 2:
             expected = self.estimate()
         else:
-            expected, self._cold = 2 * self._burst, True
-        self._level -= expected
+            expected, self._cold = 2 * self._bucket.capacity, True
+        self._bucket.level -= expected
         self._held += expected
 
     def finished(self, running: int) -> None:
@@ -140,7 +127,8 @@ class CpuBudget:
         excess = self._held - self.estimate() * max(0, running)
         if excess > 0:
             self._held -= excess
-            self._level = min(self._burst, self._level + excess)
+            bucket = self._bucket
+            bucket.level = min(bucket.capacity, bucket.level + excess)
 
     def estimate(self) -> float:
         """Expected CPU-seconds of one unit: the mean over the last finished ones (0.0 before two)."""
@@ -151,23 +139,22 @@ class CpuBudget:
 
     def level(self) -> float:
         """CPU-seconds available as of the last reading (negative while in debt; holds included)."""
-        return self._level
+        return self._bucket.level
 
     def _update(self) -> None:
-        now, cpu = self._clock(), self._cpu_clock()
-        refill = max(0.0, now - self._last) * self._fraction
+        now, cpu = self._bucket.clock(), self._cpu_clock()
         spent = max(0.0, cpu - self._cpu)
-        self._last, self._cpu = now, cpu
+        self._cpu = cpu
         covered = min(spent, self._held)  # already charged when its unit started
         self._held -= covered
-        level = self._level + refill - (spent - covered)
+        floor = None
         if self._cold and len(self._finishes) < 2:
             # Cold start: until two units have finished, debt beyond the burst is forgiven. A first
             # call importing its client library and opening connections (~300 ms) would otherwise
             # stall the thread for seconds; from then on every unit is paced in full. (Holds for units
             # still running are not debt yet: the bound is on what was spent.)
-            level = max(level, -self._burst - self._held)
-        self._level = min(self._burst, level)
+            floor = -self._bucket.capacity - self._held
+        self._bucket.advance(now, charge=spent - covered, floor=floor)
 
     def __repr__(self) -> str:
-        return f"CpuBudget(fraction={self._fraction}, burst_s={self._burst})"
+        return f"CpuBudget(fraction={self._bucket.rate}, burst_s={self._bucket.capacity})"

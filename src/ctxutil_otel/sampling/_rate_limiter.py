@@ -6,6 +6,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from ._bucket import Refill
+
 __all__ = ["TokenBucket"]
 
 
@@ -27,7 +29,7 @@ class TokenBucket:
     Thread-safe: one lock guards the level.
     """
 
-    __slots__ = ("_burst", "_clock", "_last", "_level", "_lock", "_rate")
+    __slots__ = ("_bucket", "_lock")
 
     def __init__(
         self, rate: float, burst: float | None = None, *, clock: Callable[[], float] = time.monotonic
@@ -37,38 +39,29 @@ class TokenBucket:
         burst = max(1.0, float(rate)) if burst is None else float(burst)
         if not burst >= 1:
             raise ValueError(f"burst must be >= 1 token, got {burst!r}")
-        self._rate = float(rate)
-        self._burst = burst
-        self._clock = clock
+        self._bucket = Refill(rate, burst, clock=clock)
         self._lock = threading.Lock()
-        self._level = burst
-        self._last = clock()
 
     @property
     def rate(self) -> float:
         """Tokens per second."""
-        return self._rate
+        return self._bucket.rate
 
     @property
     def burst(self) -> float:
         """Capacity in tokens."""
-        return self._burst
+        return self._bucket.capacity
 
     def try_acquire(self, n: float = 1.0) -> bool:
         """Take ``n`` tokens if available; never blocks. Returns ``True`` when taken."""
         with self._lock:
-            now = self._clock()
-            elapsed = now - self._last
-            self._last = now
-            if elapsed > 0:
-                self._level = min(self._burst, self._level + elapsed * self._rate)
-            if self._level >= n:
-                self._level -= n
+            bucket = self._bucket
+            if bucket.advance() >= n:
+                bucket.level -= n
                 return True
             return False
 
     def available(self) -> float:
         """Tokens available now (for diagnostics)."""
         with self._lock:
-            elapsed = max(0.0, self._clock() - self._last)
-            return min(self._burst, self._level + elapsed * self._rate)
+            return self._bucket.peek()

@@ -6,6 +6,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from ._bucket import Refill
+
 __all__ = ["TokenBudget"]
 
 _EWMA_ALPHA = 0.2
@@ -38,44 +40,32 @@ class TokenBudget:
     Thread-safe: one lock guards the level and the estimate.
     """
 
-    __slots__ = ("_capacity", "_clock", "_estimate", "_last", "_level", "_lock", "_rate", "_spent")
+    __slots__ = ("_bucket", "_estimate", "_lock", "_spent")
 
     def __init__(self, tokens_per_minute: int, *, clock: Callable[[], float] = time.monotonic) -> None:
         if isinstance(tokens_per_minute, bool) or not tokens_per_minute > 0:
             raise ValueError(f"tokens_per_minute must be > 0, got {tokens_per_minute!r}")
-        self._capacity = float(tokens_per_minute)
-        self._rate = self._capacity / 60.0
-        self._clock = clock
+        self._bucket = Refill(tokens_per_minute / 60.0, tokens_per_minute, clock=clock)
         self._lock = threading.Lock()
-        self._level = self._capacity
-        self._last = clock()
         self._estimate: float | None = None
         self._spent = 0
 
     @property
     def tokens_per_minute(self) -> int:
-        return int(self._capacity)
+        return int(self._bucket.capacity)
 
     @property
     def spent(self) -> int:
         """Tokens reported spent since construction."""
         return self._spent
 
-    def _refill(self) -> None:
-        now = self._clock()
-        elapsed = now - self._last
-        self._last = now
-        if elapsed > 0:
-            self._level = min(self._capacity, self._level + elapsed * self._rate)
-
     def reserve(self) -> float | None:
         """Admit one evaluation: ``None`` when the budget is spent, else the tokens reserved."""
         with self._lock:
-            self._refill()
-            if self._level <= 0:
+            if self._bucket.advance() <= 0:
                 return None
             reserved = self._estimate or 0.0
-            self._level -= reserved
+            self._bucket.level -= reserved
             return reserved
 
     def settle(self, reserved: float, actual: int | None) -> None:
@@ -83,7 +73,7 @@ class TokenBudget:
         with self._lock:
             if actual is None:
                 return
-            self._level -= actual - reserved
+            self._bucket.level -= actual - reserved
             self._spent += actual
             self._estimate = (
                 float(actual)
@@ -94,10 +84,10 @@ class TokenBudget:
     def refund(self, reserved: float) -> None:
         """Give back the reservation of an evaluation that never ran."""
         with self._lock:
-            self._level = min(self._capacity, self._level + reserved)
+            bucket = self._bucket
+            bucket.level = min(bucket.capacity, bucket.level + reserved)
 
     def level(self) -> float:
         """Tokens available now (negative while in debt)."""
         with self._lock:
-            self._refill()
-            return self._level
+            return self._bucket.advance()

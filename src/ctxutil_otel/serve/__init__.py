@@ -1,4 +1,5 @@
-"""``ctxutil-otel serve``: an OTLP trace receiver (gRPC and HTTP/protobuf) in front of the span processor.
+"""``ctxutil-otel serve``: an OTLP trace receiver (gRPC, HTTP/protobuf and HTTP/JSON) in front of the span
+processor.
 
 The scale-out path (DESIGN.md, "Where users outgrow one process"): applications export traces to an
 OpenTelemetry Collector; its ``loadbalancing`` exporter (routing key ``traceID``) spreads them over N
@@ -10,42 +11,25 @@ metrics over OTLP (``OTEL_EXPORTER_OTLP_ENDPOINT``). See examples/serve_behind_c
   :meth:`~TraceReceiver.stop` (receiver: ``ctxutil_otel.serve._server``; request handling and the OTLP
   specification sections it follows: ``ctxutil_otel.serve._export``).
 * :func:`serve_until_signal`: run until SIGTERM/SIGINT, then stop gracefully (the CLI uses it).
-* :func:`convert_request`: ``ExportTraceServiceRequest`` -> SDK ``ReadableSpan`` objects.
+* :class:`TLSFiles`, :class:`ReceiverStats`; :data:`TRACES_PATH`, :data:`HEALTH_PATH` and
+  :data:`HEALTH_RESERVED_CONNECTIONS` (the HTTP routes and the slots kept for probes). The defaults of
+  the receiver's bounds are its signature's.
 """
 
 from __future__ import annotations
 
-from ._convert import Conversion, InvalidSpanError, attributes_from, convert_request, convert_span
-from ._export import ExportResult
 from ._http import HEALTH_PATH, TRACES_PATH
 from ._limits import HEALTH_RESERVED_CONNECTIONS
-from ._server import (
-    DEFAULT_HEADER_TIMEOUT_S,
-    DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_REQUEST_BYTES,
-    DEFAULT_REQUEST_TIMEOUT_S,
-    ReceiverStats,
-    TLSFiles,
-    TraceReceiver,
-)
+from ._server import ReceiverStats, TraceReceiver
 from ._signals import serve_until_signal
+from ._types import TLSFiles
 
 __all__ = [
-    "DEFAULT_HEADER_TIMEOUT_S",
-    "DEFAULT_MAX_CONNECTIONS",
-    "DEFAULT_MAX_REQUEST_BYTES",
-    "DEFAULT_REQUEST_TIMEOUT_S",
     "HEALTH_PATH",
     "HEALTH_RESERVED_CONNECTIONS",
     "TRACES_PATH",
-    "Conversion",
-    "ExportResult",
-    "InvalidSpanError",
     "ReceiverStats",
     "TLSFiles",
     "TraceReceiver",
-    "attributes_from",
-    "convert_request",
-    "convert_span",
     "serve_until_signal",
 ]

@@ -51,15 +51,18 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from ._convert import convert_request
+from ._json import from_json, to_json
 
 if TYPE_CHECKING:
     from ..capture.spans import UtilizationSpanProcessor
 
-__all__ = ["ExportResult", "Outcome", "bearer_authorized", "export_request"]
+__all__ = ["Encoding", "ExportResult", "Outcome", "bearer_authorized", "export_request"]
 
 _log = logging.getLogger("ctxutil_otel.serve")
 
 Outcome = Literal["ok", "partial", "bad_request", "overloaded", "unavailable", "internal"]
+#: The body's encoding: binary protobuf, or OTLP/JSON.
+Encoding = Literal["protobuf", "json"]
 
 
 @dataclass(frozen=True)
@@ -102,17 +105,27 @@ def export_request(
     *,
     overloaded: Callable[[], bool],
     max_queue_size: int,
+    encoding: Encoding = "protobuf",
 ) -> ExportResult:
-    """Decode one ``ExportTraceServiceRequest`` body (uncompressed protobuf bytes), refuse it as
+    """Decode one ``ExportTraceServiceRequest`` body (uncompressed; binary protobuf, or OTLP/JSON with
+    ``encoding="json"``: :mod:`._json`, the answer then in JSON too), refuse it as
     ``overloaded`` when ``overloaded()`` says the evaluator's queue (``max_queue_size`` interactions, for
     the message) is full, else convert its spans and feed them to ``processor.on_end`` (steps 3 to 5 of
     the module docstring). Raises only on a bug (the receiver answers ``internal``)."""
     request = ExportTraceServiceRequest()
-    try:
-        request.ParseFromString(payload)
-    except (DecodeError, ValueError, RuntimeError) as exc:
-        _log.debug("ctxutil serve: undecodable export (%s)", type(exc).__name__)
-        return ExportResult("bad_request", message="the body is not an ExportTraceServiceRequest protobuf")
+    if encoding == "json":
+        try:
+            request = from_json(payload)
+        except ValueError as exc:
+            _log.debug("ctxutil serve: undecodable OTLP/JSON export")
+            return ExportResult("bad_request", message=f"OTLP/JSON: {exc}")
+    else:
+        try:
+            request.ParseFromString(payload)
+        except (DecodeError, ValueError, RuntimeError) as exc:
+            _log.debug("ctxutil serve: undecodable export (%s)", type(exc).__name__)
+            message = "the body is not an ExportTraceServiceRequest protobuf"
+            return ExportResult("bad_request", message=message)
     if overloaded():
         return ExportResult(
             "overloaded",
@@ -131,7 +144,7 @@ def export_request(
         _log.debug("ctxutil serve: %s", conversion.error_message())
     return ExportResult(
         "partial" if conversion.rejected else "ok",
-        response=response.SerializeToString(),
+        response=to_json(response) if encoding == "json" else response.SerializeToString(),
         message=conversion.error_message(),
         accepted=len(conversion.spans),
         rejected=conversion.rejected,

@@ -20,6 +20,10 @@ an undecodable body is answered ``INVALID_ARGUMENT`` (the OTLP spec's not-retrya
   receiver is shutting down. ``RetryInfo`` travels in the standard ``grpc-status-details-bin`` trailer (a
   ``google.rpc.Status``) and in ``google.rpc.retryinfo-bin``, the trailer the OpenTelemetry Python exporter
   reads;
+* ``CANCELLED``: no request message within ``request_timeout_s`` of the call's start (counted
+  ``incomplete``): a call that sends headers and then nothing holds a worker thread that long at most;
+  there is a worker for each of the ``max_connections`` concurrent calls, and ``/healthz`` answers 503
+  while all of them are taken;
 * ``INTERNAL``: a bug (logged once).
 
 Health: when ``grpcio-health-checking`` is installed, the standard ``grpc.health.v1.Health`` service is
@@ -30,19 +34,21 @@ for that). Without it, probe the HTTP ``/healthz`` endpoint.
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Iterator
 from concurrent import futures
 from typing import TYPE_CHECKING, Any, Final
 
 import grpc  # type: ignore[import-untyped,unused-ignore]
-from google.rpc import code_pb2  # type: ignore[import-untyped,unused-ignore]
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from ._status import bad_request, retry_info, status_body
+from ._limits import CallDeadlines
+from ._status import invalid, retry_info, unavailable
 
 if TYPE_CHECKING:
-    from ._server import TraceReceiver
+    from ._types import Receiver
 
-__all__ = ["EXPORT_METHOD", "SERVICE_NAME", "start_grpc_server"]
+__all__ = ["EXPORT_METHOD", "SERVICE_NAME", "GrpcListener", "start_grpc_server"]
 
 _log = logging.getLogger("ctxutil_otel.serve")
 
@@ -54,14 +60,13 @@ _STATUS_DETAILS_KEY: Final = "grpc-status-details-bin"
 
 
 def _retry_trailers(seconds: int, message: str) -> tuple[tuple[str, bytes], ...]:
+    details = unavailable(message, seconds)
     info = retry_info(seconds)
-    details = status_body(code_pb2.UNAVAILABLE, message, info)
-    return ((_STATUS_DETAILS_KEY, details), (_RETRY_INFO_KEY, info.SerializeToString()))
+    return ((_STATUS_DETAILS_KEY, details.SerializeToString()), (_RETRY_INFO_KEY, info.SerializeToString()))
 
 
 def _bad_request_trailers(message: str) -> tuple[tuple[str, bytes], ...]:
-    bad = bad_request(message, "request")
-    return ((_STATUS_DETAILS_KEY, status_body(code_pb2.INVALID_ARGUMENT, message, bad)),)
+    return ((_STATUS_DETAILS_KEY, invalid(message, "request").SerializeToString()),)
 
 
 def _authorization(context: Any) -> str | None:
@@ -71,11 +76,56 @@ def _authorization(context: Any) -> str | None:
     return None
 
 
-def _export_handler(receiver: TraceReceiver) -> Any:
-    def export(request: bytes, context: Any) -> bytes:
+class _Calls:
+    """The calls in progress (for ``/healthz``) and their request deadlines."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.deadlines = CallDeadlines("ctxutil-serve-grpc-deadlines")
+        self._lock = threading.Lock()
+        self.in_progress = 0
+
+    def enter(self) -> None:
+        with self._lock:
+            self.in_progress += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self.in_progress -= 1
+
+    def saturated(self) -> bool:
+        return self.in_progress >= self.capacity
+
+
+def _export_handler(receiver: Receiver, calls: _Calls) -> Any:
+    # Registered as stream-unary (the same bytes on the wire as the exporters' unary call): the handler
+    # runs as the call arrives, before its message, so the message is read here under the receiver's
+    # request_timeout_s. grpcio's unary handlers read it in the worker thread with no bound: eight calls
+    # that sent headers and then nothing held every worker (issue 10 item 3).
+    def export(requests: Iterator[bytes], context: Any) -> bytes:
+        calls.enter()
+        try:
+            return _export(requests, context)
+        finally:
+            calls.leave()
+
+    def _export(requests: Iterator[bytes], context: Any) -> bytes:
         if not receiver.authorized(_authorization(context)):
             receiver.count("unauthenticated")
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
+        handle = calls.deadlines.arm(context.cancel, receiver.request_timeout_s)
+        try:
+            request = next(requests, None)
+        except grpc.RpcError:  # cancelled: the deadline passed, or the sender went away
+            request = None
+        in_time = calls.deadlines.disarm(handle)
+        if request is None:
+            receiver.count("incomplete")
+            _log.debug(
+                "ctxutil serve: gRPC call without a request message (deadline passed: %s)", not in_time
+            )
+            context.abort(grpc.StatusCode.CANCELLED, "no request message within the request deadline")
+            raise AssertionError("unreachable: context.abort raises")  # pragma: no cover
         result = receiver.export(request)
         if result.outcome in ("ok", "partial"):
             return result.response
@@ -88,7 +138,7 @@ def _export_handler(receiver: TraceReceiver) -> Any:
         context.abort(grpc.StatusCode.INTERNAL, result.message)
         raise AssertionError("unreachable: context.abort raises")  # pragma: no cover
 
-    return grpc.unary_unary_rpc_method_handler(export, request_deserializer=None, response_serializer=None)
+    return grpc.stream_unary_rpc_method_handler(export, request_deserializer=None, response_serializer=None)
 
 
 def _add_health(server: Any) -> bool:
@@ -104,16 +154,46 @@ def _add_health(server: Any) -> bool:
     return True
 
 
-def start_grpc_server(receiver: TraceReceiver, port: int) -> tuple[Any, int]:
-    """Bind ``receiver.host:port`` (TLS when configured) and start; returns the ``grpc.Server`` and the
-    bound port.
+class GrpcListener:
+    """The running ``grpc.Server`` and its calls in progress."""
+
+    def __init__(self, server: Any, calls: _Calls, executor: futures.ThreadPoolExecutor) -> None:
+        self.server = server
+        self._calls = calls
+        self._executor = executor
+
+    def problem(self) -> str | None:
+        """Why the listener cannot take a call now (every call slot busy), else ``None``."""
+        if self._calls.saturated():
+            return (
+                f"OTLP/gRPC listener saturated: {self._calls.in_progress} of {self._calls.capacity} calls "
+                "in progress (stalled or slow senders until their request deadline)"
+            )
+        return None
+
+    def stop(self, grace_s: float) -> Any:
+        """``grpc.Server.stop``; returns its event. Calls still waiting for their message are cancelled."""
+        stopped = self.server.stop(grace_s)
+        self._calls.deadlines.close()
+        self._executor.shutdown(wait=False)  # its idle workers end; grpcio leaves them waiting otherwise
+        return stopped
+
+
+def start_grpc_server(receiver: Receiver, port: int) -> tuple[GrpcListener, int]:
+    """Bind ``receiver.host:port`` (TLS when configured) and start; returns the listener and the bound
+    port.
 
     Raises:
         OSError: when the port cannot be bound or a TLS file cannot be read.
     """
     limit = receiver.max_request_bytes
+    calls = _Calls(receiver.max_connections)
+    # A thread for every admitted call: none waits in the executor's queue behind stalled ones.
+    executor = futures.ThreadPoolExecutor(
+        max_workers=receiver.max_connections, thread_name_prefix="ctxutil-serve-grpc"
+    )
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="ctxutil-serve-grpc"),
+        executor,
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", 1024 * 1024),
@@ -122,7 +202,11 @@ def start_grpc_server(receiver: TraceReceiver, port: int) -> tuple[Any, int]:
         maximum_concurrent_rpcs=receiver.max_connections,
     )
     server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(SERVICE_NAME, {EXPORT_METHOD: _export_handler(receiver)}),)
+        (
+            grpc.method_handlers_generic_handler(
+                SERVICE_NAME, {EXPORT_METHOD: _export_handler(receiver, calls)}
+            ),
+        )
     )
     _add_health(server)
     address = receiver.address(port)
@@ -142,4 +226,4 @@ def start_grpc_server(receiver: TraceReceiver, port: int) -> tuple[Any, int]:
         server.stop(None)
         raise OSError(f"cannot bind the OTLP/gRPC listener to {address}")
     server.start()
-    return server, int(bound)
+    return GrpcListener(server, calls, executor), int(bound)

@@ -1,8 +1,9 @@
-"""OTLP/HTTP listener: ``POST /v1/traces`` with binary protobuf bodies, and ``GET /healthz``.
+"""OTLP/HTTP listener: ``POST /v1/traces`` with binary protobuf or OTLP/JSON bodies, and ``GET /healthz``.
 
 Routes and answers (OpenTelemetry protocol specification, ``specification/protocol/otlp.md``, "OTLP/HTTP"):
 
-* ``POST /v1/traces``, ``Content-Type: application/x-protobuf`` (parameters allowed), optionally
+* ``POST /v1/traces``, ``Content-Type: application/x-protobuf`` or ``application/json`` (OTLP/JSON:
+  :mod:`._json`; every answer, errors included, then in JSON) (parameters allowed), optionally
   ``Content-Encoding: gzip`` (the spec: servers MUST support ``none`` and ``gzip``; every member of a
   multi-member body is inflated, RFC 1952 section 2.2): 200 with an
   ``ExportTraceServiceResponse`` (``partial_success`` set when spans were rejected).
@@ -13,14 +14,16 @@ Routes and answers (OpenTelemetry protocol specification, ``specification/protoc
   query (``/v1/metrics`` and ``/v1/logs`` too: this receiver takes traces only); 411 no ``Content-Length``
   (chunked bodies are not accepted); 413 body larger than ``max_request_bytes`` (checked on
   ``Content-Length`` before reading, and on the decompressed size); 415 any other content type or encoding
-  (OTLP/HTTP JSON, ``application/json``, is optional in the spec and not implemented); 503 with
+  ; 503 with
   ``Retry-After`` and ``RetryInfo`` when the evaluator's queue is full or the receiver is shutting down
   (retryable); 500 on a bug. The requests the standard library's parser refuses itself get the same kind
   of answer, counted and never quoting the request (:func:`._status.parser_error`): 400 malformed or blank
   request line (one empty line before it is ignored, RFC 9112 section 2.2) or header line; 414 / 431
   request line or headers over the limits (the header section also in all, :data:`._parsing.MAX_HEADER_BYTES`,
   refused once read that far); 501 any method but GET and POST (HEAD: the same head, no body); 505 HTTP/2+.
-* ``GET /healthz``: ``200 ok`` while accepting, ``503 shutting down`` after; no token needed (for probes).
+* ``GET /healthz``: ``200 ok`` while accepting with every listener able to serve; else 503 with the
+  reason as the body (``shutting down``; the OTLP/gRPC listener saturated by calls in progress; a listener
+  thread gone); no token needed (for probes).
   This is the endpoint to probe: the gRPC health service is registered only when ``grpcio-health-checking``
   is installed. A GET announcing a body is answered, then its connection closed (the body is not read).
 
@@ -32,8 +35,12 @@ sender that stalls or disconnects mid-request gets its connection closed without
 ``incomplete``). At most ``max_connections`` connections are served at once, plus
 :data:`~._limits.HEALTH_RESERVED_CONNECTIONS` kept for probes: a connection in a reserved slot gets one
 answer, ``GET /healthz`` answered as usual and anything else a retryable 503 (``Retry-After``, counted
-``refused_connection``), then is closed, so a full listener still answers its liveness probe. Connections
-beyond those are closed at accept (counted ``refused_connection``; OTLP clients retry). With TLS the
+``refused_connection``), then is closed, so a full listener still answers its liveness probe. When every
+slot is taken, a new connection takes the slot of the oldest idle one (waiting for a request, nothing of it
+received; first those that never completed a request, then keep-alive ones), which is closed as at its idle
+deadline: idle connections never starve probes or senders. Only
+when none is idle are further connections closed at accept (counted ``refused_connection``; OTLP clients
+retry). With TLS the
 handshake runs in the connection's thread, within ``header_timeout_s``, so a silent client cannot block
 accept.
 """
@@ -52,13 +59,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 from google.rpc import code_pb2  # type: ignore[import-untyped,unused-ignore]
 
-from ._limits import ConnectionSlots, DeadlineReader
+from ._json import JSON_MEDIA_TYPE, to_json
+from ._limits import IDLE_BETWEEN_REQUESTS, IDLE_BUSY, IDLE_NEVER_USED, ConnectionSlots, DeadlineReader
 from ._parsing import HeaderSectionReader, Refusal, body_length, gunzip, has_body, quoted_path, route_path
-from ._status import bad_request, os_error, parser_error, retry_info, ssl_context, status_body
+from ._status import invalid, os_error, parser_error, ssl_context, unavailable
+from ._status import status as status_message
 
 if TYPE_CHECKING:
     from ._export import ExportResult
-    from ._server import TraceReceiver
+    from ._types import Receiver
 
 __all__ = ["HEALTH_PATH", "TRACES_PATH", "start_http_server"]
 
@@ -70,14 +79,17 @@ _PROTOBUF: Final = "application/x-protobuf"
 _CHUNK: Final = 64 * 1024
 
 
-class _Server(ThreadingHTTPServer):
+class HttpListener(ThreadingHTTPServer):
+    """The OTLP/HTTP server (module docstring); :meth:`close` stops it and its connections."""
+
     daemon_threads = True
     allow_reuse_address = True
     # The listen backlog (socketserver's default is 5): a burst of connections beyond it has its SYNs
     # dropped and retried by the client after 1 s, 3 s, ... The kernel caps it at net.core.somaxconn.
     request_queue_size = socket.SOMAXCONN
-    receiver: TraceReceiver
+    receiver: Receiver
     ssl_context: ssl.SSLContext | None = None
+    thread: threading.Thread | None = None
 
     def __init__(
         self,
@@ -114,6 +126,19 @@ class _Server(ThreadingHTTPServer):
         finally:  # before the socket is closed (process_request_thread closes it after this)
             self.slots.release(request)
 
+    def running(self) -> bool:
+        """Whether the accept loop's thread is alive."""
+        return self.thread is not None and self.thread.is_alive()
+
+    def close(self, grace_s: float) -> bool:
+        """Stop accepting, end the reads of every open connection (idle ones close; a request whose body
+        was read is still answered), and wait up to ``grace_s`` for their threads to end. ``True`` when
+        none is left."""
+        self.shutdown()
+        self.server_close()
+        self.slots.close_all()
+        return self.slots.wait_empty(grace_s)
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Disconnects, timeouts and failed TLS handshakes land here: never a traceback on stderr.
         _log.debug("ctxutil serve: HTTP connection error", exc_info=True)
@@ -123,10 +148,11 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "ctxutil-otel-serve"
     sys_version = ""
-    server: _Server
+    server: HttpListener
     _reader: DeadlineReader  # rfile's raw stream (setup)
     _health_only: bool  # holds a reserved slot: GET /healthz only, one request
     _in_headers: bool  # reading the request line and headers (else the body, or answering)
+    _json = False  # the request is OTLP/JSON: answer in JSON
     raw_requestline: bytes  # set by handle_one_request
 
     def version_string(self) -> str:
@@ -143,12 +169,22 @@ class _Handler(BaseHTTPRequestHandler):
         self.rfile.close()  # the socket's own file object: replaced by one that keeps the deadlines
         self.rfile = io.BufferedReader(self._reader)
         self._in_headers = False
+        self._served = 0  # requests answered on this connection
+        self.server.slots.attach(self.request, self._idle)
+
+    def _idle(self) -> int:
+        """Waiting for a request, nothing of it received: the connection may be closed for a newcomer
+        (first those that never completed a request)."""
+        if not (self._in_headers and self._reader.received == 0):
+            return IDLE_BUSY
+        return IDLE_BETWEEN_REQUESTS if self._served else IDLE_NEVER_USED
 
     def handle_one_request(self) -> None:
         receiver = self.server.receiver
         self._reader.start(receiver.header_timeout_s)
         self._in_headers = True
         super().handle_one_request()  # on TimeoutError: closes the connection without an answer
+        self._served += 1
         if self._in_headers and self._reader.expired and self._reader.received:
             _log.debug("ctxutil serve: request line/headers not received in time")
             receiver.count("incomplete")  # a sender that sent nothing (idle keep-alive) is not counted
@@ -190,16 +226,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True  # a reserved slot serves one request
         if self.command == "GET" and route_path(self.path) == HEALTH_PATH:
             return True
-        seconds = self.server.receiver.retry_after_s
         message = "too many connections: this slot is reserved for health probes; retry later"
-        self._fail(
-            HTTPStatus.SERVICE_UNAVAILABLE,
-            code_pb2.UNAVAILABLE,
-            message,
-            "refused_connection",
-            retry_info(seconds),
-            extra=(("Retry-After", str(seconds)),),
-        )
+        self.server.receiver.count("refused_connection")
+        self.close_connection = True
+        self._retry_later(message)
         return False
 
     # --- routes -----------------------------------------------------------------------------------
@@ -211,9 +241,8 @@ class _Handler(BaseHTTPRequestHandler):
                 HTTPStatus.NOT_FOUND, code_pb2.NOT_FOUND, f"no route {quoted_path(self.path)}", "not_found"
             )
             return
-        receiver = self.server.receiver
-        ok = receiver.accepting
-        body = b"ok\n" if ok else b"shutting down\n"
+        ok, reason = self.server.receiver.health()
+        body = f"{reason}\n".encode()
         self.send_response(HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE)
         self.send_header("Content-Type", "text/plain; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
@@ -241,10 +270,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         media = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
         encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
-        if media != _PROTOBUF or encoding not in ("identity", "gzip"):
+        self._json = media == JSON_MEDIA_TYPE  # answers in the request's encoding, errors included
+        if media not in (_PROTOBUF, JSON_MEDIA_TYPE) or encoding not in ("identity", "gzip"):
             message = (
-                f"unsupported content type {media or '(none)'!r} / encoding {encoding!r}: send {_PROTOBUF}, "
-                "optionally gzip-encoded (OTLP/HTTP JSON is not supported)"
+                f"unsupported content type {media or '(none)'!r} / encoding {encoding!r}: send {_PROTOBUF} "
+                f"or {JSON_MEDIA_TYPE} (OTLP/JSON), optionally gzip-encoded"
             )
             self._fail(
                 HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
@@ -265,7 +295,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = self._gunzip(body)
             if body is None:
                 return
-        self._answer(receiver.export(body))
+        self._answer(receiver.export(body, encoding="json" if self._json else "protobuf"))
 
     # --- helpers ----------------------------------------------------------------------------------
     def _read_body(self, length: int) -> bytes | None:
@@ -295,14 +325,9 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             out = gunzip(body, limit)
         except ValueError as exc:
-            message = str(exc)
-            self._fail(
-                HTTPStatus.BAD_REQUEST,
-                code_pb2.INVALID_ARGUMENT,
-                message,
-                "bad_request",
-                bad_request(message, "body"),
-            )
+            self.server.receiver.count("bad_request")
+            self.close_connection = True
+            self._bad_body(str(exc))
             return None
         if len(out) > limit:
             message = f"decompressed request body exceeds the limit of {limit} bytes"
@@ -323,22 +348,38 @@ class _Handler(BaseHTTPRequestHandler):
         self._fail(HTTPStatus(code), rpc_code, text, outcome)
 
     def _answer(self, result: ExportResult) -> None:
-        receiver = self.server.receiver
         if result.outcome in ("ok", "partial"):
             self._send(HTTPStatus.OK, result.response)
         elif result.outcome == "bad_request":
-            body = status_body(code_pb2.INVALID_ARGUMENT, result.message, bad_request(result.message, "body"))
-            self._send(HTTPStatus.BAD_REQUEST, body)
+            self._bad_body(result.message)
         elif result.outcome in ("overloaded", "unavailable"):
-            seconds = receiver.retry_after_s
-            body = status_body(code_pb2.UNAVAILABLE, result.message, retry_info(seconds))
-            self._send(HTTPStatus.SERVICE_UNAVAILABLE, body, (("Retry-After", str(seconds)),))
+            self._retry_later(result.message)
         else:
-            self._send(HTTPStatus.INTERNAL_SERVER_ERROR, status_body(code_pb2.INTERNAL, result.message))
+            self._send(
+                HTTPStatus.INTERNAL_SERVER_ERROR,
+                self._encode(status_message(code_pb2.INTERNAL, result.message)),
+            )
+
+    def _bad_body(self, message: str) -> None:
+        """400 with a ``BadRequest`` detail on field ``body`` (not retryable)."""
+        self._send(HTTPStatus.BAD_REQUEST, self._encode(invalid(message, "body")), self._closing())
+
+    def _retry_later(self, message: str) -> None:
+        """The retryable 503: ``Retry-After`` and a ``RetryInfo`` detail."""
+        seconds = self.server.receiver.retry_after_s
+        headers = (("Retry-After", str(seconds)), *self._closing())
+        self._send(HTTPStatus.SERVICE_UNAVAILABLE, self._encode(unavailable(message, seconds)), headers)
+
+    def _closing(self) -> tuple[tuple[str, str], ...]:
+        return (("Connection", "close"),) if self.close_connection else ()
+
+    def _encode(self, message: Any) -> bytes:
+        """A ``google.rpc.Status`` in the request's encoding."""
+        return to_json(message) if self._json else bytes(message.SerializeToString())
 
     def _fail(
         self,
-        status: HTTPStatus,
+        http_status: HTTPStatus,
         code: int,
         message: str,
         outcome: str,
@@ -349,12 +390,13 @@ class _Handler(BaseHTTPRequestHandler):
         an unread body would otherwise be taken for the next request."""
         self.server.receiver.count(outcome)
         self.close_connection = True
-        self._send(status, status_body(code, message, *details), (*extra, ("Connection", "close")))
+        body = self._encode(status_message(code, message, *details))
+        self._send(http_status, body, (*extra, ("Connection", "close")))
 
     def _send(self, status: HTTPStatus, body: bytes, headers: tuple[tuple[str, str], ...] = ()) -> None:
         try:
             self.send_response(status)
-            self.send_header("Content-Type", _PROTOBUF)
+            self.send_header("Content-Type", JSON_MEDIA_TYPE if self._json else _PROTOBUF)
             self.send_header("Content-Length", str(len(body)))
             for name, value in headers:
                 self.send_header(name, value)
@@ -369,7 +411,7 @@ class _Handler(BaseHTTPRequestHandler):
         _log.debug("ctxutil serve http %s: " + format, self.address_string(), *args)
 
 
-def start_http_server(receiver: TraceReceiver, port: int) -> tuple[_Server, int]:
+def start_http_server(receiver: Receiver, port: int) -> tuple[HttpListener, int]:
     """Bind ``receiver.host:port``, serve in a daemon thread; returns the server and the bound port.
 
     Raises:
@@ -380,7 +422,7 @@ def start_http_server(receiver: TraceReceiver, port: int) -> tuple[_Server, int]
     context = ssl_context(receiver.tls) if receiver.tls is not None else None
     address = receiver.address(port)
     try:
-        server = _Server(
+        server = HttpListener(
             (receiver.host.strip("[]"), port),
             _Handler,
             ipv6=":" in receiver.host,
@@ -394,5 +436,6 @@ def start_http_server(receiver: TraceReceiver, port: int) -> tuple[_Server, int]
     thread = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="ctxutil-serve-http", daemon=True
     )
+    server.thread = thread
     thread.start()
     return server, int(server.server_address[1])

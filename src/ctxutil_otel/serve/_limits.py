@@ -4,22 +4,39 @@
   timeout alone bounds each ``recv``, so a sender trickling a byte every few seconds (slow-loris) would
   hold a connection forever; the deadline bounds the request line and headers together
   (``header_timeout_s``), then the body (``request_timeout_s``), whatever the pace of the bytes.
+* :class:`CallDeadlines`: the same total deadline for gRPC calls, whose request message grpcio reads in the
+  call's worker thread: past it the call is cancelled, so a call that sends its headers and then nothing
+  frees its thread.
 * :class:`ConnectionSlots`: ``capacity`` connections for any request plus ``reserved`` ones that answer
   ``GET /healthz`` only, so that a full listener (a burst of senders, idle keep-alive connections) still
   answers its liveness probe. Same idea as PostgreSQL's ``superuser_reserved_connections``: the last few
   slots are kept for one kind of client, recognised after the connection is made (here: by the request
-  line).
+  line). When all are taken, a newcomer takes the slot of the oldest idle connection, which is closed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import heapq
 import io
 import math
+import select
+import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Final, Literal
 
-__all__ = ["HEALTH_RESERVED_CONNECTIONS", "ConnectionSlots", "DeadlineReader", "Slot"]
+__all__ = [
+    "HEALTH_RESERVED_CONNECTIONS",
+    "IDLE_BETWEEN_REQUESTS",
+    "IDLE_BUSY",
+    "IDLE_NEVER_USED",
+    "CallDeadlines",
+    "ConnectionSlots",
+    "DeadlineReader",
+    "Slot",
+]
 
 #: Connections kept, beyond ``max_connections``, for ``GET /healthz`` (one request each, then closed).
 HEALTH_RESERVED_CONNECTIONS: Final = 2
@@ -78,6 +95,11 @@ class DeadlineReader(io.RawIOBase):
 class ConnectionSlots:
     """``capacity`` slots for any request, then ``reserved`` slots for health probes only. Thread-safe.
 
+    When every slot is taken, a new connection takes the slot of the oldest *idle* one (attached with
+    :meth:`attach` and waiting for a request with no byte of it received), which is closed: connections
+    that say nothing never starve a health probe or a sender (issue 10: re-opening idle connections held
+    the reserved slots, and every probe was refused at accept).
+
     Raises:
         ValueError: when ``capacity < 1`` or ``reserved < 0``.
     """
@@ -87,31 +109,183 @@ class ConnectionSlots:
             raise ValueError(f"capacity must be >= 1 and reserved >= 0, got {capacity} and {reserved}")
         self.capacity = capacity
         self.reserved = reserved
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._any = 0
-        self._health: set[int] = set()  # id() of the connections holding a reserved slot
+        self._health = 0
+        # id(connection) -> [slot, the socket, its idle test (None until attached)]; insertion order = age
+        self._held: dict[int, list[Any]] = {}
+        self.evicted = 0
 
-    def acquire(self, connection: object) -> Slot | None:
+    def acquire(self, connection: Any) -> Slot | None:
         """A slot for a new connection: ``"any"`` while one is free, else ``"health"`` while a reserved
-        one is free, else ``None`` (refuse the connection). Pair with :meth:`release`."""
+        one is free, else the slot of the oldest idle connection (closed here), else ``None`` (refuse the
+        connection). Pair with :meth:`release`."""
+        victim = None
         with self._lock:
             if self._any < self.capacity:
                 self._any += 1
-                return "any"
-            if len(self._health) < self.reserved:
-                self._health.add(id(connection))
-                return "health"
-            return None
+                slot: Slot = "any"
+            elif self._health < self.reserved:
+                self._health += 1
+                slot = "health"
+            else:
+                victim = self._idle_victim()
+                if victim is None:
+                    return None
+                slot = victim[0]
+                self.evicted += 1
+            self._held[id(connection)] = [slot, connection, None]
+        if victim is not None:
+            with contextlib.suppress(OSError):  # its thread sees end-of-file and ends
+                victim[1].shutdown(socket.SHUT_RDWR)
+        return slot
+
+    def _idle_victim(self) -> list[Any] | None:
+        """The oldest idle connection that never completed a request, else the oldest idle keep-alive
+        one (a well-behaved sender between exports: it reconnects, but only when nothing else is idle)."""
+        fallback = None
+        for key, held in self._held.items():
+            idleness = _idleness(held[1], held[2])
+            if idleness == _NEVER_USED:
+                del self._held[key]  # its slot moves to the new connection; release() will skip it
+                return held
+            if idleness == _BETWEEN_REQUESTS and fallback is None:
+                fallback = key
+        return None if fallback is None else self._held.pop(fallback)
+
+    def attach(self, connection: object, is_idle: Callable[[], int]) -> None:
+        """Tell when ``connection`` may be closed for a newcomer: while ``is_idle()`` (called under this
+        object's lock: keep it a cheap read) says it waits for a request and has read nothing of it
+        (:data:`IDLE_NEVER_USED` or :data:`IDLE_BETWEEN_REQUESTS`, else :data:`IDLE_BUSY`), and no byte
+        waits unread on its socket. Before ``attach`` (its thread not yet running) only the socket is
+        checked."""
+        with self._lock:
+            held = self._held.get(id(connection))
+            if held is not None:
+                held[2] = is_idle
 
     def release(self, connection: object) -> None:
-        """Free the slot ``connection`` holds (call once, while the connection object is alive)."""
+        """Free the slot ``connection`` holds (call once, while the connection object is alive); nothing
+        when its slot went to a newcomer."""
         with self._lock:
-            if id(connection) in self._health:
-                self._health.discard(id(connection))
+            held = self._held.pop(id(connection), None)
+            if held is None:
+                return
+            if held[0] == "health":
+                self._health -= 1
             else:
                 self._any -= 1
+            if not self._held:
+                self._lock.notify_all()
+
+    def wait_empty(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` until no connection holds a slot; ``True`` when none does."""
+        with self._lock:
+            return self._lock.wait_for(lambda: not self._held, timeout_s)
 
     def health_only(self, connection: object) -> bool:
         """Whether ``connection`` holds a reserved slot (it may answer ``GET /healthz`` only)."""
         with self._lock:
-            return id(connection) in self._health
+            held = self._held.get(id(connection))
+            return held is not None and held[0] == "health"
+
+    def close_all(self) -> None:
+        """Shut down every connection holding a slot (reads end; the stop of the listener)."""
+        with self._lock:
+            connections = [held[1] for held in self._held.values()]
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RD)
+
+
+#: Idleness of a connection (what ``attach``'s callable returns): busy, idle between requests, idle and
+#: never used for a request.
+IDLE_BUSY: Final = 0
+_BETWEEN_REQUESTS: Final = 1
+_NEVER_USED: Final = 2
+IDLE_BETWEEN_REQUESTS: Final = _BETWEEN_REQUESTS
+IDLE_NEVER_USED: Final = _NEVER_USED
+
+
+def _idleness(connection: Any, idleness: Callable[[], int] | None) -> int:
+    """The connection's idleness (before ``attach``: never used), busy when a byte waits on its socket."""
+    level = _NEVER_USED if idleness is None else idleness()
+    if level == IDLE_BUSY:
+        return IDLE_BUSY
+    try:
+        readable, _, _ = select.select([connection], [], [], 0)
+    except (OSError, ValueError):  # already closed
+        return level
+    return IDLE_BUSY if readable else level
+
+
+class CallDeadlines:
+    """Runs ``cancel`` callbacks whose deadline passed, from one daemon thread (started on first use).
+
+    :meth:`arm` returns a handle for :meth:`disarm`; a callback runs at most once, never after
+    ``disarm`` returned ``True``. :meth:`close` runs the armed ones at once and stops the thread.
+    """
+
+    def __init__(self, name: str = "ctxutil-serve-deadlines") -> None:
+        self._name = name
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._armed: set[int] = set()
+        self._next = 0
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self.fired = 0
+
+    def arm(self, cancel: Callable[[], None], seconds: float) -> int:
+        with self._cond:
+            handle = self._next
+            self._next += 1
+            heapq.heappush(self._heap, (time.monotonic() + seconds, handle, cancel))
+            self._armed.add(handle)
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+            self._cond.notify()
+        return handle
+
+    def disarm(self, handle: int) -> bool:
+        """``True`` when the deadline had not fired."""
+        with self._cond:
+            if handle in self._armed:
+                self._armed.discard(handle)
+                return True
+            return False
+
+    def close(self) -> None:
+        """Run every armed callback now (the calls still waiting are cancelled: a thread blocked in one
+        would otherwise hold the process's exit), then stop the thread."""
+        with self._cond:
+            self._closed = True
+            pending = [cancel for _, handle, cancel in self._heap if handle in self._armed]
+            self._armed.clear()
+            self._heap.clear()
+            self._cond.notify()
+        for cancel in pending:
+            with contextlib.suppress(Exception):
+                cancel()
+        thread = self._thread
+        if thread is not None:
+            thread.join(5.0)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed:
+                    while self._heap and self._heap[0][1] not in self._armed:
+                        heapq.heappop(self._heap)  # disarmed
+                    now = time.monotonic()
+                    if self._heap and self._heap[0][0] <= now:
+                        _, handle, cancel = heapq.heappop(self._heap)
+                        self._armed.discard(handle)
+                        self.fired += 1
+                        break
+                    self._cond.wait(self._heap[0][0] - now if self._heap else None)
+                else:
+                    return
+            with contextlib.suppress(Exception):  # grpcio's cancel; never kills the thread
+                cancel()

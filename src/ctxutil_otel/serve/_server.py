@@ -21,10 +21,12 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
-from ._export import ExportResult, bearer_authorized, export_request
+from .._throttled_log import ThrottledLog
+from . import _grpc, _http, _status
+from ._export import Encoding, ExportResult, bearer_authorized, export_request
+from ._types import TLSFiles
 
 if TYPE_CHECKING:
     from ..capture.spans import UtilizationSpanProcessor
@@ -55,18 +57,6 @@ DEFAULT_MAX_CONNECTIONS: Final = 64
 #: Seconds between two log messages about refused requests of one outcome.
 LOG_INTERVAL_S: Final = 10.0
 _QUIET_OUTCOMES: Final = frozenset({"ok", "partial"})
-
-
-@dataclass(frozen=True)
-class TLSFiles:
-    """PEM files of the server certificate (chain) and its private key, for both listeners."""
-
-    cert_file: Path
-    key_file: Path
-
-    def read(self) -> tuple[bytes, bytes]:
-        """``(key, cert)`` bytes. Raises ``OSError`` naming the file that cannot be read."""
-        return self.key_file.read_bytes(), self.cert_file.read_bytes()
 
 
 @dataclass(frozen=True)
@@ -165,11 +155,10 @@ class TraceReceiver:
         self._accepting = False
         self._in_flight = 0
         self._requests: dict[str, int] = {}
-        self._unlogged: dict[str, int] = {}
-        self._next_log: dict[str, float] = {}
+        self._refusal_log = ThrottledLog(LOG_INTERVAL_S)
         self._spans = [0, 0]  # accepted, rejected
-        self._grpc: Any = None
-        self._http: Any = None
+        self._grpc: _grpc.GrpcListener | None = None
+        self._http: _http.HttpListener | None = None
         self._stopping = False
         self._stop_result: bool | None = None
         self._logged_internal = False
@@ -193,12 +182,8 @@ class TraceReceiver:
         self._requests[outcome] = self._requests.get(outcome, 0) + 1
         if outcome in _QUIET_OUTCOMES:
             return 0
-        self._unlogged[outcome] = self._unlogged.get(outcome, 0) + 1
-        now = time.monotonic()
-        if now < self._next_log.get(outcome, 0.0):
-            return 0
-        self._next_log[outcome] = now + LOG_INTERVAL_S
-        return self._unlogged.pop(outcome)
+        suppressed = self._refusal_log.due(outcome)
+        return 0 if suppressed is None else suppressed + 1  # this one and those not logged since
 
     @staticmethod
     def _log_refusals(outcome: str, count: int) -> None:
@@ -209,8 +194,9 @@ class TraceReceiver:
     def accepting(self) -> bool:
         return self._accepting
 
-    def export(self, payload: bytes) -> ExportResult:
-        """Decode one ``ExportTraceServiceRequest`` body, apply back-pressure, feed the processor
+    def export(self, payload: bytes, *, encoding: Encoding = "protobuf") -> ExportResult:
+        """Decode one ``ExportTraceServiceRequest`` body (``encoding``: binary protobuf, or OTLP/JSON),
+        apply back-pressure, feed the processor
         (:func:`._export.export_request`), counted in :meth:`stats`; outcome ``unavailable`` while not
         :attr:`accepting` (before :meth:`start`, once :meth:`stop` has begun). Never raises (a bug becomes
         outcome ``internal``)."""
@@ -225,7 +211,7 @@ class TraceReceiver:
                 self._log_refusals("unavailable", due)
             return ExportResult("unavailable", message="the receiver is shutting down")
         try:
-            result = self._export(payload)
+            result = self._export(payload, encoding)
         except Exception:
             if not self._logged_internal:
                 self._logged_internal = True
@@ -241,10 +227,29 @@ class TraceReceiver:
             self._log_refusals(result.outcome, due)
         return result
 
-    def _export(self, payload: bytes) -> ExportResult:
+    def _export(self, payload: bytes, encoding: Encoding) -> ExportResult:
         return export_request(
-            payload, self.processor, overloaded=self.overloaded, max_queue_size=self._max_queue
+            payload,
+            self.processor,
+            overloaded=self.overloaded,
+            max_queue_size=self._max_queue,
+            encoding=encoding,
         )
+
+    def health(self) -> tuple[bool, str]:
+        """``(True, "ok")`` while accepting with every listener able to take a request; else ``False``
+        and the reason (shutting down, the OTLP/gRPC listener saturated by calls in progress, a listener
+        thread gone)."""
+        if not self._accepting:
+            return False, "shutting down"
+        grpc_listener, http_server = self._grpc, self._http
+        if grpc_listener is not None:
+            problem = grpc_listener.problem()
+            if problem is not None:
+                return False, problem
+        if http_server is not None and not http_server.running():
+            return False, "OTLP/HTTP listener stopped"
+        return True, "ok"
 
     def overloaded(self) -> bool:
         """The evaluator's queue is full (public ``Evaluator.stats()``; one lock, once per request)."""
@@ -273,8 +278,6 @@ class TraceReceiver:
             OSError: when a port cannot be bound or a TLS file cannot be read (nothing is left running).
             ValueError: when the TLS files do not hold a usable certificate and key.
         """
-        from . import _grpc, _http, _status
-
         if self.tls is not None:
             _status.ssl_context(self.tls)  # a bad certificate/key fails here, for both listeners
         try:
@@ -335,14 +338,13 @@ class TraceReceiver:
         return bool(drained and flushed and exported)
 
     def _close_listeners(self, grace_s: float) -> None:
-        grpc_server, http_server = self._grpc, self._http
+        grpc_listener, http_server = self._grpc, self._http
         self._grpc = self._http = None
         stopped = None
-        if grpc_server is not None:
-            stopped = grpc_server.stop(grace_s)  # refuses new calls at once; in-flight ones get grace_s
+        if grpc_listener is not None:
+            stopped = grpc_listener.stop(grace_s)  # refuses new calls at once; in-flight ones get grace_s
         if http_server is not None:
-            http_server.shutdown()
-            http_server.server_close()
+            http_server.close(grace_s)
         if stopped is not None:
             stopped.wait(grace_s + 1.0)
 

@@ -19,9 +19,19 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[i
 from ._parsing import MAX_HEADER_BYTES
 
 if TYPE_CHECKING:
-    from ._server import TLSFiles
+    from ._types import TLSFiles
 
-__all__ = ["bad_request", "os_error", "parser_error", "retry_info", "ssl_context", "status_body"]
+__all__ = [
+    "bad_request",
+    "invalid",
+    "os_error",
+    "parser_error",
+    "retry_info",
+    "ssl_context",
+    "status",
+    "status_body",
+    "unavailable",
+]
 
 # HTTP status -> (google.rpc.Code, message, ReceiverStats outcome). The limits are http.server's (request
 # line), http.client's (each header line, 65536 bytes: under the total; at most 100 header lines) and the
@@ -51,14 +61,31 @@ _PARSER_ERRORS: Final[dict[int, tuple[int, str, str]]] = {
 }
 
 
-def status_body(code: int, message: str, *details: Any) -> bytes:
-    """A serialized ``google.rpc.Status`` (``code`` a ``google.rpc.Code`` value) with packed details."""
-    status = status_pb2.Status(code=code, message=message)
+def status(code: int, message: str, *details: Any) -> status_pb2.Status:
+    """A ``google.rpc.Status`` (``code`` a ``google.rpc.Code`` value) with packed details."""
+    answer = status_pb2.Status(code=code, message=message)
     for detail in details:
         packed = AnyProto()
         packed.Pack(detail)
-        status.details.append(packed)
-    return bytes(status.SerializeToString())
+        answer.details.append(packed)
+    return answer
+
+
+def status_body(code: int, message: str, *details: Any) -> bytes:
+    """:func:`status`, serialized."""
+    return bytes(status(code, message, *details).SerializeToString())
+
+
+def unavailable(message: str, retry_after_s: int) -> status_pb2.Status:
+    """The retryable refusal of both transports (queue full, shutting down, a slot kept for probes):
+    ``UNAVAILABLE`` with ``RetryInfo`` (OTLP "Throttling")."""
+    return status(code_pb2.UNAVAILABLE, message, retry_info(retry_after_s))
+
+
+def invalid(message: str, field: str) -> status_pb2.Status:
+    """The not-retryable bad-data answer of both transports: ``INVALID_ARGUMENT`` with a ``BadRequest``
+    naming ``field`` (``body`` on HTTP, ``request`` on gRPC)."""
+    return status(code_pb2.INVALID_ARGUMENT, message, bad_request(message, field))
 
 
 def parser_error(status: int) -> tuple[int, str, str]:

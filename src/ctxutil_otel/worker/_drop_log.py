@@ -1,47 +1,22 @@
 """Throttled warnings for dropped interactions: at most one message per reason per interval, carrying
-the number of drops not logged since (every drop is still counted by the engine).
-
-As the OpenTelemetry SDK's batch processor does for dropped spans: under sustained overload a log line
-per drop would itself be the overload.
-"""
+the number of drops not logged since (every drop is still counted by the engine)."""
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
+
+from .._throttled_log import ThrottledLog
 
 __all__ = ["DropLog"]
 
 _log = logging.getLogger("ctxutil_otel.worker")
 
 
-class DropLog:
-    """Decides which drops are logged; not thread-safe: :meth:`due` runs under the engine's lock and
-    :meth:`log` outside it.
+class DropLog(ThrottledLog):
+    """A :class:`~ctxutil_otel._throttled_log.ThrottledLog` keyed by drop reason: :meth:`due` runs under
+    the engine's lock and :meth:`log` outside it."""
 
-    Args:
-        interval_s: Seconds between two messages for one reason (default 10).
-        clock: Monotonic clock in seconds (default :func:`time.monotonic`).
-    """
-
-    __slots__ = ("_clock", "_interval_s", "_next", "_suppressed")
-
-    def __init__(self, interval_s: float = 10.0, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self._interval_s = interval_s
-        self._clock = clock
-        self._next: dict[str, float] = {}
-        self._suppressed: dict[str, int] = {}
-
-    def due(self, reason: str) -> int | None:
-        """``None`` when a message for ``reason`` went out within the interval (this drop is only
-        counted), else the number of drops not logged since the last message (the caller logs)."""
-        now = self._clock()
-        if now < self._next.get(reason, 0.0):
-            self._suppressed[reason] = self._suppressed.get(reason, 0) + 1
-            return None
-        self._next[reason] = now + self._interval_s
-        return self._suppressed.pop(reason, 0)
+    __slots__ = ()
 
     @staticmethod
     def log(reason: str, suppressed: int | None) -> None:

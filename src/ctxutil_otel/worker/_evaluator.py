@@ -8,11 +8,12 @@ import logging
 import weakref
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._accounting import Admission, DropReason
 from .._interaction import Interaction
-from .._settings import Settings
+from .._settings import Settings, SettingsError
+from ..emit._destinations import sdk_disabled, warn_if_nowhere
 from ..emit._from_settings import build_emitter
 from ..judges._from_settings import build_judge
 from ..metric._contextual_utilization import ContextualUtilization
@@ -20,7 +21,13 @@ from ._engine import Engine
 from ._stats import EvaluatorStats
 from ._types import EvaluationEmitter
 
+if TYPE_CHECKING:
+    from opentelemetry import _logs, metrics, trace
+
 __all__ = ["Evaluator", "EvaluatorStats"]
+
+#: The settings that shape what the emitter emits (the ``Emitter`` arguments of the same names).
+EMISSION_SETTINGS = ("capture_content", "application_name", "max_content_chars")
 
 _log = logging.getLogger("ctxutil_otel.worker")
 
@@ -60,15 +67,25 @@ class Evaluator:
         metric: The metric to run; ``None`` builds :class:`ContextualUtilization` from the settings
             (``judge``, ``judge_model``, ``judge_base_url``, ``threshold``, ``mode``). A metric passed
             in is used as is, and those settings are ignored.
-        emitter: Receives results; ``None`` builds ``ctxutil_otel.emit.Emitter`` on the global
-            OpenTelemetry providers from the settings (``capture_content``, ``application_name``,
-            ``max_content_chars``). Exceptions from the emitter are caught, counted in
-            ``emit_errors`` and logged once; they never stop the worker.
+        emitter: Receives results; ``None`` builds ``ctxutil_otel.emit.Emitter`` on the providers below
+            from the settings (``capture_content``, ``application_name``, ``max_content_chars``).
+            Exceptions from the emitter are caught, counted in ``emit_errors`` and logged once; they
+            never stop the worker. An ``Emitter`` passed in wins over the environment for those three
+            settings (``settings`` then reports the emitter's values); an explicit argument that
+            disagrees with it is an error.
+        tracer_provider / meter_provider / logger_provider: Where results go (evaluation spans, metrics,
+            ``gen_ai.evaluation.result`` records). ``None``: the global providers, resolved when first
+            used (as OpenTelemetry instrumentations do). Not with ``emitter`` (give them to it).
         settings: A :class:`~ctxutil_otel.Settings`; ``None`` resolves them now from the environment.
         **overrides: Any setting by name; wins over ``settings`` and the environment.
 
     Raises:
-        SettingsError: for an unknown setting or an invalid value (naming it and its variable).
+        SettingsError: for an unknown setting or an invalid value (naming it and its variable), or
+            an emission setting that disagrees with the ``emitter`` passed in (naming both values).
+        TypeError: for providers passed together with an ``emitter``.
+
+    With ``OTEL_SDK_DISABLED=true`` nothing is evaluated: every captured interaction is counted dropped,
+    reason ``sdk_disabled``, no worker thread runs, and a warning says so once per process.
     """
 
     def __init__(
@@ -77,16 +94,44 @@ class Evaluator:
         *,
         emitter: EvaluationEmitter | None = None,
         settings: Settings | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        logger_provider: _logs.LoggerProvider | None = None,
         **overrides: Any,
     ) -> None:
         resolved = Settings(**overrides) if settings is None else settings.merged(**overrides)
+        if emitter is None:
+            emitter = build_emitter(
+                resolved,
+                tracer_provider=tracer_provider,
+                meter_provider=meter_provider,
+                logger_provider=logger_provider,
+            )
+        else:
+            given = [
+                name
+                for name, value in (
+                    ("tracer_provider", tracer_provider),
+                    ("meter_provider", meter_provider),
+                    ("logger_provider", logger_provider),
+                )
+                if value is not None
+            ]
+            if given:
+                raise TypeError(
+                    f"{', '.join(given)} and emitter= were both passed: the emitter already has its "
+                    "providers; give them to Emitter(...), or omit emitter= to let the Evaluator build "
+                    "one on them"
+                )
+            resolved = _agree_with_emitter(resolved, emitter, overrides)
         self._settings = resolved
         if metric is None:
             metric = ContextualUtilization(
                 judge=build_judge(resolved), threshold=resolved.threshold, mode=resolved.mode
             )
-        if emitter is None:
-            emitter = build_emitter(resolved)
+        disabled = sdk_disabled()
+        if disabled:
+            warn_if_nowhere(tracer_provider, meter_provider, logger_provider)
         self._metric = metric
         self._emitter = emitter
         engine = Engine(
@@ -99,6 +144,7 @@ class Evaluator:
             rate_limit=resolved.rate_limit,
             token_budget=resolved.token_budget,
             cpu_fraction=resolved.cpu_fraction,
+            disabled=disabled,
         )
         self._engine = engine
         engine_ref = weakref.ref(engine)
@@ -182,10 +228,14 @@ class Evaluator:
         Does not flush the OpenTelemetry providers (call theirs after this one)."""
         return self._engine.force_flush(timeout_millis)
 
-    def shutdown(self, timeout_millis: int = 30000) -> bool:
+    def shutdown(self, timeout_millis: int | None = None) -> bool:
         """Stop accepting work (further submits are dropped ``shutdown``), finish pending evaluations
-        within ``timeout_millis``, count whatever is left as dropped ``shutdown``, and stop the
-        thread. Returns ``True`` when nothing was left. Idempotent (later calls return ``True``)."""
+        within ``timeout_millis`` (default: the ``shutdown_timeout_s`` setting, 5 s, the one shutdown
+        default of the evaluator, the handler, the span processor and the receiver), count whatever
+        is left as dropped ``shutdown``, and stop the thread. Returns ``True`` when nothing was left.
+        Idempotent (later calls return ``True``)."""
+        if timeout_millis is None:
+            timeout_millis = int(self._settings.shutdown_timeout_s * 1000)
         try:
             return self._engine.shutdown(timeout_millis)
         finally:
@@ -248,3 +298,30 @@ def _weak_cpu_throttled_s(engine_ref: weakref.ReferenceType[Engine]) -> Callable
         return 0.0 if engine is None else engine.cpu_throttled_s()
 
     return cpu_throttled_s
+
+
+def _agree_with_emitter(settings: Settings, emitter: object, explicit: Mapping[str, Any]) -> Settings:
+    """``settings`` with the emission settings of an ``Emitter`` passed in (it is what emits, so it wins
+    over the environment and the defaults). An explicit argument that disagrees with it is an error:
+    one of the two would be silently ignored. Emitters without these attributes are left alone."""
+    problems: list[tuple[str, str]] = []
+    adopted: dict[str, Any] = {}
+    for name in EMISSION_SETTINGS:
+        if not hasattr(emitter, name):
+            continue
+        value = getattr(emitter, name)
+        if name in explicit and explicit[name] != value:
+            problems.append(
+                (
+                    name,
+                    f"argument {name}={explicit[name]!r} disagrees with the emitter passed in "
+                    f"({name}={value!r}): the emitter wins, as it is what emits; pass {name} to "
+                    "Emitter(...) instead, or omit emitter= (and pass tracer_provider=/meter_provider=/"
+                    "logger_provider=) to let the Evaluator build it from the settings",
+                )
+            )
+        elif getattr(settings, name) != value:
+            adopted[name] = value
+    if problems:
+        raise SettingsError(problems)
+    return settings.merged(**adopted)

@@ -32,7 +32,7 @@ class CpuThrottle(CpuBudget):
         sleep: Awaitable wait of the given seconds (:func:`asyncio.sleep`); injectable for tests.
     """
 
-    __slots__ = ("_since", "_sleep", "_wait_lock", "_waited")
+    __slots__ = ("_clock", "_since", "_sleep", "_wait_lock", "_waited")
 
     def __init__(
         self,
@@ -43,6 +43,7 @@ class CpuThrottle(CpuBudget):
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         super().__init__(fraction, clock=clock, cpu_clock=cpu_clock)
+        self._clock = clock
         self._sleep = sleep
         self._wait_lock = threading.Lock()
         self._waited = 0.0

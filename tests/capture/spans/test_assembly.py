@@ -11,10 +11,10 @@ import itertools
 import pytest
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from ctxutil_otel.capture.spans import Chunk, Generation, Retrieval, TraceBuffer, to_interaction
-from ctxutil_otel.capture.spans._assembly import BufferedPart, pair
-
-from .conftest import FakeClock
+from ctxutil_otel.capture.spans._assembly import BufferedPart, TraceBuffer, Turn, pair
+from ctxutil_otel.capture.spans._convert import NotEvaluable, to_interaction
+from ctxutil_otel.capture.spans._model import Chunk, Generation, Retrieval
+from tests.support.doubles import FakeClock
 
 TRACE = 0xABC
 _ids = itertools.count(1)
@@ -34,6 +34,13 @@ def generation(answer: str | None = "a") -> Generation:
 
 def part(record: Retrieval | Generation, start: int) -> BufferedPart:
     return BufferedPart(record, ctx(), start, start + 1, record.size())
+
+
+def ended(buf: TraceBuffer, span_id: int, parent: int | None, start: int, end: int) -> list[Turn]:
+    """A span of TRACE that is no record ended (``TraceBuffer.end_span`` with ``record=None``)."""
+    turns, evicted = buf.end_span(None, SpanContext(TRACE, span_id, is_remote=False), parent, start, end)
+    assert evicted == []
+    return turns
 
 
 def buffer(clock: FakeClock | None = None, **kw: int | float) -> TraceBuffer:
@@ -77,11 +84,11 @@ def test_turn_closes_at_the_lowest_span_enclosing_retrieval_and_generation() -> 
     """The OpenInference LCEL shape: root -> parallel -> inner sequence -> retriever; root -> LLM."""
     buf = buffer()
     root, parallel, inner, retriever, llm = ctx(), ctx(), ctx(), ctx(), ctx()
-    assert buf.add(retrieval("c1", "c2"), retriever, inner.span_id, 10, 20) == ([], [])
-    assert buf.span_ended(TRACE, inner.span_id, parallel.span_id, 5, 25) == []
-    assert buf.span_ended(TRACE, parallel.span_id, root.span_id, 4, 30) == []
-    assert buf.add(generation("answer"), llm, root.span_id, 40, 50) == ([], [])
-    turns = buf.span_ended(TRACE, root.span_id, None, 1, 60)
+    assert buf.end_span(retrieval("c1", "c2"), retriever, inner.span_id, 10, 20) == ([], [])
+    assert ended(buf, inner.span_id, parallel.span_id, 5, 25) == []
+    assert ended(buf, parallel.span_id, root.span_id, 4, 30) == []
+    assert buf.end_span(generation("answer"), llm, root.span_id, 40, 50) == ([], [])
+    turns = ended(buf, root.span_id, None, 1, 60)
     assert len(turns) == 1
     (turn,) = turns
     assert turn.generation.context == llm and [p.context for p in turn.retrievals] == [retriever]
@@ -92,34 +99,35 @@ def test_turn_closes_at_the_lowest_span_enclosing_retrieval_and_generation() -> 
 def test_two_turns_under_their_own_chain_spans_close_separately_and_once() -> None:
     buf = buffer()
     root, chain1, chain2 = ctx(), ctx(), ctx()
-    buf.add(retrieval("1"), ctx(), chain1.span_id, 10, 11)
-    buf.add(generation("a1"), ctx(), chain1.span_id, 12, 13)
-    first = buf.span_ended(TRACE, chain1.span_id, root.span_id, 9, 14)
+    buf.end_span(retrieval("1"), ctx(), chain1.span_id, 10, 11)
+    buf.end_span(generation("a1"), ctx(), chain1.span_id, 12, 13)
+    first = ended(buf, chain1.span_id, root.span_id, 9, 14)
     assert [(t.start_ns, t.end_ns) for t in first] == [(9, 14)]
     assert len(buf) == 0  # nothing left: the trace is forgotten, later spans cost one lookup
-    buf.add(retrieval("2"), ctx(), chain2.span_id, 20, 21)
-    buf.add(generation("a2"), ctx(), chain2.span_id, 22, 23)
-    second = buf.span_ended(TRACE, chain2.span_id, root.span_id, 19, 24)
+    buf.end_span(retrieval("2"), ctx(), chain2.span_id, 20, 21)
+    buf.end_span(generation("a2"), ctx(), chain2.span_id, 22, 23)
+    second = ended(buf, chain2.span_id, root.span_id, 19, 24)
     assert [(t.start_ns, t.end_ns) for t in second] == [(19, 24)]
-    assert buf.span_ended(TRACE, root.span_id, None, 0, 30) == []  # each turn once
+    assert ended(buf, root.span_id, None, 0, 30) == []  # each turn once
 
 
 def test_generation_ending_after_its_chain_is_assembled_at_the_root() -> None:
     buf = buffer()
     root, chain = ctx(), ctx()
-    buf.add(retrieval("x"), ctx(), chain.span_id, 10, 11)
-    assert buf.span_ended(TRACE, chain.span_id, root.span_id, 9, 15) == []  # only the retrieval so far
+    buf.end_span(retrieval("x"), ctx(), chain.span_id, 10, 11)
+    assert ended(buf, chain.span_id, root.span_id, 9, 15) == []  # only the retrieval so far
     late = ctx()
-    assert buf.add(generation("late"), late, chain.span_id, 12, 18) == ([], [])  # its chain already ended
-    (turn,) = buf.span_ended(TRACE, root.span_id, None, 0, 20)
+    # its chain already ended:
+    assert buf.end_span(generation("late"), late, chain.span_id, 12, 18) == ([], [])
+    (turn,) = ended(buf, root.span_id, None, 0, 20)
     assert turn.generation.context == late and (turn.start_ns, turn.end_ns) == (0, 20)
 
 
 def test_remote_parent_is_a_local_root_and_leftovers_are_dropped() -> None:
     buf = buffer()
     server = ctx()
-    buf.add(retrieval("unused"), ctx(), server.span_id, 1, 2)
-    assert buf.span_ended(TRACE, server.span_id, None, 0, 3) == []
+    buf.end_span(retrieval("unused"), ctx(), server.span_id, 1, 2)
+    assert ended(buf, server.span_id, None, 0, 3) == []
     assert len(buf) == 0 and buf.size == 0
 
 
@@ -131,8 +139,8 @@ def test_ttl_expiry_is_lazy_bounded_and_returns_pending_turns() -> None:
     buf = buffer(clock, ttl_s=10.0)
     for trace_id in (1, 2, 3):
         root = ctx(trace_id)
-        buf.add(retrieval("x"), ctx(trace_id), root.span_id, 1, 2)
-        buf.add(generation(), ctx(trace_id), root.span_id, 3, 4)
+        buf.end_span(retrieval("x"), ctx(trace_id), root.span_id, 1, 2)
+        buf.end_span(generation(), ctx(trace_id), root.span_id, 3, 4)
         clock.advance(1)
     assert buf.expire(clock(), limit=10) == []
     clock.advance(8.5)  # traces 1 and 2 are older than 10 s (11.5, 10.5), trace 3 is not (9.5)
@@ -145,16 +153,16 @@ def test_ttl_expiry_is_lazy_bounded_and_returns_pending_turns() -> None:
 def test_count_and_byte_bounds_evict_the_oldest() -> None:
     buf = buffer(max_traces=2)
     for trace_id in (1, 2):
-        buf.add(retrieval("x"), ctx(trace_id), 99, 1, 2)
-        buf.add(generation(), ctx(trace_id), 99, 3, 4)
-    assembled, evicted = buf.add(retrieval("y"), ctx(3), 99, 5, 6)
+        buf.end_span(retrieval("x"), ctx(trace_id), 99, 1, 2)
+        buf.end_span(generation(), ctx(trace_id), 99, 3, 4)
+    assembled, evicted = buf.end_span(retrieval("y"), ctx(3), 99, 5, 6)
     assert assembled == [] and [(t.trace_id, reason) for t, reason in evicted] == [(1, "pending_full")]
     assert list(buf.traces) == [2, 3]
 
     small = buffer(max_bytes=1000)
-    small.add(retrieval("a" * 300), ctx(1), 99, 1, 2)
-    small.add(generation(), ctx(1), 99, 3, 4)
-    _, evicted = small.add(retrieval("b" * 500), ctx(2), 99, 5, 6)
+    small.end_span(retrieval("a" * 300), ctx(1), 99, 1, 2)
+    small.end_span(generation(), ctx(1), 99, 3, 4)
+    _, evicted = small.end_span(retrieval("b" * 500), ctx(2), 99, 5, 6)
     assert [(t.trace_id, reason) for t, reason in evicted] == [(1, "pending_full")]
     assert 500 < small.size <= 1000 and list(small.traces) == [2]
 
@@ -165,13 +173,13 @@ def test_a_trace_evicted_for_room_past_the_ttl_is_ttl_expired() -> None:
     clock = FakeClock()
     buf = buffer(clock, ttl_s=10.0, max_traces=2)
     for trace_id in (1, 2):
-        buf.add(retrieval("x"), ctx(trace_id), 99, 1, 2)
-        buf.add(generation(), ctx(trace_id), 99, 3, 4)
+        buf.end_span(retrieval("x"), ctx(trace_id), 99, 1, 2)
+        buf.end_span(generation(), ctx(trace_id), 99, 3, 4)
         clock.advance(5)
     # now: trace 1 is 10 s old (expired), trace 2 is 5 s old
-    _, evicted = buf.add(retrieval("y"), ctx(3), 99, 5, 6)
+    _, evicted = buf.end_span(retrieval("y"), ctx(3), 99, 5, 6)
     assert [(t.trace_id, reason) for t, reason in evicted] == [(1, "ttl_expired")]
-    _, evicted = buf.add(retrieval("z"), ctx(4), 99, 7, 8)
+    _, evicted = buf.end_span(retrieval("z"), ctx(4), 99, 7, 8)
     assert [(t.trace_id, reason) for t, reason in evicted] == [(2, "pending_full")]
     assert list(buf.traces) == [3, 4]
 
@@ -187,12 +195,12 @@ def test_buffer_rejects_bad_bounds() -> None:
 def test_to_interaction_query_chunks_parent_and_not_evaluable_cases() -> None:
     buf = buffer()
     root, llm = ctx(), ctx()
-    buf.add(retrieval("c1", query=" "), ctx(), root.span_id, 1, 2)  # blank query: skipped
-    buf.add(retrieval("c2", query="real query"), ctx(), root.span_id, 3, 4)
-    buf.add(Generation("answer", "genai", query="from messages"), llm, root.span_id, 5, 6)
-    (turn,) = buf.span_ended(TRACE, root.span_id, None, 0, 9)
+    buf.end_span(retrieval("c1", query=" "), ctx(), root.span_id, 1, 2)  # blank query: skipped
+    buf.end_span(retrieval("c2", query="real query"), ctx(), root.span_id, 3, 4)
+    buf.end_span(Generation("answer", "genai", query="from messages"), llm, root.span_id, 5, 6)
+    (turn,) = ended(buf, root.span_id, None, 0, 9)
     interaction = to_interaction(turn)
-    assert interaction is not None
+    assert not isinstance(interaction, NotEvaluable)
     assert (interaction.query, interaction.answer) == ("real query", "answer")
     assert [c.page_content for c in interaction.documents] == ["c1", "c2"]  # type: ignore[attr-defined]
     assert interaction.parent == llm and interaction.trace_id == TRACE
@@ -202,13 +210,37 @@ def test_to_interaction_query_chunks_parent_and_not_evaluable_cases() -> None:
     def single(r: Retrieval, g: Generation) -> object:
         b = buffer()
         top = ctx()
-        b.add(r, ctx(), top.span_id, 1, 2)
-        b.add(g, ctx(), top.span_id, 3, 4)
-        (t,) = b.span_ended(TRACE, top.span_id, None, 0, 5)
+        b.end_span(r, ctx(), top.span_id, 1, 2)
+        b.end_span(g, ctx(), top.span_id, 3, 4)
+        (t,) = ended(b, top.span_id, None, 0, 5)
         return to_interaction(t)
 
-    assert single(Retrieval("q", None, "genai", "malformed"), generation()) is None
-    assert single(retrieval("c"), generation(None)) is None
-    assert single(retrieval("c", query=None), generation()) is None
+    assert single(Retrieval("q", None, "genai", "malformed"), generation()) == NotEvaluable(
+        "not_evaluable", "malformed", "genai"
+    )
+    assert single(retrieval("c"), generation(None)) == NotEvaluable("not_evaluable", "no_answer", "genai")
+    assert single(retrieval("c", query=None), generation()) == NotEvaluable(
+        "not_evaluable", "no_query", "genai"
+    )
     fallback = single(retrieval("c", query=None), Generation("a", "genai", query="q from messages"))
-    assert fallback is not None and fallback.query == "q from messages"  # type: ignore[attr-defined]
+    assert not isinstance(fallback, NotEvaluable) and fallback.query == "q from messages"  # type: ignore[attr-defined]
+
+
+def test_a_trace_evicted_before_its_generation_counts_the_generation_with_the_eviction_reason() -> None:
+    """The span side of issue 10 item 6: the retrieval was evicted (pending_full), then the generation
+    that used it ended: one turn, counted with the eviction's reason (before: nothing, it vanished)."""
+    buf = buffer(max_traces=1)
+    first, second = ctx(1), ctx(2)
+    buf.end_span(retrieval("x"), ctx(1), first.span_id, 1, 2)
+    _, evicted = buf.end_span(retrieval("y"), ctx(2), second.span_id, 3, 4)
+    assert evicted == []  # nothing paired yet: remembered, not counted
+    late = ctx(1)
+    turns, evicted = buf.end_span(generation(), late, first.span_id, 5, 6)
+    assert turns == [] and [(t.trace_id, t.generation.context, r) for t, r in evicted] == [
+        (1, late, "pending_full")
+    ]
+    assert list(buf.traces) == [2]  # the generation was not buffered
+    # a search-only trace evicted and then ended is not a turn: its root forgets it, nothing counted
+    buf.end_span(retrieval("z"), ctx(3), 77, 7, 8)  # evicts trace 2 (retrieval only)
+    assert buf.end_span(None, SpanContext(2, second.span_id, is_remote=False), None, 0, 9) == ([], [])
+    assert buf.end_span(generation(), ctx(2), second.span_id, 10, 11)[1] == []  # root ended: forgotten

@@ -13,8 +13,16 @@ from typing import Any
 
 import pytest
 
-from ctxutil_otel.capture.spans import CHAIN, Generation, Retrieval, read_part
-from ctxutil_otel.capture.spans._model import CONTENT_NOT_CAPTURED, MALFORMED, REDACTED, TRUNCATED
+from ctxutil_otel.capture.spans._model import (
+    CHAIN,
+    CONTENT_NOT_CAPTURED,
+    MALFORMED,
+    REDACTED,
+    TRUNCATED,
+    Generation,
+    Retrieval,
+)
+from ctxutil_otel.capture.spans._route import read_part
 
 from .conftest import load_fixture
 

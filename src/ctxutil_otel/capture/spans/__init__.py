@@ -1,31 +1,18 @@
 """The span processor: evaluate RAG turns found in finished OpenTelemetry spans.
 
 * :class:`UtilizationSpanProcessor`: add it to a ``TracerProvider`` (or feed it from an OTLP receiver).
-* :func:`read_part`: one finished span's attributes -> :class:`Retrieval`, :class:`Generation`, the
-  :data:`CHAIN` marker or ``None``, whichever convention wrote them (OpenInference, OpenTelemetry GenAI,
-  OpenLLMetry).
-* :class:`SpanLike`: what the processor reads from a span (``ReadableSpan`` satisfies it).
-* :class:`TraceBuffer`, :class:`Turn`: trace assembly (how retrievals and generations pair into turns).
+* :class:`SpanLike`: what the processor reads from a span (``ReadableSpan`` satisfies it; an OTLP
+  receiver may build anything with the same read-only properties).
+* :data:`DEFAULT_MAX_BUFFERED_BYTES`: the default bound on buffered text.
+
+Which conventions and instrumentations are read, and how spans pair into turns: docs/span-conventions.md.
+The readers (``_openinference``, ``_genai``, ``_openllmetry``), the routing between them (``_route``) and
+the trace assembly (``_assembly``) are internal.
 """
 
 from __future__ import annotations
 
-from ._assembly import TraceBuffer, Turn, to_interaction
-from ._model import CHAIN, Chain, Chunk, Generation, Retrieval, SpanLike
-from ._processor import DEFAULT_MAX_BUFFERED_BYTES, MARKER_ATTRIBUTES, UtilizationSpanProcessor, read_part
+from ._model import SpanLike
+from ._processor import DEFAULT_MAX_BUFFERED_BYTES, UtilizationSpanProcessor
 
-__all__ = [
-    "CHAIN",
-    "DEFAULT_MAX_BUFFERED_BYTES",
-    "MARKER_ATTRIBUTES",
-    "Chain",
-    "Chunk",
-    "Generation",
-    "Retrieval",
-    "SpanLike",
-    "TraceBuffer",
-    "Turn",
-    "UtilizationSpanProcessor",
-    "read_part",
-    "to_interaction",
-]
+__all__ = ["DEFAULT_MAX_BUFFERED_BYTES", "SpanLike", "UtilizationSpanProcessor"]

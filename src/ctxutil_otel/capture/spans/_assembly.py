@@ -13,10 +13,20 @@ How a turn is found (spans end children first; nothing here looks at wall-clock 
   unpaired (a retrieval no generation used, a generation without retrieval) are not RAG turns and are
   dropped without counting.
 
+The outermost retrieval step: when a retrieval (or reranker) span ends, every record waiting on it (the
+records of the spans inside it: the base retriever of a contextual-compression retriever, the retrievers
+and query-writing model calls of a multi-query or ensemble retriever, a reranker or document filter run
+inside it) is discarded: its output documents are what flows on, so only they are judged. Without this
+an inner retriever's chunks would be judged next to the outer one's (issue 15).
+
 Pairing within a group: records in start-time order; each retrieval joins the retrievals waiting for a
 generation (a reranker's output replaces them: it is what reached the model); a generation takes all
 waiting retrievals (several retrievers in one turn are merged in start order). A generation with no
 retrieval before it (a query rewrite, a follow-up) is left over.
+
+Nothing RAG-shaped vanishes: a trace whose records pair into no turn at all although it holds both a
+retrieval and a generation (a generation before its retrieval, a model span no reader recognised as one)
+gives one turn whose ``cause`` is :data:`UNPAIRED`, counted ``not_evaluable`` by the processor.
 
 Out-of-order ends (decided): a record whose ancestor already ended (a streamed generation ending after
 its chain span) waits on a span that will not end again, so it is assembled when the trace's local root
@@ -25,6 +35,17 @@ trace that no root closes: it is evicted after the TTL (counted as ``ttl_expired
 turn), or earlier as the oldest when a bound is full (``pending_full``). OTLP receivers: build the
 parent ``SpanContext`` with ``is_remote`` from the OTLP span flags, so that each service's local root
 closes its own spans.
+
+The shapes (``R`` retrieval, ``K`` reranker, ``G`` generation, ``C`` chain; ``*`` the records judged)::
+
+    C ─┬─ R*                 C ─┬─ R              C ─┬─ R* (compression, multi-query, ensemble)
+       └─ G*                    ├─ K*                │   ├─ R   (inner retriever: discarded)
+                                └─ G*                │   └─ G   (query writer / filter: discarded)
+                                                     └─ G*
+
+A trace evicted while a retrieval still waits for its generation is remembered (at most ``max_traces``
+of them): when that generation ends, its turn is counted with the eviction's reason instead of vanishing
+unpaired (the span side of issue 10 item 6).
 
 Bounds: at most ``max_traces`` buffered traces and ``max_bytes`` of buffered text (approximate, see
 ``Retrieval.size``), each for at most ``ttl_s`` seconds; beyond that the oldest trace is evicted and
@@ -41,19 +62,17 @@ Not thread-safe: the span processor calls it under its lock. ``traces`` may be r
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from opentelemetry.trace import SpanContext
 
 from ..._accounting import DropReason
-from ..._interaction import Interaction
 from .._reasons import PENDING_FULL, TTL_EXPIRED
-from ._model import Chunk, Generation, Retrieval
+from ._model import UNPAIRED, Generation, Retrieval
 
-__all__ = ["BufferedPart", "Evicted", "TraceBuffer", "Turn", "pair", "to_interaction"]
-
-SOURCE = "span_processor"
+__all__ = ["BufferedPart", "Evicted", "TraceBuffer", "Turn", "pair"]
 
 
 @dataclass(slots=True, eq=False)
@@ -84,6 +103,8 @@ class Turn:
         generation: The generation record; the evaluation is parented to its span.
         start_ns / end_ns: Bounds of the closing span (the enclosing chain span or the local root); for
             an evicted turn, the bounds of its records.
+        cause: ``None`` for a paired turn; :data:`UNPAIRED` for the one turn of a trace whose retrievals
+            and generations paired into none (never evaluable).
     """
 
     trace_id: int
@@ -91,6 +112,7 @@ class Turn:
     generation: BufferedPart
     start_ns: int
     end_ns: int
+    cause: str | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -160,6 +182,10 @@ class TraceBuffer:
         self.size = 0
         #: Clock time at which the oldest trace expires (``inf`` when empty).
         self.next_deadline = math.inf
+        # Evicted traces that still held a retrieval waiting for its generation -> the eviction's
+        # reason: that generation, when it ends, is counted with it instead of vanishing unpaired.
+        # At most ``max_traces`` entries, oldest forgotten first.
+        self._evicted: OrderedDict[int, DropReason] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self.traces)
@@ -176,15 +202,16 @@ class TraceBuffer:
         return trace is not None and span_id in trace.waiting
 
     # --- events -------------------------------------------------------------------------------
-    def add(
+    def end_span(
         self,
-        record: Retrieval | Generation,
+        record: Retrieval | Generation | None,
         context: SpanContext,
         parent_span_id: int | None,
         start_ns: int,
         end_ns: int,
     ) -> tuple[list[Turn], Evicted]:
-        """Buffer the record of a span that just ended, then close what that span encloses.
+        """A span of the trace ended: buffer its ``record`` (``None`` for a span that is not one),
+        then close what it encloses (see the module docstring).
 
         ``parent_span_id`` is ``None`` for a local root. Returns the assembled turns and the
         ``(turn, reason)`` pairs of the traces evicted to stay within the count and byte bounds:
@@ -193,40 +220,67 @@ class TraceBuffer:
         trace_id = context.trace_id
         evicted: Evicted = []
         trace = self.traces.get(trace_id)
-        if trace is None:
-            now = self.clock()
-            while len(self.traces) >= self.max_traces:
-                self._evict_for_room(now, evicted)
-            trace = _Trace(trace_id, now)
-            self.traces[trace_id] = trace
-            if len(self.traces) == 1:
-                self.next_deadline = trace.created + self.ttl_s
-        part = BufferedPart(record, context, start_ns, end_ns, record.size())
-        key = parent_span_id if parent_span_id is not None else context.span_id
-        trace.waiting.setdefault(key, []).append(part)
-        trace.parts += 1
-        trace.size += part.size
-        self.size += part.size
-        if parent_span_id is None:
-            turns = self._close_root(trace, start_ns, end_ns)
+        if self._evicted and trace_id in self._evicted:
+            if parent_span_id is None:
+                self._evicted.pop(trace_id)  # its local root: nothing more will come
+            elif trace is None and isinstance(record, Generation):
+                reason = self._evicted.pop(trace_id)
+                part = BufferedPart(record, context, start_ns, end_ns, 0)
+                evicted.append((Turn(trace_id, (), part, start_ns, end_ns), reason))
+                return [], evicted
+        if record is None:
+            if trace is None:
+                return [], evicted
         else:
-            turns = self.span_ended(trace_id, context.span_id, parent_span_id, start_ns, end_ns)
+            if trace is None:
+                now = self.clock()
+                while len(self.traces) >= self.max_traces:
+                    self._evict_for_room(now, evicted)
+                trace = _Trace(trace_id, now)
+                self.traces[trace_id] = trace
+                if len(self.traces) == 1:
+                    self.next_deadline = trace.created + self.ttl_s
+            if isinstance(record, Retrieval):
+                # The outermost retrieval step: what ran inside it is not judged (module docstring).
+                nested = trace.waiting.pop(context.span_id, None)
+                if nested:
+                    self._release(trace, nested, keep=True)
+            part = BufferedPart(record, context, start_ns, end_ns, record.size())
+            key = parent_span_id if parent_span_id is not None else context.span_id
+            trace.waiting.setdefault(key, []).append(part)
+            trace.parts += 1
+            trace.size += part.size
+            self.size += part.size
+        turns = self._close(trace, context.span_id, parent_span_id, start_ns, end_ns)
         if self.size > self.max_bytes:
             now = self.clock()
             while self.size > self.max_bytes and self.traces:
                 self._evict_for_room(now, evicted)
         return turns, evicted
 
-    def span_ended(
-        self, trace_id: int, span_id: int, parent_span_id: int | None, start_ns: int, end_ns: int
+    def expire(self, now: float, limit: int) -> list[Turn]:
+        """Evict at most ``limit`` traces buffered ``ttl_s`` seconds or more at clock time ``now``;
+        returns their turns (to be counted ``ttl_expired``)."""
+        evicted: list[Turn] = []
+        while limit > 0 and now >= self.next_deadline:
+            evicted.extend(self._forget(next(iter(self.traces.values())), None, TTL_EXPIRED))
+            limit -= 1
+        return evicted
+
+    def drain(self) -> list[Turn]:
+        """Forget every buffered trace; returns the turns they held (shutdown)."""
+        turns: list[Turn] = []
+        while self.traces:
+            turns.extend(self._forget(next(iter(self.traces.values())), None))
+        return turns
+
+    # --- internals ----------------------------------------------------------------------------
+    def _close(
+        self, trace: _Trace, span_id: int, parent_span_id: int | None, start_ns: int, end_ns: int
     ) -> list[Turn]:
-        """A span of a (possibly) buffered trace ended: pair the records under it (see the module
-        docstring). ``parent_span_id`` is ``None`` for a local root. Returns the assembled turns."""
-        trace = self.traces.get(trace_id)
-        if trace is None:
-            return []
+        """Pair the records waiting on the span that ended; a local root closes the whole trace."""
         if parent_span_id is None:
-            return self._close_root(trace, start_ns, end_ns)
+            return self._forget(trace, (start_ns, end_ns))
         group = trace.waiting.pop(span_id, None)
         if group is None:
             return []
@@ -236,58 +290,54 @@ class TraceBuffer:
         if pairs or len(leftovers) != len(group):
             kept = {id(p) for p in leftovers}
             self._release(trace, [p for p in group if id(p) not in kept])
-        return [Turn(trace_id, retrievals, generation, start_ns, end_ns) for retrievals, generation in pairs]
+        return [Turn(trace.trace_id, r, g, start_ns, end_ns) for r, g in pairs]
 
-    def expire(self, now: float, limit: int) -> list[Turn]:
-        """Evict at most ``limit`` traces buffered ``ttl_s`` seconds or more at clock time ``now``;
-        returns their turns (to be counted ``ttl_expired``)."""
-        evicted: list[Turn] = []
-        while limit > 0 and now >= self.next_deadline:
-            evicted.extend(self._evict_oldest())
-            limit -= 1
-        return evicted
-
-    def drain(self) -> list[Turn]:
-        """Forget every buffered trace; returns the turns they held (shutdown)."""
-        turns: list[Turn] = []
-        while self.traces:
-            turns.extend(self._evict_oldest())
-        return turns
-
-    # --- internals ----------------------------------------------------------------------------
-    def _close_root(self, trace: _Trace, start_ns: int, end_ns: int) -> list[Turn]:
+    def _forget(
+        self, trace: _Trace, bounds: tuple[int, int] | None, eviction: DropReason | None = None
+    ) -> list[Turn]:
+        """Remove ``trace`` and pair everything it still holds: at its local root's end (``bounds``
+        are the root's) or on eviction (``None``: each turn spans its own records; ``eviction`` is the
+        reason, remembered for a retrieval still waiting for its generation). A trace whose records
+        pair into no turn although it holds a retrieval and a generation gives one :data:`UNPAIRED`
+        turn; other leftovers are not RAG turns and are dropped without counting."""
         parts = [p for group in trace.waiting.values() for p in group]
         self._remove(trace)
-        pairs, _ = pair(parts)  # leftovers are not RAG turns: dropped, not counted
-        return [
-            Turn(trace.trace_id, retrievals, generation, start_ns, end_ns) for retrievals, generation in pairs
-        ]
+        pairs, leftovers = pair(parts)
+        if eviction is not None and any(isinstance(p.record, Retrieval) for p in leftovers):
+            self._evicted[trace.trace_id] = eviction
+            while len(self._evicted) > self.max_traces:
+                self._evicted.popitem(last=False)
+        if not pairs:
+            retrievals = tuple(p for p in leftovers if isinstance(p.record, Retrieval))
+            generations = [p for p in leftovers if isinstance(p.record, Generation)]
+            if not retrievals or not generations:
+                return []
+            members = (*retrievals, *generations)
+            start, end = bounds or (min(p.start_ns for p in members), max(p.end_ns for p in members))
+            return [Turn(trace.trace_id, retrievals, generations[0], start, end, UNPAIRED)]
+        turns = []
+        for retrievals, generation in pairs:
+            if bounds is None:
+                members = (*retrievals, generation)
+                start, end = min(p.start_ns for p in members), max(p.end_ns for p in members)
+            else:
+                start, end = bounds
+            turns.append(Turn(trace.trace_id, retrievals, generation, start, end))
+        return turns
 
     def _evict_for_room(self, now: float, evicted: Evicted) -> None:
         """Evict the oldest trace for room; append its turns to ``evicted`` with the reason: past the
         TTL at ``now`` (the lazy sweep had not reached it yet), else the bound was full."""
         reason = TTL_EXPIRED if now >= self.next_deadline else PENDING_FULL
-        evicted.extend([(turn, reason) for turn in self._evict_oldest()])
+        oldest = next(iter(self.traces.values()))
+        evicted.extend([(turn, reason) for turn in self._forget(oldest, None, reason)])
 
-    def _evict_oldest(self) -> list[Turn]:
-        trace = next(iter(self.traces.values()))
-        parts = [p for group in trace.waiting.values() for p in group]
-        self._remove(trace)
-        pairs, _ = pair(parts)
-        turns = []
-        for retrievals, generation in pairs:
-            members = (*retrievals, generation)
-            start = min(p.start_ns for p in members)
-            end = max(p.end_ns for p in members)
-            turns.append(Turn(trace.trace_id, retrievals, generation, start, end))
-        return turns
-
-    def _release(self, trace: _Trace, parts: list[BufferedPart]) -> None:
+    def _release(self, trace: _Trace, parts: list[BufferedPart], *, keep: bool = False) -> None:
         freed = sum(p.size for p in parts)
         trace.parts -= len(parts)
         trace.size -= freed
         self.size -= freed
-        if trace.parts <= 0:
+        if trace.parts <= 0 and not keep:
             self._remove(trace)
 
     def _remove(self, trace: _Trace) -> None:
@@ -300,47 +350,3 @@ class TraceBuffer:
         self.next_deadline = (
             next(iter(self.traces.values())).created + self.ttl_s if self.traces else math.inf
         )
-
-
-def to_interaction(turn: Turn) -> Interaction | None:
-    """The :class:`Interaction` of a turn, or ``None`` when it is not evaluable: a retrieval's chunks
-    could not be read, the answer was not captured, or no query was found (retrievals first, then the
-    generation's input messages).
-
-    The interaction is parented to the generation's span (``parent``, ``trace_id`` and ``id``, the
-    span id in 16 hex digits); start/end are the closing span's; ``source`` is ``"span_processor"``.
-    """
-    chunks: list[Chunk] = []
-    query: str | None = None
-    for part in turn.retrievals:
-        record = part.record
-        assert isinstance(record, Retrieval)
-        if record.chunks is None:
-            return None
-        chunks.extend(record.chunks)
-        if query is None and record.query is not None and record.query.strip():
-            query = record.query
-    generation = turn.generation.record
-    assert isinstance(generation, Generation)
-    if generation.answer is None:
-        return None
-    if query is None:
-        query = generation.query
-    if query is None or not query.strip():
-        return None
-    context = turn.generation.context
-    return Interaction(
-        query=query,
-        answer=generation.answer,
-        documents=chunks,
-        trace_id=context.trace_id,
-        parent=context,
-        start_time_ns=turn.start_ns,
-        end_time_ns=turn.end_ns,
-        source=SOURCE,
-        id=format(context.span_id, "016x"),
-        metadata={
-            "convention": generation.convention,
-            "retrieval_span_ids": [format(p.context.span_id, "016x") for p in turn.retrievals],
-        },
-    )

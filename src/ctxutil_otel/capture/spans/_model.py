@@ -16,12 +16,19 @@ from typing import Final, Protocol, TypeAlias
 from opentelemetry.trace import SpanContext
 
 __all__ = [
+    "CAPTURE_ERROR",
     "CHAIN",
     "CONTENT_NOT_CAPTURED",
     "INVALID",
     "MALFORMED",
+    "MAX_ID_DIGITS",
+    "MAX_INDEX",
+    "NO_ANSWER",
+    "NO_QUERY",
     "REDACTED",
     "TRUNCATED",
+    "UNPAIRED",
+    "UNRECOGNISED",
     "Chain",
     "Chunk",
     "Generation",
@@ -45,8 +52,22 @@ REDACTED: Final = "__REDACTED__"
 CONTENT_NOT_CAPTURED: Final = "content_not_captured"  # the instrumentation did not record the text
 MALFORMED: Final = "malformed"  # the attribute is there but unreadable (bad JSON, wrong types)
 TRUNCATED: Final = "truncated"  # some documents are missing (attribute count limit, gaps in indices)
+UNRECOGNISED: Final = "unrecognised"  # a retrieval or model span no reader knows how to read
+CAPTURE_ERROR: Final = "capture_error"  # the reader failed on this span (counted ``capture_error``)
+#: Causes of a not-evaluable turn besides the records' own ``problem`` values.
+UNPAIRED: Final = "unpaired"  # retrieval and generation in a trace that pair into no turn
+NO_QUERY: Final = "no_query"  # no retrieval or input message of the turn holds a query
+NO_ANSWER: Final = "no_answer"  # the generation's answer was not recorded
 
 _RECORD_OVERHEAD = 200  # approximate bytes of a buffered record besides its text
+
+#: Largest index read from a flattened attribute key (``retrieval.documents.{i}...``); far above any
+#: attribute count limit, so only a hostile or broken sender reaches it.
+MAX_INDEX: Final = 99_999
+_INDEX_DIGITS = len(str(MAX_INDEX))
+#: Document ids given as integers are read up to this many digits.
+MAX_ID_DIGITS: Final = 64
+_MAX_ID = 10**MAX_ID_DIGITS
 
 
 class SpanLike(Protocol):
@@ -105,7 +126,7 @@ class Retrieval:
             documents were retrieved but their text cannot be read (see ``problem``).
         convention: ``"openinference"``, ``"genai"`` or ``"openllmetry"``.
         problem: ``None``, or why ``chunks`` is ``None`` (:data:`CONTENT_NOT_CAPTURED`,
-            :data:`MALFORMED`, :data:`TRUNCATED`).
+            :data:`MALFORMED`, :data:`TRUNCATED`, :data:`UNRECOGNISED`, :data:`CAPTURE_ERROR`).
         reranked: A reranker's output: it replaces the retrievals before it in the same turn.
     """
 
@@ -180,11 +201,13 @@ def first_text(fields: Mapping[str, object], keys: Sequence[str]) -> str | None:
 
 
 def as_id(value: object) -> str | None:
-    """A document id as ``str`` (``str`` or ``int`` accepted; ``bool`` and others give ``None``)."""
+    """A document id as ``str`` (``str`` or ``int`` accepted; ``bool``, an ``int`` of more than
+    :data:`MAX_ID_DIGITS` digits and others give ``None``)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return str(value)
+        # str() of an int over sys.get_int_max_str_digits() digits raises: bound it first (cheaply).
+        return str(value) if -_MAX_ID < value < _MAX_ID else None
     return as_text(value)
 
 
@@ -192,13 +215,13 @@ def as_float(value: object) -> float | None:
     """A score as ``float`` (``int``/``float``, or a numeric ``str``); ``None`` otherwise."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
+    try:
+        if isinstance(value, (int, float)):
+            return float(value)  # an int beyond the float range raises OverflowError
+        if isinstance(value, str):
             return float(value)
-        except ValueError:
-            return None
+    except (ValueError, OverflowError):
+        return None
     return None
 
 
@@ -232,22 +255,28 @@ def as_mapping(value: object) -> Mapping[str, object] | None:
 def indexed(attributes: Mapping[str, object], prefix: str) -> list[tuple[int, dict[str, object]]]:
     """Group flattened attributes ``{prefix}{i}.{rest}`` by index ``i``.
 
-    Returns ``(i, {rest: value})`` pairs sorted by ``i``; keys whose index is not a non-negative integer
-    are ignored. Example: ``indexed(a, "retrieval.documents.")`` on
-    ``retrieval.documents.0.document.content`` gives ``[(0, {"document.content": ...})]``.
+    Returns ``(i, {rest: value})`` pairs sorted by ``i``. Keys whose index is not written with ASCII
+    digits (``"²"``, ``"-1"``, ``"x"``) and keys that are not strings are ignored. An index above
+    :data:`MAX_INDEX` (however many digits it has) is read as ``MAX_INDEX + 1``: it sorts last and
+    leaves a gap, so a document list holding one reads as truncated rather than silently shorter.
+    Example: ``indexed(a, "retrieval.documents.")`` on ``retrieval.documents.0.document.content`` gives
+    ``[(0, {"document.content": ...})]``. Never raises.
     """
     groups: dict[int, dict[str, object]] = {}
     start = len(prefix)
     for key, value in attributes.items():
-        if not key.startswith(prefix):
+        if type(key) is not str or not key.startswith(prefix):
             continue
         dot = key.find(".", start)
-        if dot < 0:
+        if dot <= start:
             continue
         index = key[start:dot]
-        if not index.isdigit():
+        # str.isdigit() accepts Unicode digits ("²", "٣") that int() refuses or reads as another number.
+        if not (index.isascii() and index.isdigit()):
             continue
-        groups.setdefault(int(index), {})[key[dot + 1 :]] = value
+        digits = index.lstrip("0") or "0"
+        number = int(digits) if len(digits) <= _INDEX_DIGITS else MAX_INDEX + 1  # never int() of 10k digits
+        groups.setdefault(min(number, MAX_INDEX + 1), {})[key[dot + 1 :]] = value
     return sorted(groups.items())
 
 

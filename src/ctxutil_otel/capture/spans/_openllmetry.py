@@ -9,8 +9,11 @@ reader handles).
   of LangChain ``Document`` objects (``page_content``, plain or serialised with ``kwargs``). The query is
   read from ``traceloop.entity.input`` (``query``/``question``/``input``/``input_str`` keys, under
   ``inputs``/``kwargs`` too, or the first positional ``args`` string).
-* A span named as a retriever (``traceloop.entity.name`` containing ``retriev``) with no entity output
-  is a retrieval whose content was not captured (``TRACELOOP_TRACE_CONTENT=false``).
+* A span named as a retriever (``traceloop.entity.name`` containing ``retriev``, or marked
+  ``gen_ai.operation.name=vector_db_retrieve`` as ``opentelemetry-instrumentation-langchain`` 0.62 does)
+  with no entity output is a retrieval whose content was not captured (``TRACELOOP_TRACE_CONTENT=false``).
+  Entity input and output are read from ``traceloop.entity.*``, else from ``gen_ai.task.*`` (0.62 writes
+  both).
 * Other ``workflow``/``task``/``agent`` spans: the :data:`~._model.CHAIN` marker.
 * ``llm.request.type`` ``chat``/``completion``: a generation from ``gen_ai.completion.0.content`` (and the
   query from the last ``user`` ``gen_ai.prompt.{i}``), read like the GenAI flattened form.
@@ -52,6 +55,9 @@ _QUERY_KEYS = ("query", "question", "input", "input_str")
 _NESTED_KEYS = ("inputs", "kwargs")
 _OUTPUT_KEYS = ("outputs", "output")
 _MAX_DEPTH = 3
+_RETRIEVE_OPERATIONS = frozenset({"vector_db_retrieve", "retrieval", "retrieve"})
+_OUTPUT = ("traceloop.entity.output", "gen_ai.task.output")
+_INPUT = ("traceloop.entity.input", "gen_ai.task.input")
 
 
 def read(attributes: Mapping[str, object]) -> Part | None:
@@ -69,10 +75,12 @@ def read(attributes: Mapping[str, object]) -> Part | None:
 
 
 def _retrieval(attributes: Mapping[str, object]) -> Retrieval | None:
-    output = attributes.get("traceloop.entity.output")
+    output = _first(attributes, _OUTPUT)
     if output is None:
         name = attributes.get("traceloop.entity.name")
-        if isinstance(name, str) and "retriev" in name.lower():
+        if (isinstance(name, str) and "retriev" in name.lower()) or attributes.get(
+            "gen_ai.operation.name"
+        ) in _RETRIEVE_OPERATIONS:
             return Retrieval(_query(attributes), None, CONVENTION, CONTENT_NOT_CAPTURED)
         return None
     if not isinstance(output, str) or ('"documents"' not in output and '"page_content"' not in output):
@@ -129,8 +137,16 @@ def _find_documents(value: object, depth: int) -> Sequence[object] | None:
     return None
 
 
+def _first(attributes: Mapping[str, object], keys: tuple[str, ...]) -> object:
+    for key in keys:
+        value = attributes.get(key)
+        if value is not None:
+            return value
+    return None
+
+
 def _query(attributes: Mapping[str, object]) -> str | None:
-    raw = attributes.get("traceloop.entity.input")
+    raw = _first(attributes, _INPUT)
     if raw is None:
         return None
     return _query_in(load_json(raw), 0)

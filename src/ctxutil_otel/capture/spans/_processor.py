@@ -20,12 +20,20 @@ Sampling and accounting (exact, per turn):
     ``submit(interaction)``; a turn that is already lost is counted with
     ``Evaluator.count_lost(trace_id, reason)``, which takes no token and ignores the queue, so lost turns
     never eat the rate cap of valid ones nor hide their reason: ``not_evaluable`` (content not
-    captured by the instrumentation, or unreadable: malformed/truncated attributes, no query, no
-    answer); ``ttl_expired`` (the trace was buffered ``run_ttl_s`` seconds without its local root
+    captured by the instrumentation, or unreadable: malformed/truncated attributes, a retrieval or
+    model span no reader recognises, retrieval and generation spans that pair into no turn, no query,
+    no answer; each cause is logged at warning level the first time it is seen, see
+    :attr:`UtilizationSpanProcessor.not_evaluable_causes`); ``capture_error`` (a reader failed on one
+    of the turn's spans); ``ttl_expired`` (the trace was buffered ``run_ttl_s`` seconds without its local root
     ending); ``pending_full`` (younger than that, it was the oldest trace when the ``max_pending_runs``
     traces or ``max_buffered_bytes`` bound was full: more concurrent unfinished traces than the bounds
     hold); ``shutdown`` (still buffered at shutdown). A trace holding several turns is counted once
     per turn. Records that never pair into a turn are not interactions and are not counted.
+
+Fork safety: the processor's lock and buffer are re-created in a forked child (``os.register_at_fork``
+through a weak reference, as the evaluator does): a child forked while another thread held the lock
+(gunicorn, celery prefork) must not hang in ``span.end()``. The child starts with an empty buffer: the
+buffered traces belong to the parent's requests, and the parent counts them.
 
 Never re-evaluated: spans named ``contextual_utilization`` (the evaluation span) or ``rag.interaction``
 (the emitter's root span), spans carrying ``gen_ai.evaluation.name``, and spans ended while
@@ -42,16 +50,18 @@ from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, Context, get_value
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.trace import SpanContext
 
 from ..._accounting import DropReason
+from ..._fork import reinit_after_fork
 from ...emit._names import ATTR_EVALUATION_NAME, SPAN_EVALUATION, SPAN_INTERACTION
 from ...sampling import TraceIdRatioSampler
 from .._evaluator_args import resolve_evaluator
 from .._reasons import TTL_EXPIRED
-from . import _genai, _openinference, _openllmetry
-from ._assembly import Evicted, TraceBuffer, Turn, to_interaction
-from ._model import Generation, Part, Retrieval
+from .._results_check import ResultsCheck
+from ._assembly import Evicted, TraceBuffer, Turn
+from ._convert import NotEvaluable, to_interaction
+from ._model import Generation, Retrieval
+from ._route import MARKER_ATTRIBUTES, ReaderError, read_part
 
 if TYPE_CHECKING:
     from ..._settings import Settings
@@ -62,10 +72,6 @@ __all__ = ["DEFAULT_MAX_BUFFERED_BYTES", "MARKER_ATTRIBUTES", "UtilizationSpanPr
 
 _log = logging.getLogger("ctxutil_otel.capture")
 
-#: Attributes whose presence makes a span worth reading (one per convention, two for OpenLLMetry).
-MARKER_ATTRIBUTES: Final = frozenset(
-    {_openinference.SPAN_KIND, _genai.OPERATION_NAME, _openllmetry.SPAN_KIND, _openllmetry.REQUEST_TYPE}
-)
 #: Default bound on buffered text, approximate bytes.
 DEFAULT_MAX_BUFFERED_BYTES: Final = 64 * 1024 * 1024
 
@@ -73,20 +79,6 @@ _OWN_SPAN_NAMES = frozenset({SPAN_EVALUATION, SPAN_INTERACTION})
 _OWN_ATTRIBUTES = frozenset({ATTR_EVALUATION_NAME})
 _LOW_64 = (1 << 64) - 1
 _SWEEP_LIMIT = 4  # traces evicted per on_end call at most (lazy TTL eviction)
-
-
-def read_part(attributes: Mapping[str, object]) -> Part | None:
-    """Read a finished span's attributes with the first convention that claims them: OpenInference
-    (``openinference.span.kind``), then GenAI (``gen_ai.operation.name``), then OpenLLMetry. Returns
-    ``None`` for a span that is not part of a RAG interaction. Never raises on bad values."""
-    # One copy into a plain dict: the SDK hands out a mappingproxy over BoundedAttributes, whose misses
-    # cost an exception each, and the readers look up many keys.
-    attributes = attributes if type(attributes) is dict else dict(attributes)
-    if _openinference.SPAN_KIND in attributes:
-        return _openinference.read(attributes)
-    if _genai.OPERATION_NAME in attributes:
-        return _genai.read(attributes)
-    return _openllmetry.read(attributes)
 
 
 class UtilizationSpanProcessor(SpanProcessor):
@@ -99,7 +91,7 @@ class UtilizationSpanProcessor(SpanProcessor):
 
     ``on_start`` does nothing; ``on_end`` never blocks on I/O and never raises (errors are counted in
     :attr:`errors` and logged once); ``force_flush``/``shutdown`` delegate to the evaluator with
-    deadlines. Thread-safe: ``on_end`` may be called from any thread.
+    deadlines. Thread-safe: ``on_end`` may be called from any thread. Fork-safe (module docstring).
 
     An OTLP receiver feeds it with :meth:`on_end`, from any thread, one ``ReadableSpan`` per protobuf
     span (``ReadableSpan(name=, context=SpanContext(trace_id, span_id, is_remote=False), parent=...,
@@ -115,9 +107,12 @@ class UtilizationSpanProcessor(SpanProcessor):
             (``settings_overrides`` > ``CTXUTIL_*`` environment > defaults).
         clock: Monotonic clock in seconds for the buffer TTL (default ``time.monotonic``; for tests).
         max_buffered_bytes: Bound on the approximate bytes of buffered text (default 64 MiB).
-        **settings_overrides: Settings by name. ``run_ttl_s`` (seconds a trace may stay buffered
-            waiting for its root) and ``max_pending_runs`` (buffered traces at most) bound the buffer;
-            with an explicit ``evaluator`` only those two are accepted.
+        **settings_overrides: ``tracer_provider=``, ``meter_provider=``, ``logger_provider=``: where the
+            results go (default: the global providers, resolved when first used; without an explicit
+            ``evaluator`` only); warned once when the spans come from another provider. Settings by
+            name: ``run_ttl_s`` (seconds a trace may stay buffered waiting for its root) and
+            ``max_pending_runs`` (buffered traces at most) bound the buffer; with an explicit
+            ``evaluator`` only those two are accepted.
 
     Raises:
         ctxutil_otel._settings.SettingsError: for an unknown setting or an invalid value.
@@ -144,39 +139,52 @@ class UtilizationSpanProcessor(SpanProcessor):
         self.settings: Settings = settings
         self._clock = clock or time.monotonic
         self._bound = TraceIdRatioSampler.bound_for_rate(settings.sample_rate)
-        self._buffer = TraceBuffer(
-            ttl_s=settings.run_ttl_s,
-            max_traces=settings.max_pending_runs,
-            max_bytes=max_buffered_bytes,
-            clock=self._clock,
-        )
-        self._traces = self._buffer.traces  # the same dict, read lock-free on the hot path
-        self._lock = threading.Lock()
+        self._max_buffered_bytes = max_buffered_bytes
         self._shutdown = False
+        self._results_check = ResultsCheck(evaluator)
         self._logged_error = False
         #: Unexpected errors caught in ``on_end`` (each logged at debug level, the first at warning).
         self.errors = 0
+        self._init_state()
+        reinit_after_fork(self._init_state)
+
+    def _init_state(self) -> None:
+        """(Re)create what a forked child must not share: the lock (another thread of the parent may
+        have held it at the fork) and the buffer (the parent's unfinished traces, counted there)."""
+        self._lock = threading.Lock()
+        self._buffer = TraceBuffer(
+            ttl_s=self.settings.run_ttl_s,
+            max_traces=self.settings.max_pending_runs,
+            max_bytes=self._max_buffered_bytes,
+            clock=self._clock,
+        )
+        self._traces = self._buffer.traces  # the same dict, read lock-free on the hot path
+        self._causes: dict[tuple[str, str], int] = {}
 
     # --- SpanProcessor --------------------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        """Nothing: the processor only reads finished spans."""
+        """Nothing but, on the first span, check that results go to the provider the spans come from
+        (warned once otherwise): the processor only reads finished spans."""
+        if not self._results_check.done:
+            self._results_check.check(span)
 
     def on_end(self, span: ReadableSpan) -> None:
         """Read a finished span; buffer it if it belongs to a sampled RAG interaction; assemble and
         submit the turns it closes. Never raises."""
         try:
             traces = self._traces
+            buffered = False
             if traces:
                 context = span.context
-                if context is not None and context.trace_id in traces:
-                    self._on_buffered_trace(span, context)
-                    return
-                if self._clock() >= self._buffer.next_deadline:
+                buffered = context is not None and context.trace_id in traces
+                if not buffered and self._clock() >= self._buffer.next_deadline:
                     self._sweep()
             attributes = span.attributes
             if attributes is None or MARKER_ATTRIBUTES.isdisjoint(attributes):
+                if buffered:
+                    self._on_span(span, None)
                 return
-            self._on_marked(span, attributes)
+            self._on_span(span, attributes)
         except Exception:
             self._on_error()
 
@@ -216,60 +224,54 @@ class UtilizationSpanProcessor(SpanProcessor):
         """Approximate bytes of text buffered now (bounded by ``max_buffered_bytes``)."""
         return self._buffer.size
 
+    @property
+    def not_evaluable_causes(self) -> Mapping[tuple[str, str], int]:
+        """Turns counted ``not_evaluable`` or ``capture_error`` by this processor, per ``(cause,
+        convention)``: causes ``content_not_captured``, ``malformed``, ``truncated``, ``unrecognised``,
+        ``unpaired``, ``no_query``, ``no_answer``, ``capture_error``; conventions ``openinference``,
+        ``genai``, ``openllmetry`` (a closed set: bounded). A copy."""
+        with self._lock:
+            return dict(self._causes)
+
     # --- internals ------------------------------------------------------------------------------
-    def _skip(self, span: ReadableSpan, attributes: Mapping[str, object] | None) -> bool:
+    def _skip(self, span: ReadableSpan, attributes: Mapping[str, object]) -> bool:
         """The processor's own output, or a span ended with instrumentation suppressed."""
         if self._shutdown or span.name in _OWN_SPAN_NAMES:
             return True
-        if attributes and not _OWN_ATTRIBUTES.isdisjoint(attributes):
+        if not _OWN_ATTRIBUTES.isdisjoint(attributes):
             return True
         return bool(get_value(_SUPPRESS_INSTRUMENTATION_KEY))
 
-    def _on_marked(self, span: ReadableSpan, attributes: Mapping[str, object]) -> None:
+    def _on_span(self, span: ReadableSpan, attributes: Mapping[str, object] | None) -> None:
+        """A marked span (``attributes`` given), or any span of a buffered trace (``None`` when
+        unmarked): read it, then buffer its record and close what it encloses, under the lock."""
         context = span.context
         if context is None or context.trace_id & _LOW_64 >= self._bound:
             return  # sampled out: decided from the trace id alone, never buffered, never counted
-        if self._skip(span, attributes):
-            return
-        record = read_part(attributes)
-        if not isinstance(record, (Retrieval, Generation)):
-            return  # a chain marker (or nothing) in a trace with nothing buffered: nothing to close
-        parent = span.parent
-        parent_id = None if parent is None or parent.is_remote else parent.span_id
-        with self._lock:
-            if self._shutdown:
-                return
-            turns, evicted = self._buffer.add(
-                record, context, parent_id, span.start_time or 0, span.end_time or 0
-            )
-            expired = self._buffer.expire(self._clock(), _SWEEP_LIMIT)
-        self._account(turns, evicted, expired)
-
-    def _on_buffered_trace(self, span: ReadableSpan, context: SpanContext) -> None:
-        attributes = span.attributes
-        record = None
-        if attributes is not None and not MARKER_ATTRIBUTES.isdisjoint(attributes):
+        record: Retrieval | Generation | None = None
+        if attributes is not None:
             if self._skip(span, attributes):
                 return
-            record = read_part(attributes)
+            try:
+                part = read_part(attributes)
+            except ReaderError:
+                self._on_error()  # a reader failed on a span of unknown kind: no turn to count
+                part = None
+            if isinstance(part, (Retrieval, Generation)):
+                record = part
         parent = span.parent
         parent_id = None if parent is None or parent.is_remote else parent.span_id
-        is_record = isinstance(record, (Retrieval, Generation))
-        if (
-            not is_record
-            and parent_id is not None
-            and not self._buffer.encloses(context.trace_id, context.span_id)
+        if record is None and (
+            context.trace_id not in self._traces
+            or (parent_id is not None and not self._buffer.encloses(context.trace_id, context.span_id))
         ):
-            return  # a span that encloses nothing buffered (most spans of a RAG trace): no lock
-        start, end = span.start_time or 0, span.end_time or 0
+            return  # encloses nothing buffered (most spans of a RAG trace): no lock
         with self._lock:
             if self._shutdown:
                 return
-            if isinstance(record, (Retrieval, Generation)):
-                turns, evicted = self._buffer.add(record, context, parent_id, start, end)
-            else:
-                turns = self._buffer.span_ended(context.trace_id, context.span_id, parent_id, start, end)
-                evicted = []
+            turns, evicted = self._buffer.end_span(
+                record, context, parent_id, span.start_time or 0, span.end_time or 0
+            )
             expired = self._buffer.expire(self._clock(), _SWEEP_LIMIT)
         self._account(turns, evicted, expired)
 
@@ -290,15 +292,31 @@ class UtilizationSpanProcessor(SpanProcessor):
         self._discard(expired, TTL_EXPIRED)
 
     def _submit(self, turns: list[Turn]) -> None:
-        """Convert each closed turn first, then admit only a convertible one: a not-evaluable turn is
-        already lost, so it is counted with ``count_lost`` and takes no rate-cap token."""
+        """Convert each closed turn first, then admit only a convertible one: a turn that is not
+        evaluable is already lost, so it is counted with ``count_lost`` and takes no rate-cap token."""
         evaluator = self.evaluator
         for turn in turns:
             interaction = to_interaction(turn)
-            if interaction is None:
-                evaluator.count_lost(turn.trace_id, "not_evaluable")
+            if isinstance(interaction, NotEvaluable):
+                self._not_evaluable(interaction)
+                evaluator.count_lost(turn.trace_id, interaction.reason)
             elif evaluator.admit(turn.trace_id):
                 evaluator.submit(interaction)
+
+    def _not_evaluable(self, verdict: NotEvaluable) -> None:
+        """Count the cause; warn the first time each ``(cause, convention)`` is seen."""
+        key = (verdict.cause, verdict.convention)
+        with self._lock:  # rare path: a turn already lost
+            seen = self._causes.get(key, 0)
+            self._causes[key] = seen + 1
+        if not seen:
+            _log.warning(
+                "ctxutil span processor: a RAG turn is not evaluable (counted dropped %s): cause %s, "
+                "%s spans; further turns with this cause are counted without this warning",
+                verdict.reason,
+                verdict.cause,
+                verdict.convention,
+            )
 
     def _discard(self, turns: list[Turn], reason: DropReason) -> None:
         """Count turns that are already lost (expired, still buffered at shutdown) with ``reason``,

@@ -1,0 +1,106 @@
+"""What the LangChain handler tells the Evaluator about a root run: exactly one outcome per root.
+
+* A root's first retrieval: :meth:`RootAccounting.sample` (``Evaluator.admit``, which counts it captured
+  and may refuse it at once).
+* Its end: :meth:`RootAccounting.finished` submits the interaction, or counts why it cannot be judged.
+* Its failure: :meth:`RootAccounting.failed` (``chain_error``).
+* Lost before its end (evicted for ``run_ttl_s`` / ``max_pending_runs``, or still running at shutdown):
+  :meth:`RootAccounting.lost`. A root that had not retrieved yet is counted too (``Evaluator.count_lost``:
+  ``sampled_out`` outside the trace-id sample, else dropped with the reason), because whether it would
+  have retrieved is unknowable: leaving it out would hide that the bound is too small.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Final
+
+from . import _extract
+from ._runs import SAMPLED, UNDECIDED, RootRun
+
+if TYPE_CHECKING:
+    from .._accounting import DropReason
+    from ..worker._evaluator import Evaluator
+
+__all__ = ["CHAIN_ERROR", "RootAccounting"]
+
+#: The root failed, or ended before its answer did (a stream the consumer abandoned).
+CHAIN_ERROR: Final[DropReason] = "chain_error"
+NOT_EVALUABLE: Final[DropReason] = "not_evaluable"
+CAPTURE_ERROR: Final[DropReason] = "capture_error"
+
+
+class RootAccounting:
+    """Counts each root run's outcome in ``evaluator``; errors of its own go to ``failed(name, exc)``."""
+
+    __slots__ = ("_failed", "evaluator")
+
+    def __init__(self, evaluator: Evaluator, failed: _extract.OnError) -> None:
+        self.evaluator = evaluator
+        self._failed = failed
+
+    def sample(self, trace_id: int) -> bool:
+        """``Evaluator.admit``: counts the root captured; ``False`` when it is sampled out or refused."""
+        try:
+            return bool(self.evaluator.admit(trace_id))
+        except Exception as exc:  # contract: never raises; if it does, the root is not captured
+            self._failed("sample", exc)
+            return False
+
+    def failed(self, root: RootRun) -> None:
+        """The root (already removed from the table) failed: ``chain_error`` when it was captured."""
+        if root.decision == SAMPLED:
+            self.evaluator.abandon(CHAIN_ERROR)
+
+    def lost(self, roots: Iterable[tuple[RootRun, DropReason]]) -> int:
+        """Roots removed before their end, each with its reason; returns how many were captured."""
+        captured = 0
+        for root, reason in roots:
+            if root.decision == SAMPLED:
+                self.evaluator.abandon(reason)
+                captured += 1
+            elif root.decision == UNDECIDED:
+                self.evaluator.count_lost(root.trace_id, reason)
+        return captured
+
+    def finished(self, root: RootRun, outputs: object, end_inputs: object) -> None:
+        """The root (already removed from the table) ended with ``outputs`` (``end_inputs``: the inputs
+        LangChain reports with the end, for streamed runs)."""
+        undecided = root.decision == UNDECIDED
+        if undecided:
+            # Never retrieved. Captured only if its output carries documents (handler on the root only).
+            try:
+                documents = _extract.documents_from_output(outputs)
+            except Exception as exc:
+                self._failed("documents_from_output", exc)
+                return
+            if documents is None:
+                return
+            if not self.evaluator.would_sample(root.trace_id):
+                self.sample(root.trace_id)  # counted sampled_out, before any capture work
+                return
+            retrievals: Sequence[Sequence[object] | None] = [documents]
+        else:
+            retrievals = root.retrievals
+        if root.llm_open:  # ended while its answer was still being generated: abandoned mid-stream
+            if undecided:
+                self.evaluator.count_lost(root.trace_id, CHAIN_ERROR)
+            else:
+                self.evaluator.abandon(CHAIN_ERROR)
+            return
+        try:
+            interaction = _extract.interaction_of(root, retrievals, outputs, end_inputs, self._failed)
+        except Exception as exc:
+            self._failed("interaction_of", exc)
+            interaction, reason = None, CAPTURE_ERROR
+        else:
+            reason = NOT_EVALUABLE
+        if undecided:  # captured only now: a lost one is counted without spending admission on it
+            if interaction is None:
+                self.evaluator.count_lost(root.trace_id, reason)
+            elif self.sample(root.trace_id):
+                self.evaluator.submit(interaction)
+        elif interaction is None:
+            self.evaluator.abandon(reason)
+        else:
+            self.evaluator.submit(interaction)

@@ -1,0 +1,122 @@
+"""Where results go, and saying so when that is nowhere ("never a silent nowhere", issue 9).
+
+The OpenTelemetry API hands out no-op providers until the application sets its own (the global
+``ProxyTracerProvider`` / ``_ProxyMeterProvider`` / ``ProxyLoggerProvider`` delegate to no-op ones),
+and ``OTEL_SDK_DISABLED=true`` makes even the SDK's providers no-ops. Results sent there vanish with
+every counter saying ``evaluated``; these helpers find that out and warn once per process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from opentelemetry import _logs, metrics, trace
+from opentelemetry._logs import NoOpLoggerProvider
+from opentelemetry.metrics import NoOpMeterProvider
+from opentelemetry.sdk.environment_variables import OTEL_SDK_DISABLED
+from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider
+
+__all__ = ["nowhere", "resolved_providers", "sdk_disabled", "warn_once"]
+
+_log = logging.getLogger("ctxutil_otel")
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def _new_warned_lock() -> None:  # in a forked child: another thread may have held it at the fork
+    global _warned_lock
+    _warned_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_warned_lock)
+
+# The API's proxy meter and logger providers (what the globals are until set) are private classes;
+# without them only the public no-op providers are recognised.
+_NOOP_METER_PROVIDERS: tuple[type, ...] = (NoOpMeterProvider,)
+_NOOP_LOGGER_PROVIDERS: tuple[type, ...] = (NoOpLoggerProvider,)
+try:
+    from opentelemetry.metrics._internal import _ProxyMeterProvider
+
+    _NOOP_METER_PROVIDERS += (_ProxyMeterProvider,)
+except ImportError:  # pragma: no cover - a future API without the class
+    pass
+try:
+    from opentelemetry._logs._internal import ProxyLoggerProvider
+
+    _NOOP_LOGGER_PROVIDERS += (ProxyLoggerProvider,)
+except ImportError:  # pragma: no cover - a future API without the class
+    pass
+
+
+def sdk_disabled() -> bool:
+    """``OTEL_SDK_DISABLED`` is ``true`` (case-insensitive), the SDK's own reading of it."""
+    return os.environ.get(OTEL_SDK_DISABLED, "").strip().lower() == "true"
+
+
+def resolved_providers(
+    tracer_provider: trace.TracerProvider | None,
+    meter_provider: metrics.MeterProvider | None,
+    logger_provider: _logs.LoggerProvider | None,
+) -> tuple[trace.TracerProvider, metrics.MeterProvider, _logs.LoggerProvider]:
+    """The given providers, the global ones where ``None`` (read now)."""
+    return (
+        tracer_provider or trace.get_tracer_provider(),
+        meter_provider or metrics.get_meter_provider(),
+        logger_provider or _logs.get_logger_provider(),
+    )
+
+
+def nowhere(
+    tracer_provider: trace.TracerProvider | None,
+    meter_provider: metrics.MeterProvider | None,
+    logger_provider: _logs.LoggerProvider | None,
+) -> list[str]:
+    """The signals (``traces``, ``metrics``, ``logs``) whose provider, given or global, drops everything."""
+    tracer, meter, logger = resolved_providers(tracer_provider, meter_provider, logger_provider)
+    lost = []
+    if isinstance(tracer, (NoOpTracerProvider, ProxyTracerProvider)):
+        lost.append("traces")
+    if isinstance(meter, _NOOP_METER_PROVIDERS):
+        lost.append("metrics")
+    if isinstance(logger, _NOOP_LOGGER_PROVIDERS):
+        lost.append("logs")
+    return lost
+
+
+def warn_once(key: str, message: str, *args: object) -> None:
+    """Log ``message`` at WARNING on ``ctxutil_otel`` the first time ``key`` is seen in this process."""
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    _log.warning(message, *args)
+
+
+def warn_if_nowhere(
+    tracer_provider: trace.TracerProvider | None,
+    meter_provider: metrics.MeterProvider | None,
+    logger_provider: _logs.LoggerProvider | None,
+) -> None:
+    """Warn once per process when results would go to no-op providers, saying how to fix it."""
+    if sdk_disabled():
+        warn_once(
+            "sdk_disabled",
+            "ctxutil-otel: OTEL_SDK_DISABLED=true: evaluation results would go nowhere, so nothing is "
+            "evaluated (each captured interaction is counted dropped, reason sdk_disabled). Unset "
+            "OTEL_SDK_DISABLED to evaluate.",
+        )
+        return
+    lost = nowhere(tracer_provider, meter_provider, logger_provider)
+    if lost:
+        warn_once(
+            "nowhere:" + ",".join(lost),
+            "ctxutil-otel: evaluation results for %s go nowhere: no OpenTelemetry SDK provider was passed "
+            "and none is set globally (the API's no-op providers drop everything). Pass tracer_provider=, "
+            "meter_provider=, logger_provider= to the handler, span processor or Evaluator, set the global "
+            "providers (trace.set_tracer_provider(...), ...) before the first result, or call "
+            "ctxutil_otel.configure_telemetry().",
+            " and ".join(lost),
+        )
