@@ -217,6 +217,18 @@ class Settings(BaseSettings):
             "OPENAI_API_KEY). Never printed, logged or emitted."
         ),
     )
+    # The values of judges._negotiate.ResponseFormatSetting (a test pins them equal; not imported: the
+    # settings import nothing of the judges).
+    judge_response_format: Literal["auto", "json_schema", "json_object_schema", "json_object", "none"] = (
+        Field(
+            default="auto",
+            description=(
+                "Structured-output format of the openai judge (CTXUTIL_JUDGE_RESPONSE_FORMAT, default auto): "
+                "'auto' negotiates (json_schema, then json_object_schema, json_object, none, as the server "
+                "refuses them); any other value is used as is and never stepped down."
+            ),
+        )
+    )
     threshold: float = Field(
         default=0.5,
         ge=0.0,
@@ -310,7 +322,7 @@ class Settings(BaseSettings):
             _OTelCaptureContentSource(settings_cls),
         )
 
-    @field_validator("judge", "mode", mode="before")
+    @field_validator("judge", "mode", "judge_response_format", mode="before")
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value

@@ -29,9 +29,11 @@ from ._names import (
     ATTR_EVALUATION_SCORE_VALUE,
     ATTR_INTERACTION_ID,
     ATTR_INTERACTION_SOURCE,
+    ATTR_JUDGE_FORMAT_FALLBACKS,
     ATTR_JUDGE_INPUT_TOKENS,
     ATTR_JUDGE_MODEL,
     ATTR_JUDGE_NAME,
+    ATTR_JUDGE_OUTPUT_FORMAT,
     ATTR_JUDGE_OUTPUT_TOKENS,
     ATTR_OUTCOME,
     ATTR_QUERY,
@@ -181,6 +183,14 @@ def _output_tokens(r: MetricEvaluationResult) -> AttributeValue | None:
     return None if r.usage is None else int(r.usage.output_tokens)
 
 
+def _judge_output_format(r: MetricEvaluationResult) -> AttributeValue | None:
+    return None if r.judge_output_format is None else str(r.judge_output_format)
+
+
+def _judge_format_fallbacks(r: MetricEvaluationResult) -> AttributeValue | None:
+    return count(r.judge_format_fallbacks) or None
+
+
 RESULT_EXTRACTORS: dict[str, Extractor] = {
     ATTR_EVALUATION_NAME: _evaluation_name,
     ATTR_EVALUATION_SCORE_VALUE: _score_value,
@@ -197,6 +207,8 @@ RESULT_EXTRACTORS: dict[str, Extractor] = {
     ATTR_JUDGE_MODEL: _judge_model,
     ATTR_JUDGE_INPUT_TOKENS: _input_tokens,
     ATTR_JUDGE_OUTPUT_TOKENS: _output_tokens,
+    ATTR_JUDGE_OUTPUT_FORMAT: _judge_output_format,
+    ATTR_JUDGE_FORMAT_FALLBACKS: _judge_format_fallbacks,
 }
 """Attribute key -> extractor, for the evaluation span and the ``gen_ai.evaluation.result`` log record."""
 

@@ -102,9 +102,11 @@ __all__ = [
     "ATTR_EVALUATION_SCORE_VALUE",
     "ATTR_INTERACTION_ID",
     "ATTR_INTERACTION_SOURCE",
+    "ATTR_JUDGE_FORMAT_FALLBACKS",
     "ATTR_JUDGE_INPUT_TOKENS",
     "ATTR_JUDGE_MODEL",
     "ATTR_JUDGE_NAME",
+    "ATTR_JUDGE_OUTPUT_FORMAT",
     "ATTR_JUDGE_OUTPUT_TOKENS",
     "ATTR_OUTCOME",
     "ATTR_QUERY",
@@ -196,6 +198,12 @@ ATTR_JUDGE_INPUT_TOKENS: Final = "ctxutil.judge.usage.input_tokens"
 up ``gen_ai.usage.*`` over a trace would count the judge's tokens as the application's."""
 ATTR_JUDGE_OUTPUT_TOKENS: Final = "ctxutil.judge.usage.output_tokens"
 """int: output tokens the judge spent on this evaluation (see ``ctxutil.judge.usage.input_tokens``)."""
+ATTR_JUDGE_OUTPUT_FORMAT: Final = "ctxutil.judge.output_format"
+"""string, spans and log records: the model judge's structured-output format (``json_schema`` |
+``json_object_schema`` | ``json_object`` | ``none``), when the judge reports one."""
+ATTR_JUDGE_FORMAT_FALLBACKS: Final = "ctxutil.judge.format_fallbacks"
+"""int, spans and log records, only when > 0: times this evaluation's judgement stepped the output format
+down because the judge's server refused it; each step is counted on one evaluation only."""
 ATTR_APPLICATION_NAME: Final = "ctxutil.application.name"
 """string: the configured application / chain name (bounded: set by configuration, not by data)."""
 ATTR_EVALUATED_SERVICE_NAME: Final = "ctxutil.evaluated.service.name"

@@ -1,4 +1,5 @@
-"""The judge the settings configure (``judge``, ``judge_model``, ``judge_base_url``, ``judge_api_key``)."""
+"""The judge the settings configure (``judge``, ``judge_model``, ``judge_base_url``, ``judge_api_key``,
+``judge_response_format``)."""
 
 from __future__ import annotations
 
@@ -41,4 +42,5 @@ def build_judge(settings: Settings) -> Judge:
         kwargs["base_url"] = settings.judge_base_url
     if settings.judge_api_key is not None:
         kwargs["api_key"] = settings.judge_api_key.get_secret_value()
+    kwargs["response_format"] = settings.judge_response_format
     return OpenAIJudge(**kwargs)
