@@ -2,10 +2,11 @@
 
 The data flow (DESIGN.md): capture -> sample -> queue -> worker -> judge -> metric -> emit.
 
-* Capture: :class:`UtilizationCallbackHandler` (LangChain) or :class:`UtilizationSpanProcessor`
-  (spans from OpenInference / OpenTelemetry GenAI / OpenLLMetry instrumentation).
+* Capture: :class:`UtilizationCallbackHandler` (LangChain; :class:`CtxutilInstrumentor` attaches it to every
+  run) or :class:`UtilizationSpanProcessor` (spans from OpenInference / OpenTelemetry GenAI / OpenLLMetry
+  instrumentation).
 * Worker: :class:`Evaluator` (sampling, bounded queue, background evaluation, accounting).
-* Judges and metric: :class:`LexicalJudge` (offline default), :class:`OpenAIJudge`,
+* Judges and metric: :class:`LearnedJudge` (offline default), :class:`LexicalJudge`, :class:`OpenAIJudge`,
   :class:`ContextualUtilization`.
 * Emission: :class:`Emitter`, :func:`configure_telemetry`.
 
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING
 from ._item import DatasetItem
 from ._lazy import lazy_attributes
 from ._settings import Settings, SettingsError
-from .judges import ChunkVerdict, Judge, JudgeError, JudgeResult, LexicalJudge, TokenUsage
+from .judges import ChunkVerdict, Judge, JudgeError, JudgeResult, LearnedJudge, LexicalJudge, TokenUsage
 from .metric import (
     ChunkBreakdown,
     ContextualUtilization,
@@ -31,6 +32,7 @@ from .metric import (
 )
 
 if TYPE_CHECKING:
+    from .capture._instrumentor import CtxutilInstrumentor
     from .capture._langchain import UtilizationCallbackHandler
     from .capture.spans import UtilizationSpanProcessor
     from .emit import Emitter, configure_telemetry
@@ -44,6 +46,7 @@ __all__ = [
     "ChunkVerdict",
     "ContextualUtilization",
     "ContextualUtilizationResult",
+    "CtxutilInstrumentor",
     "DatasetItem",
     "Emitter",
     "EvaluationMode",
@@ -52,6 +55,7 @@ __all__ = [
     "Judge",
     "JudgeError",
     "JudgeResult",
+    "LearnedJudge",
     "LexicalJudge",
     "MetricEvaluationResult",
     "MetricRunner",
@@ -66,6 +70,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "CtxutilInstrumentor": ".capture._instrumentor",
     "UtilizationCallbackHandler": ".capture._langchain",
     "UtilizationSpanProcessor": ".capture.spans",
     "Emitter": ".emit",

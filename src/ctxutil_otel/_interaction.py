@@ -7,7 +7,7 @@ request path.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from opentelemetry.trace import SpanContext
@@ -31,6 +31,11 @@ class Interaction:
         start_time_ns / end_time_ns: Wall-clock bounds of the interaction (``time.time_ns()``).
         source: Which capture path produced it (``"langchain"``, ``"span_processor"``, ...).
         id: An identifier for logs and results (the LangChain root ``run_id``, or the span id).
+        response_id: The evaluated generation's ``gen_ai.response.id`` (the model provider's completion id,
+            e.g. ``chatcmpl-...``) when capture saw one; emitted on the ``gen_ai.evaluation.result`` event.
+        service: Which application produced the evaluated spans, from their Resource: ``service.name``,
+            ``service.namespace``, ``deployment.environment.name`` (those present; the span processor fills
+            it, so ``serve`` can name each sender); ``None`` when unknown.
     """
 
     query: str | None
@@ -43,3 +48,5 @@ class Interaction:
     source: str = "langchain"
     id: str | None = None
     metadata: dict[str, object] = field(default_factory=dict)
+    response_id: str | None = None
+    service: Mapping[str, str] | None = None

@@ -67,6 +67,21 @@ class _OTelCaptureContentSource(PydanticBaseSettingsSource):
         return {"capture_content": raw in _OTEL_CAPTURE_ON}
 
 
+class _EmptyMeansNoneSource(PydanticBaseSettingsSource):
+    """``CTXUTIL_CHUNK_METADATA_KEYS`` set to an empty value means "no keys" (the environment source skips
+    empty values, which would otherwise mean the default)."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ answers directly
+
+    def __call__(self) -> dict[str, Any]:
+        name = env_var("chunk_metadata_keys")
+        for key, value in os.environ.items():
+            if key.upper() == name and not value.strip():
+                return {"chunk_metadata_keys": ()}
+        return {}
+
+
 class Settings(BaseSettings):
     """Configuration of sampling, the evaluation worker, the judge and emission.
 
@@ -182,10 +197,11 @@ class Settings(BaseSettings):
         ),
     )
     # --- judge and metric ---------------------------------------------------------------------
-    judge: Literal["lexical", "openai"] = Field(
-        default="lexical",
+    judge: Literal["learned", "lexical", "openai"] = Field(
+        default="learned",
         description=(
-            "Which judge decides relevance and utilization (CTXUTIL_JUDGE, default lexical): 'lexical' "
+            "Which judge decides relevance and utilization (CTXUTIL_JUDGE, default learned): 'learned' "
+            "(offline trees shipped in the package, no key), 'lexical' "
             "(offline, deterministic, no key) or 'openai' (any OpenAI-compatible chat model)."
         ),
     )
@@ -212,6 +228,18 @@ class Settings(BaseSettings):
             "API key for the openai judge only (CTXUTIL_JUDGE_API_KEY, default None = the judge reads "
             "OPENAI_API_KEY). Never printed, logged or emitted."
         ),
+    )
+    # The values of judges._negotiate.ResponseFormatSetting (a test pins them equal; not imported: the
+    # settings import nothing of the judges).
+    judge_response_format: Literal["auto", "json_schema", "json_object_schema", "json_object", "none"] = (
+        Field(
+            default="auto",
+            description=(
+                "Structured-output format of the openai judge (CTXUTIL_JUDGE_RESPONSE_FORMAT, default auto): "
+                "'auto' negotiates (json_schema, then json_object_schema, json_object, none, as the server "
+                "refuses them); any other value is used as is and never stepped down."
+            ),
+        )
     )
     threshold: float = Field(
         default=0.5,
@@ -255,6 +283,15 @@ class Settings(BaseSettings):
             "default None)."
         ),
     )
+    chunk_metadata_keys: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=("source",),
+        description=(
+            "Which document each chunk was: its id and these metadata keys are emitted per chunk as "
+            "ctxutil.chunks.{i}.id / .metadata.{key}, even with content capture off (truncated to 256 "
+            "characters, never the chunk text) (CTXUTIL_CHUNK_METADATA_KEYS, comma-separated, default "
+            "source). Empty (CTXUTIL_CHUNK_METADATA_KEYS= set to nothing) emits neither ids nor metadata."
+        ),
+    )
     # --- capture state (used by the capture paths) ----------------------------------------------
     run_ttl_s: float = Field(
         default=300.0,
@@ -290,9 +327,14 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # explicit argument > CTXUTIL_* > OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT > default.
         # No .env file and no secrets directory: configuration comes from code and the environment.
-        return init_settings, env_settings, _OTelCaptureContentSource(settings_cls)
+        return (
+            init_settings,
+            env_settings,
+            _EmptyMeansNoneSource(settings_cls),
+            _OTelCaptureContentSource(settings_cls),
+        )
 
-    @field_validator("judge", "mode", mode="before")
+    @field_validator("judge", "mode", "judge_response_format", mode="before")
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
@@ -305,6 +347,20 @@ class Settings(BaseSettings):
         if isinstance(value, (str, list, tuple)):
             return tuple(parse_rules(value))  # errors name the rule and the field
         return value
+
+    @field_validator("chunk_metadata_keys", mode="before")
+    @classmethod
+    def _key_list(cls, value: object) -> object:
+        if isinstance(value, str):  # the environment's comma-separated form
+            return tuple(key.strip() for key in value.split(",") if key.strip())
+        return value
+
+    @field_validator("chunk_metadata_keys")
+    @classmethod
+    def _keys_not_blank(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not key.strip() for key in value):
+            raise ValueError("metadata keys must not be blank")
+        return tuple(dict.fromkeys(key.strip() for key in value))
 
     @field_validator("judge_base_url")
     @classmethod

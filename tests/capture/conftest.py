@@ -5,13 +5,13 @@ Real parts: LangChain runnables (a ``BaseRetriever`` subclass, prompt templates,
 the real :class:`~ctxutil_otel.worker.Evaluator` with :class:`~ctxutil_otel.ContextualUtilization` and
 the offline :class:`~ctxutil_otel.LexicalJudge`. Two recorders stand where we need to look inside:
 ``RecordingJudge`` delegates every call to the real LexicalJudge and keeps the (query, answer, chunks)
-that reached the metric; ``RecordingEmitter`` implements the emitter contract and keeps each
-(interaction, result) (the real Emitter is covered by its own tests and by test_otel.py here).
+that reached the metric; the shared ``RecordingEmitter`` (tests/support/doubles.py) implements the emitter
+contract and keeps what it is handed (the real Emitter is covered by its own tests and by test_otel.py
+here). The environment is cleaned for every test by tests/conftest.py.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,8 +29,9 @@ from langchain_core.runnables import Runnable, RunnablePassthrough
 from ctxutil_otel import ContextualUtilization, LexicalJudge, MetricEvaluationResult
 from ctxutil_otel.capture import Interaction, UtilizationCallbackHandler
 from ctxutil_otel.judges import JudgeResult
-from ctxutil_otel.worker._evaluator import Evaluator
-from tests.conftest import unlimited_worker_cpu
+from ctxutil_otel.worker import Evaluator
+from tests.support.accounting import assert_accounted as shared_assert_accounted
+from tests.support.doubles import RecordingEmitter
 
 QUESTION = "What are the benefits of green tea?"
 CHUNKS = (
@@ -40,18 +41,6 @@ CHUNKS = (
     "Tea originated in China thousands of years ago.",
 )
 ANSWER = "Green tea contains antioxidants called catechins, and these antioxidants reduce inflammation."
-
-
-@pytest.fixture(autouse=True)
-def _no_ctxutil_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Settings come from the environment too: keep the developer's CTXUTIL_* out of these tests."""
-    for name in list(os.environ):
-        if (
-            name.upper().startswith("CTXUTIL_")
-            or name == "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-        ):
-            monkeypatch.delenv(name, raising=False)
-    unlimited_worker_cpu(monkeypatch)  # as in the whole suite (tests/conftest.py)
 
 
 class FixedRetriever(BaseRetriever):
@@ -86,30 +75,6 @@ class RecordingJudge:
         return await self.inner.judge(query, answer, chunks, reasons=reasons)
 
 
-class RecordingEmitter:
-    """Implements the emitter contract (emit / observe) and keeps what it was given."""
-
-    def __init__(self) -> None:
-        self.emitted: list[tuple[Interaction, MetricEvaluationResult]] = []
-        self._lock = threading.Lock()
-
-    def emit(self, interaction: Interaction, result: MetricEvaluationResult, duration_s: float) -> None:
-        with self._lock:
-            self.emitted.append((interaction, result))
-
-    def observe(
-        self,
-        outcomes: Callable[[], Mapping[tuple[str, str | None], int]],
-        queue_size: Callable[[], int],
-        cpu_throttled_s: Callable[[], float] | None = None,
-    ) -> None:
-        pass
-
-    @property
-    def interactions(self) -> list[Interaction]:
-        return [interaction for interaction, _ in self.emitted]
-
-
 @dataclass
 class Rig:
     """One handler on one real Evaluator, and the recorders behind it."""
@@ -128,7 +93,8 @@ class Rig:
     def only(self) -> tuple[Interaction, MetricEvaluationResult]:
         self.flush()
         assert len(self.emitter.emitted) == 1, self.emitter.emitted
-        return self.emitter.emitted[0]
+        interaction, result, _ = self.emitter.emitted[0]
+        return interaction, result
 
 
 @pytest.fixture
@@ -170,9 +136,8 @@ def rag_chain(
 
 
 def assert_accounted(rig: Rig) -> None:
-    """After a flush: every captured interaction has exactly one outcome, nothing is pending."""
-    stats = rig.handler.stats()
-    assert stats.queue_size == 0 and stats.in_flight == 0
-    assert stats.captured == stats.finished, stats
+    """After a flush: the shared accounting invariant (tests/support/accounting.py) on the handler's stats,
+    and nothing left in the handler (no pending run, no callback error)."""
+    shared_assert_accounted(rig.handler.stats())
     assert rig.handler.pending_runs == 0
     assert rig.handler.callback_errors == {}

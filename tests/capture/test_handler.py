@@ -6,12 +6,12 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from ctxutil_otel import ContextualUtilization
-from ctxutil_otel._settings import SettingsError
+from ctxutil_otel import ContextualUtilization, SettingsError
 from ctxutil_otel.capture import UtilizationCallbackHandler
-from ctxutil_otel.worker._evaluator import Evaluator
+from ctxutil_otel.worker import Evaluator
+from tests.support.doubles import RecordingEmitter
 
-from .conftest import QUESTION, RecordingEmitter, Rig, assert_accounted, rag_chain
+from .conftest import QUESTION, Rig, assert_accounted, rag_chain
 
 MakeRig = Callable[..., Rig]
 

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from ctxutil_otel import ContextualUtilization
 from ctxutil_otel.capture import UtilizationCallbackHandler
 from ctxutil_otel.emit import Emitter, names
-from ctxutil_otel.worker._evaluator import Evaluator
+from ctxutil_otel.worker import Evaluator
 
 from .conftest import ANSWER, QUESTION, RecordingJudge, rag_chain
 

@@ -25,20 +25,11 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 
 from ctxutil_otel.capture import UtilizationCallbackHandler
+from tests.support.doubles import FakeClock
 
 from .conftest import ANSWER, CHUNKS, QUESTION, FixedRetriever, Rig, assert_accounted, rag_chain
 
 MakeRig = Callable[..., Rig]
-
-
-class Clock:
-    """An injectable monotonic clock, in seconds."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _start_unfinished(
@@ -133,7 +124,7 @@ def test_a_failed_child_the_root_recovers_from_is_not_an_error(make_rig: MakeRig
 
 
 def test_runs_that_never_end_expire_after_the_ttl(make_rig: MakeRig) -> None:
-    clock = Clock()
+    clock = FakeClock()
     rig = make_rig(run_ttl_s=10.0, clock=clock)
     stuck_root, stuck_retriever = _start_unfinished(rig.handler)
     silent_root, _ = _start_unfinished(rig.handler, retrieve=False)  # not retrieved yet: counted if lost
@@ -162,7 +153,7 @@ def test_runs_that_never_end_expire_after_the_ttl(make_rig: MakeRig) -> None:
 
 
 def test_pending_runs_stay_within_max_pending_runs(make_rig: MakeRig) -> None:
-    clock = Clock()  # never advanced: every eviction here is for the bound, none for age
+    clock = FakeClock()  # never advanced: every eviction here is for the bound, none for age
     rig = make_rig(max_pending_runs=5, clock=clock)
     started = []
     for _ in range(20):
@@ -193,7 +184,7 @@ def test_eviction_for_room_counts_an_expired_root_as_ttl_expired_and_a_young_one
 ) -> None:
     """At the bound, a child's start makes room: a root already past ``run_ttl_s`` (that no root start
     swept yet) is ``ttl_expired``, a younger oldest root evicted for room is ``pending_full``."""
-    clock = Clock()
+    clock = FakeClock()
     rig = make_rig(run_ttl_s=10.0, max_pending_runs=4, clock=clock)
     old_root, old_retriever = _start_unfinished(rig.handler)  # 2 runs
     clock.now += 5.0

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
+
+from tests.support.env import environ_without_settings
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -17,7 +18,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def run_demo(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``python -m ctxutil_otel demo *args`` in a subprocess, without the caller's ``OTEL_*``/``CTXUTIL_*``
     variables (``env`` added on top); output captured, the status not checked."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CTXUTIL_"))}
+    base = environ_without_settings()
     return subprocess.run(
         [sys.executable, "-m", "ctxutil_otel", "demo", *args],
         capture_output=True,

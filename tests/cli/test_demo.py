@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -10,6 +9,7 @@ import pytest
 
 from ctxutil_otel.data import load_sample
 
+from ..support.env import environ_without_settings
 from ..support.otlp_receiver import OTLPReceiver, attributes_of
 from .conftest import run_demo
 
@@ -86,7 +86,7 @@ def test_demo_delivers_spans_events_and_metrics_over_otlp(protocol: str) -> None
 def test_demo_loop_keeps_sending_until_sigterm_then_summarises() -> None:
     import signal
 
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CTXUTIL_"))}
+    base = environ_without_settings()
     with OTLPReceiver() as receiver:
         env = {
             **base,
@@ -158,7 +158,7 @@ def test_demo_data_with_broken_lines_reports_them_and_exits_non_zero(
 def test_demo_loop_sigterm_during_the_first_pass_still_flushes() -> None:
     import signal
 
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CTXUTIL_"))}
+    base = environ_without_settings()
     proc = subprocess.Popen(
         [
             sys.executable,

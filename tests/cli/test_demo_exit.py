@@ -6,7 +6,6 @@ the real receiver of ``tests/support`` or a 127.0.0.1 port where nothing listens
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Iterator
 
@@ -14,16 +13,9 @@ import pytest
 
 from ctxutil_otel.emit._endpoints import unreachable_otlp_endpoints
 
+from ..support.net import free_port
 from ..support.otlp_receiver import OTLPReceiver
 from .conftest import run_demo
-
-
-def _closed_port() -> int:
-    """A port on 127.0.0.1 where nothing listens (bound, read, closed)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 @pytest.fixture
@@ -32,13 +24,6 @@ def listening_port() -> Iterator[int]:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         yield sock.getsockname()[1]
-
-
-@pytest.fixture(autouse=True)
-def clean_otel_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("OTEL_"):
-            monkeypatch.delenv(key)
 
 
 def test_console_shows_each_metric_point_once() -> None:
@@ -68,7 +53,7 @@ def test_otlp_backend_receives_one_metrics_export() -> None:
 
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
 def test_unreachable_endpoint_is_named_in_a_warning_and_the_summary(protocol: str) -> None:
-    port = _closed_port()
+    port = free_port()
     proc = run_demo(
         "--limit",
         "2",
@@ -90,7 +75,7 @@ def test_unreachable_endpoint_is_named_in_a_warning_and_the_summary(protocol: st
 
 
 def test_user_export_timeout_sets_the_exit_budget() -> None:
-    port = _closed_port()
+    port = free_port()
     proc = run_demo(
         "--limit",
         "1",
@@ -109,7 +94,7 @@ def test_user_export_timeout_sets_the_exit_budget() -> None:
 def test_probe_reports_only_endpoints_that_refuse(
     monkeypatch: pytest.MonkeyPatch, listening_port: int
 ) -> None:
-    dead = _closed_port()
+    dead = free_port()
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"127.0.0.1:{listening_port}")  # gRPC form, no scheme
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", f"https://bob:pw@127.0.0.1:{dead}/v1/logs?k=v")
     destinations = {"traces": ("otlp/grpc",), "metrics": ("otlp/grpc", "console"), "logs": ("otlp/http",)}

@@ -13,7 +13,7 @@ from ctxutil_otel.cli import build_parser
 from ctxutil_otel.cli._demo import _settings
 from ctxutil_otel.worker import Evaluator
 
-from ..conftest import WORKER_CPU_ENV
+from ..support.env import WORKER_CPU_ENV
 
 
 def _demo_settings(*argv: str) -> Settings:

@@ -11,7 +11,7 @@ import pytest
 from ctxutil_otel import Settings
 from ctxutil_otel.cli._serve import _settings
 
-from ..conftest import WORKER_CPU_ENV
+from ..support.env import WORKER_CPU_ENV
 
 
 def test_worker_cpu_budget_is_off_by_default_in_serve(monkeypatch: pytest.MonkeyPatch) -> None:

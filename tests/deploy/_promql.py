@@ -230,7 +230,7 @@ def strip_absent(expr: str) -> str:
 def substitute_grafana_variables(expr: str, rate_interval: str = "1m") -> str:
     """Replace the dashboard's template variables by what Grafana sends with "All" selected."""
     out = expr.replace("$__rate_interval", rate_interval).replace("$__interval", rate_interval)
-    out = re.sub(r"\$\{?(job|application)\}?", ".*", out)
+    out = re.sub(r"\$\{?(job|application|service)\}?", ".*", out)
     if "$" in out:
         raise ValueError(f"unsubstituted Grafana variable in {out!r}")
     return out

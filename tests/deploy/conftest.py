@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.net import free_port
 
 INSTALL_HINT = "install it with `bash deploy/install-prometheus.sh` (Debian/Ubuntu package `prometheus`)"
 
@@ -50,13 +51,6 @@ def promtool() -> str:
 def prometheus_binary() -> str:
     """Path of ``prometheus``."""
     return _binary("prometheus")
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the caller retries if it is taken meanwhile)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_until(condition: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.1) -> Any:

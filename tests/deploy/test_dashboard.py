@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ctxutil_otel.emit import _names
+from ctxutil_otel.emit import names as telemetry_names
 
 from ._promql import (
     DASHBOARD_FILE,
@@ -27,8 +27,8 @@ _SUFFIXES = re.compile(r"(_seconds)?(_total|_bucket|_sum|_count)?")
 
 
 def _project_series() -> set[str]:
-    """Prometheus sample names of every instrument in ``ctxutil_otel.emit._names``."""
-    return {series for forms in _names.PROMETHEUS_NAMES.values() for series in forms}
+    """Prometheus sample names of every instrument in ``ctxutil_otel.emit.names``."""
+    return {series for forms in telemetry_names.PROMETHEUS_NAMES.values() for series in forms}
 
 
 def _recorded() -> set[str]:
@@ -48,9 +48,9 @@ def _panels() -> list[dict[str, Any]]:
 def test_prometheus_names_follow_the_translation_of_the_instrument_names() -> None:
     """The names the tests check against are the instruments' names in Prometheus form: dots to
     underscores, a unit suffix, ``_total`` for counters, ``_bucket``/``_sum``/``_count`` for histograms."""
-    instruments = {value for key, value in vars(_names).items() if key.startswith("METRIC_")}
-    assert instruments == set(_names.PROMETHEUS_NAMES)
-    for instrument, forms in _names.PROMETHEUS_NAMES.items():
+    instruments = {value for key, value in vars(telemetry_names).items() if key.startswith("METRIC_")}
+    assert instruments == set(telemetry_names.PROMETHEUS_NAMES)
+    for instrument, forms in telemetry_names.PROMETHEUS_NAMES.items():
         base = instrument.replace(".", "_")
         for form in forms:
             assert form.startswith(base), (instrument, form)
@@ -90,7 +90,7 @@ def test_every_emitted_metric_is_shown_or_alerted_on() -> None:
         used |= metric_names(substitute_grafana_variables(entry["expr"]))
     for rule in rule_expressions():
         used |= metric_names(rule["expr"])
-    for instrument, forms in _names.PROMETHEUS_NAMES.items():
+    for instrument, forms in telemetry_names.PROMETHEUS_NAMES.items():
         assert used & set(forms), f"{instrument} ({forms}) appears in no panel and no rule"
 
 
@@ -103,7 +103,7 @@ def test_datasource_is_chosen_by_a_uid_variable() -> None:
         assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
         for target in panel["targets"]:
             assert target["datasource"]["uid"] == "${datasource}", panel["title"]
-    for name in ("job", "application"):
+    for name in ("job", "service", "application"):
         assert variables[name]["datasource"]["uid"] == "${datasource}"
 
 
@@ -157,7 +157,7 @@ def test_worker_throttling_panel_shows_the_share_of_time_throttled_per_instance(
     CPU budget, per instance (each worker has its own budget), plotted as a percentage capped at 100 %."""
     panel = next(p for p in _panels() if p["title"] == "Worker CPU throttling")
     (target,) = panel["targets"]
-    throttled = _names.PROMETHEUS_NAMES[_names.METRIC_WORKER_CPU_THROTTLED][0]
+    throttled = telemetry_names.PROMETHEUS_NAMES[telemetry_names.METRIC_WORKER_CPU_THROTTLED][0]
     pattern = rf"clamp_max\(rate\({throttled}\{{[^}}]*\}}\[\$__rate_interval\]\), 1\)"
     assert re.fullmatch(pattern, target["expr"]), target["expr"]
     assert "sum" not in target["expr"]  # not pooled: a share of one worker's time

@@ -37,8 +37,8 @@ def test_a_failing_extractor_loses_only_its_attribute(
     first, _second = telemetry.spans(n.SPAN_EVALUATION)
     attrs = dict(first.attributes or {})
     assert n.ATTR_THRESHOLD not in attrs
-    assert n.ATTR_USAGE_INPUT_TOKENS not in attrs
-    assert attrs[n.ATTR_USAGE_OUTPUT_TOKENS] == 2
+    assert n.ATTR_JUDGE_INPUT_TOKENS not in attrs
+    assert attrs[n.ATTR_JUDGE_OUTPUT_TOKENS] == 2
     assert attrs[n.ATTR_EVALUATION_SCORE_VALUE] == pytest.approx(2 / 3)
     assert attrs[n.ATTR_TOTAL_RELEVANT_CHUNKS] == 3
     # The rest of the pipeline still ran: log record and score histogram.

@@ -79,9 +79,9 @@ def test_every_attribute_present_with_the_right_type(telemetry: Telemetry) -> No
         n.ATTR_UTILIZATION_RATE: "66.7%",
         n.ATTR_TOTAL_CHUNKS: 4,
         n.ATTR_JUDGE_NAME: "fixed",
-        n.ATTR_REQUEST_MODEL: "gpt-judge-mini",
-        n.ATTR_USAGE_INPUT_TOKENS: 120,
-        n.ATTR_USAGE_OUTPUT_TOKENS: 30,
+        n.ATTR_JUDGE_MODEL: "gpt-judge-mini",
+        n.ATTR_JUDGE_INPUT_TOKENS: 120,
+        n.ATTR_JUDGE_OUTPUT_TOKENS: 30,
         n.ATTR_APPLICATION_NAME: "faq-bot",
         n.ATTR_INTERACTION_ID: "run-1",
         n.ATTR_INTERACTION_SOURCE: "langchain",
@@ -177,7 +177,7 @@ def test_error_result_has_error_type_error_status_and_no_score(telemetry: Teleme
     assert span.status.description == "timeout"
     assert n.ATTR_EVALUATION_SCORE_VALUE not in attrs
     assert n.ATTR_UTILIZATION_SCORE not in attrs
-    assert attrs[n.ATTR_REQUEST_MODEL] == "judge-model-x"
+    assert attrs[n.ATTR_JUDGE_MODEL] == "judge-model-x"
 
 
 def test_not_applicable_has_a_label_but_no_score_value(telemetry: Telemetry) -> None:

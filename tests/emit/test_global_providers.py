@@ -7,10 +7,11 @@ OpenTelemetry's global providers can be set once per process, so this runs in a 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
+
+from tests.support.env import environ_without_settings
 
 SCRIPT = textwrap.dedent(
     """
@@ -68,7 +69,7 @@ SCRIPT = textwrap.dedent(
 
 
 def test_emitter_created_before_global_providers_still_delivers() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}  # no exporter from outside
+    env = environ_without_settings()  # no exporter from outside
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60, check=False, env=env
     )

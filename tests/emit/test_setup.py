@@ -7,7 +7,6 @@ no network is needed for that; delivery over OTLP is proven end to end elsewhere
 from __future__ import annotations
 
 import io
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -29,13 +28,6 @@ from ctxutil_otel.emit import names as n
 from .conftest import GREEN_TEA, GREEN_TEA_MARKS, evaluate
 
 ENDPOINT = "http://127.0.0.1:9"  # discard port; nothing is exported in these tests
-
-
-@pytest.fixture(autouse=True)
-def clean_otel_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("OTEL_"):
-            monkeypatch.delenv(key)
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ that; they implement the SDK's exporter interfaces.
 from __future__ import annotations
 
 import io
-import os
 import threading
 from collections.abc import Sequence
 
@@ -24,13 +23,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from ctxutil_otel.emit import configure_telemetry
-
-
-@pytest.fixture(autouse=True)
-def clean_otel_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("OTEL_"):
-            monkeypatch.delenv(key)
 
 
 class CountingMetricExporter(MetricExporter):

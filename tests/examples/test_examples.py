@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+from ..support.env import environ_without_settings
 from ..support.otlp_receiver import OTLPReceiver, attributes_of
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _run(script: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CTXUTIL_", "OPENAI_"))}
+    base = environ_without_settings("OPENAI_")
     proc = subprocess.run(
         [sys.executable, str(EXAMPLES / script), *args],
         capture_output=True,

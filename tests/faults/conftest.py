@@ -1,6 +1,6 @@
-"""The fault suite runs ``serve`` with the same real fixtures as tests/serve (its environment cleaning
-included)."""
+"""The fault suite runs ``serve`` with the same real fixtures as tests/serve (the environment is cleaned for
+every test by tests/conftest.py)."""
 
-from tests.serve.conftest import _clean_env, make_served, rag_trace, sink
+from tests.serve.conftest import make_served, rag_trace, sink
 
-__all__ = ["_clean_env", "make_served", "rag_trace", "sink"]
+__all__ = ["make_served", "rag_trace", "sink"]

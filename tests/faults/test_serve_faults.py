@@ -29,9 +29,12 @@ from pathlib import Path
 from typing import Protocol
 
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.serve.conftest import RagTrace, Served, free_port, grpc_export, record_rag_trace
+from tests.serve.conftest import RagTrace, Served, grpc_export, record_rag_trace
 from tests.serve.test_grpc_stalls import StalledCalls
+from tests.support.env import environ_without_settings
+from tests.support.net import free_port
 
 #: Seconds the evaluator gets to flush at SIGTERM (CTXUTIL_SHUTDOWN_TIMEOUT_S); the telemetry exporters are
 #: off, so the process must be gone within this deadline plus the interpreter's own exit.
@@ -43,11 +46,27 @@ SENDERS = 3
 SPANS_PER_EXPORT = 3  # record_rag_trace: a root, a retriever and an LLM span (one RAG turn)
 
 PAYLOAD = record_rag_trace().request_bytes()
+_TEMPLATE = ExportTraceServiceRequest.FromString(PAYLOAD)
+
+
+def _fresh_trace() -> bytes:
+    """The RAG trace under a new random trace id: each export is its own turn (the same trace id sent
+    twice at once is one trace to the span processor)."""
+    request = ExportTraceServiceRequest()
+    request.CopyFrom(_TEMPLATE)
+    trace_id = os.urandom(16)
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                span.trace_id = trace_id
+    return bytes(request.SerializeToString())
+
+
 _SYS_TGKILL = 234  # x86-64; the thread-directed trials are skipped elsewhere
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith(("CTXUTIL_", "OTEL_"))}
+    env = environ_without_settings()
     env.update(
         {
             "OTEL_TRACES_EXPORTER": "none",
@@ -87,7 +106,7 @@ class Senders:
             try:
                 while not self._stop.is_set():
                     headers = {"Content-Type": "application/x-protobuf"}
-                    connection.request("POST", "/v1/traces", body=PAYLOAD, headers=headers)
+                    connection.request("POST", "/v1/traces", body=_fresh_trace(), headers=headers)
                     response = connection.getresponse()
                     response.read()
                     if response.status == 200:
@@ -126,7 +145,7 @@ def assert_accounting_adds_up(stderr: str, answered: int) -> None:
     assert rejected == 0
     assert spans == SPANS_PER_EXPORT * requests.get("ok", 0)
     assert answered <= requests.get("ok", 0)  # some 200s may not have reached the sender before exit
-    assert captured == requests.get("ok", 0)
+    assert captured == requests.get("ok", 0), match[0]
     assert captured == sampled_out + evaluated + not_applicable + sum(dropped.values()) + sum(failed.values())
 
 

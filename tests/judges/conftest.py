@@ -42,9 +42,9 @@ async def make_judge() -> AsyncIterator[MakeJudgeFn]:
             "model": "judge-model",
             "base_url": server.base_url,
             "api_key": API_KEY,
-            "timeout": 5.0,
+            "timeout_s": 5.0,
             "max_retries": 2,
-            "deadline": 15.0,
+            "deadline_s": 15.0,
         }
         kwargs.update(overrides)
         judge = OpenAIJudge(**kwargs)

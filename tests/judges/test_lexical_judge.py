@@ -132,13 +132,13 @@ async def test_ten_thousand_chunks_and_a_one_megabyte_chunk_finish() -> None:
     assert len(result.verdicts) == 2_000
 
 
-async def test_default_judge_of_the_metric_and_fast_mode() -> None:
+async def test_lexical_judge_in_the_metric_and_fast_mode() -> None:
     judge = LexicalJudge()
     assert isinstance(judge, Judge)
     assert (judge.name, judge.model) == ("lexical", None)
     item = DatasetItem(query=QUERY, actual_output=ANSWER, retrieved_content=CHUNKS)
-    granular = await ContextualUtilization().execute(item)
-    fast = await ContextualUtilization(mode=EvaluationMode.FAST).execute(item)
+    granular = await ContextualUtilization(judge=judge).execute(item)
+    fast = await ContextualUtilization(judge=judge, mode=EvaluationMode.FAST).execute(item)
     assert granular.judge_name == "lexical"
     assert granular.score == fast.score == pytest.approx(2 / 3)
     assert all(c.reason for c in granular.signals.chunk_breakdown)

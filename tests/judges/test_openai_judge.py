@@ -11,7 +11,6 @@ import email.utils
 import json
 import logging
 import re
-import socket
 import time
 import traceback
 from html import escape
@@ -22,6 +21,7 @@ import pytest
 from ctxutil_otel import DatasetItem
 from ctxutil_otel.judges import JudgeError, JudgeTimeoutError, OpenAIJudge, TokenUsage, VerdictMismatchError
 from ctxutil_otel.metric import ContextualUtilization, EvaluationMode
+from tests.support.net import free_port
 from tests.support.openai_server import (
     RecordedRequest,
     Reply,
@@ -135,7 +135,7 @@ async def test_reply_in_a_markdown_code_fence_is_accepted(serve: ServeFn, make_j
     assert len(server.requests) == 1
 
 
-# --- JSON-mode fallback ---------------------------------------------------------------------------
+# --- JSON-mode fallback (the rest of the negotiation: test_openai_judge_negotiation.py) ----------------
 
 
 @pytest.mark.parametrize(
@@ -164,9 +164,11 @@ async def test_json_mode_fallback_when_server_rejects_json_schema(
 
     assert got(first.verdicts) == expected(CHUNKS)
     assert got(second.verdicts) == expected(CHUNKS[:2])
-    # The decision is remembered: the second judge call goes straight to JSON mode.
-    assert [r.response_format for r in server.requests] == ["json_schema", "json_object", "json_object"]
-    assert judge.output_format == "json_object"
+    # The decision is remembered: the second judge call goes straight to schema-constrained JSON mode.
+    formats = [r.output_format for r in server.requests]
+    assert formats == ["json_schema", "json_object_schema", "json_object_schema"]
+    assert judge.output_format == "json_object_schema"
+    assert (first.format_fallbacks, second.format_fallbacks) == (1, 0)
     system = server.requests[1].messages[0]["content"]
     assert "JSON" in system and '"verdicts"' in system and '"is_utilized"' in system
 
@@ -185,8 +187,9 @@ async def test_no_response_format_when_json_mode_is_rejected_too(
     judge = make_judge(server)
     result = await judge.judge(QUERY, ANSWER, CHUNKS)
     assert got(result.verdicts) == expected(CHUNKS)
-    assert [r.response_format for r in server.requests] == ["json_schema", "json_object", None]
-    assert judge.output_format == "none"
+    formats = [r.output_format for r in server.requests]
+    assert formats == ["json_schema", "json_object_schema", "json_object", None]
+    assert judge.output_format == "none" and result.format_fallbacks == 3
 
 
 async def test_unrelated_400_is_an_error_not_a_fallback(serve: ServeFn, make_judge: MakeJudgeFn) -> None:
@@ -382,8 +385,8 @@ async def test_429_retry_after_http_date_is_honoured(serve: ServeFn, make_judge:
 @pytest.mark.parametrize(
     ("retry_after", "overrides"),
     [
-        ("60", {"max_retry_after": 2.0}),  # over the judge's cap
-        ("5", {"max_retry_after": 30.0, "deadline": 1.0}),  # would not fit in the deadline
+        ("60", {"max_retry_after_s": 2.0}),  # over the judge's cap
+        ("5", {"max_retry_after_s": 30.0, "deadline_s": 1.0}),  # would not fit in the deadline
     ],
 )
 async def test_retry_after_beyond_the_cap_fails_fast_as_rate_limited(
@@ -429,7 +432,7 @@ async def test_attempts_are_bounded_and_errors_typed(
 
 async def test_hung_server_hits_the_per_attempt_timeout(serve: ServeFn, make_judge: MakeJudgeFn) -> None:
     server = serve(lambda request: Reply(hang=True))
-    judge = make_judge(server, timeout=0.3, max_retries=1)
+    judge = make_judge(server, timeout_s=0.3, max_retries=1)
     with pytest.raises(JudgeTimeoutError) as info:
         await judge.judge(QUERY, ANSWER, CHUNKS)
     assert info.value.error_type == "timeout"
@@ -440,7 +443,7 @@ async def test_deadline_bounds_one_request_with_all_its_attempts(
     serve: ServeFn, make_judge: MakeJudgeFn
 ) -> None:
     server = serve(lambda request: Reply(hang=True))
-    judge = make_judge(server, timeout=30.0, max_retries=3, deadline=0.4)
+    judge = make_judge(server, timeout_s=30.0, max_retries=3, deadline_s=0.4)
     result = await ContextualUtilization(judge=judge).execute(
         DatasetItem(query=QUERY, actual_output=ANSWER, retrieved_content=CHUNKS)
     )
@@ -449,9 +452,7 @@ async def test_deadline_bounds_one_request_with_all_its_attempts(
 
 
 async def test_unreachable_server_is_a_connection_error() -> None:
-    with socket.socket() as sock:  # a port on which nothing listens once the socket is closed
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # nothing listens on it
     judge = OpenAIJudge(base_url=f"http://127.0.0.1:{port}/v1", api_key=API_KEY, max_retries=1)
     try:
         with pytest.raises(JudgeError) as info:
@@ -588,7 +589,7 @@ async def test_api_key_never_leaks(
 ) -> None:
     caplog.set_level(logging.DEBUG)  # every logger, the openai SDK's and httpx's included
     server = serve(handler)
-    judge = make_judge(server, max_retries=1, timeout=0.3)
+    judge = make_judge(server, max_retries=1, timeout_s=0.3)
 
     with pytest.raises(JudgeError) as info:
         await judge.judge(QUERY, ANSWER, CHUNKS[:1])
@@ -641,9 +642,9 @@ def test_repr_shows_the_endpoint_not_the_key() -> None:
 @pytest.mark.parametrize(
     ("field", "value"),
     [
-        ("timeout", 0),
-        ("deadline", -1.0),
-        ("max_retry_after", float("nan")),
+        ("timeout_s", 0),
+        ("deadline_s", -1.0),
+        ("max_retry_after_s", float("nan")),
         ("max_retries", -1),
         ("max_context_tokens", 100),
         ("max_chunks_per_call", 0),

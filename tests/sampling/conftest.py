@@ -1,21 +1,13 @@
+"""Fixtures for the sampling tests: the shared hand-driven clock."""
+
 from __future__ import annotations
 
 import pytest
 
-
-class FakeClock:
-    """A monotonic clock the test advances by hand (no sleeps)."""
-
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+from tests.support.doubles import FakeClock
 
 
 @pytest.fixture
 def clock() -> FakeClock:
+    """A :class:`~tests.support.doubles.FakeClock` at 1000.0 s."""
     return FakeClock()

@@ -8,8 +8,7 @@ import time
 import pytest
 
 from ctxutil_otel.sampling import CpuBudget
-
-from .conftest import FakeClock
+from tests.support.doubles import FakeClock
 
 
 @pytest.fixture

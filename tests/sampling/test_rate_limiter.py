@@ -5,8 +5,7 @@ import threading
 import pytest
 
 from ctxutil_otel.sampling import TokenBucket
-
-from .conftest import FakeClock
+from tests.support.doubles import FakeClock
 
 
 def test_bucket_starts_full_and_refuses_past_the_burst(clock: FakeClock) -> None:

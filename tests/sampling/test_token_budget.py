@@ -3,8 +3,7 @@ from __future__ import annotations
 import pytest
 
 from ctxutil_otel.sampling import TokenBudget
-
-from .conftest import FakeClock
+from tests.support.doubles import FakeClock
 
 
 def test_admits_until_spent_then_refuses(clock: FakeClock) -> None:

@@ -6,13 +6,15 @@
   span processor, Evaluator (offline LexicalJudge unless told otherwise), Emitter and
   ``configure_telemetry`` exporting over OTLP/gRPC to ``sink`` (as the CLI does, through
   ``OTEL_EXPORTER_OTLP_ENDPOINT``).
+
+The developer's ``CTXUTIL_*`` / ``OTEL_*`` variables are kept out by the suite-wide fixture in
+tests/conftest.py (which also lifts the worker's CPU budget, as for every test).
 * ``rag_spans``: a RAG trace recorded by a real SDK tracer with OpenInference attribute shapes (a CHAIN
   root with RETRIEVER and LLM children), ready to hand to the SDK's real ``OTLPSpanExporter``.
 """
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -44,22 +46,6 @@ CHUNKS = (
     "Green tea may boost metabolism.",
     "Tea originated in China thousands of years ago.",
 )
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Settings and exporters read the environment: keep the developer's CTXUTIL_* / OTEL_* out."""
-    for name in list(os.environ):
-        upper = name.upper()
-        if upper.startswith(("CTXUTIL_", "OTEL_")):
-            monkeypatch.delenv(name, raising=False)
-
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 right now (for the CLI, where ``0`` means "disabled")."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ what it received, exports the results to the second OTLP receiver, and exits 0. 
 from __future__ import annotations
 
 import http.client
-import os
 import queue
 import signal
 import socket
@@ -20,9 +19,11 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from ctxutil_otel.cli import main
+from tests.support.env import environ_without_settings
+from tests.support.net import free_port
 from tests.support.otlp_receiver import OTLPReceiver
 
-from .conftest import free_port, record_rag_trace
+from .conftest import record_rag_trace
 
 TOKEN = "cli-t0ken-0123456789"
 
@@ -57,7 +58,7 @@ class Process:
 
 @pytest.fixture
 def process_env(sink: OTLPReceiver) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith(("CTXUTIL_", "OTEL_"))}
+    env = environ_without_settings()
     env.update(
         {
             "OTEL_EXPORTER_OTLP_ENDPOINT": sink.http_endpoint,

@@ -19,6 +19,9 @@ Typical uses::
     # a server that never answers (until it is closed)
     with OpenAICompatServer(lambda request: Reply(hang=True)) as server: ...
 
+    # llama-cpp-python: refuses json_schema with a 500 naming the accepted types, serves the rest
+    with OpenAICompatServer(refusing({"json_schema"}, "llama_cpp", then=verdict_handler())) as server: ...
+
 ``verdict_handler`` reads the query, answer and chunks out of the judge's prompt (the
 ``<query>``, ``<answer>`` and ``<chunk index="i">`` elements, XML-escaped text) and answers one
 verdict per chunk from ``decide(query, answer, chunk) -> (is_relevant, is_utilized)``; the default
@@ -46,6 +49,7 @@ from types import TracebackType
 from typing import Any
 
 __all__ = [
+    "REFUSALS",
     "Decide",
     "Handler",
     "JudgePrompt",
@@ -56,6 +60,9 @@ __all__ = [
     "error_reply",
     "iter_chunks",
     "parse_judge_prompt",
+    "rambling_handler",
+    "refusing",
+    "refusing_token_param",
     "script",
     "verdict_handler",
     "verdicts_reply",
@@ -110,6 +117,25 @@ class RecordedRequest:
         fmt = self.body.get("response_format") if isinstance(self.body, dict) else None
         return fmt.get("type") if isinstance(fmt, dict) else None
 
+    @property
+    def output_format(self) -> str | None:
+        """The judge's name for the request's format: ``json_schema``, ``json_object_schema`` (JSON
+        mode with a ``schema``, the llama.cpp family's), ``json_object``, or ``None``."""
+        fmt = self.body.get("response_format") if isinstance(self.body, dict) else None
+        if isinstance(fmt, dict) and fmt.get("type") == "json_object" and "schema" in fmt:
+            return "json_object_schema"
+        return self.response_format
+
+    @property
+    def output_limit(self) -> tuple[str, int] | None:
+        """``(parameter, tokens)`` of the request's output limit (``max_tokens`` or
+        ``max_completion_tokens``), or ``None`` when it has none."""
+        for name in ("max_tokens", "max_completion_tokens"):
+            value = self.body.get(name) if isinstance(self.body, dict) else None
+            if isinstance(value, int):
+                return name, value
+        return None
+
 
 Handler = Callable[[RecordedRequest], Reply]
 Decide = Callable[[str, str, str], tuple[bool, bool]]
@@ -156,6 +182,124 @@ def error_reply(
     """An OpenAI-style error reply: ``{"error": {"message", "type", "param", "code"}}``."""
     body = {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": None}}
     return Reply(status=status, body=body, headers=dict(headers or {}))
+
+
+def _llama_cpp_refusal(fmt: str) -> Reply:
+    # llama-cpp-python's server (0.3.36): its request model allows response_format.type 'text' |
+    # 'json_object'; its route error handler (llama_cpp/server/errors.py) catches FastAPI's validation
+    # error like any exception and answers 500 {"error": {message: str(exc), type, param, code}}.
+    message = (
+        "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be "
+        f"'text' or 'json_object'\", 'input': '{fmt}', 'ctx': {{'expected': \"'text' or 'json_object'\"}}}}]"
+    )
+    error = {"message": message, "type": "internal_server_error", "param": None, "code": None}
+    return Reply(status=500, body={"error": error})
+
+
+def _vllm_refusal(fmt: str) -> Reply:
+    # vLLM: a top-level error object (no "error" wrapper), status 400.
+    body = {
+        "object": "error",
+        "message": f"response_format type {fmt} is not supported by this server",
+        "type": "BadRequestError",
+        "param": None,
+        "code": 400,
+    }
+    return Reply(status=400, body=body)
+
+
+def _openai_refusal(fmt: str) -> Reply:
+    return error_reply(
+        400,
+        f"Invalid parameter: 'response_format' of type '{fmt}' is not supported with this model.",
+        param="response_format",
+    )
+
+
+def _fastapi_refusal(fmt: str) -> Reply:
+    # A FastAPI/pydantic server validating the request: 422 with a "detail" list.
+    detail = [
+        {
+            "type": "literal_error",
+            "loc": ["body", "response_format", "type"],
+            "msg": "Input should be 'text' or 'json_object'",
+            "input": fmt,
+        }
+    ]
+    return Reply(status=422, body={"detail": detail})
+
+
+def _tgi_refusal(fmt: str) -> Reply:
+    # TGI (axum): 422 with a plain-text deserialisation error.
+    text = (
+        "Failed to deserialize the JSON body into the target type: response_format: unknown variant "
+        f"`{fmt}`, expected one of `json`, `regex`, `json_object` at line 1 column 2048"
+    )
+    return Reply(status=422, body=text)
+
+
+REFUSALS: dict[str, Callable[[str], Reply]] = {
+    "llama_cpp": _llama_cpp_refusal,
+    "vllm": _vllm_refusal,
+    "openai": _openai_refusal,
+    "fastapi": _fastapi_refusal,
+    "tgi": _tgi_refusal,
+}
+"""How servers refuse a ``response_format`` type, by server: ``REFUSALS[style](type) -> Reply``."""
+
+
+def refusing(formats: Iterable[str | None], style: str, *, then: Handler | None = None) -> Handler:
+    """A handler refusing requests whose :attr:`RecordedRequest.output_format` is in ``formats`` the
+    way the ``style`` server does (:data:`REFUSALS`), and passing the others to ``then`` (default
+    :func:`verdict_handler`). ``json_object_schema`` counts as ``json_object`` to a server that
+    refuses the latter (a server without JSON mode has no schema-constrained one either)."""
+    refused = set(formats)
+    if "json_object" in refused:
+        refused.add("json_object_schema")
+    good = then or verdict_handler()
+    refuse = REFUSALS[style]
+
+    def handler(request: RecordedRequest) -> Reply:
+        fmt = request.output_format
+        if fmt in refused:
+            return refuse(request.response_format or "text")
+        return good(request)
+
+    return handler
+
+
+def refusing_token_param(param: str, *, then: Handler | None = None) -> Handler:
+    """A handler refusing requests carrying ``param`` (``max_tokens`` or ``max_completion_tokens``)
+    with OpenAI's 400 for reasoning models, passing the others to ``then``."""
+    good = then or verdict_handler()
+    other = "max_completion_tokens" if param == "max_tokens" else "max_tokens"
+
+    def handler(request: RecordedRequest) -> Reply:
+        if isinstance(request.body, dict) and param in request.body:
+            return error_reply(
+                400,
+                f"Unsupported parameter: '{param}' is not supported with this model. Use '{other}' instead.",
+                param=param,
+            )
+        return good(request)
+
+    return handler
+
+
+def rambling_handler(*, unbounded_tokens: int = 100_000) -> Handler:
+    """A small model in JSON mode that never closes its object: it writes until the request's output
+    limit (``finish_reason`` ``length``, that many completion tokens), or ``unbounded_tokens`` when the
+    request has none. One token is 4 characters of content."""
+
+    def handler(request: RecordedRequest) -> Reply:
+        limit = request.output_limit
+        tokens = limit[1] if limit else unbounded_tokens
+        content = ('{"verdicts": [{"index": 0, "reason": "' + "the the " * tokens)[: tokens * 4]
+        return Reply(
+            body=completion(content, prompt_tokens=100, completion_tokens=tokens, finish_reason="length")
+        )
+
+    return handler
 
 
 def script(*steps: Reply | Handler, then: Handler | None = None) -> Handler:

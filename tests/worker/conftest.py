@@ -1,10 +1,10 @@
 """Fixtures for the worker tests.
 
 Judges here are real :class:`~ctxutil_otel.judges.Judge` implementations with controlled behaviour
-(raise, hang, block on a gate, report token usage), not mocks. The :class:`RecordingEmitter` is a
-test double for the emitter (``ctxutil_otel.emit.Emitter``, built in parallel to the same contract):
-it records what the evaluator hands over, so these tests can assert on the worker alone; the real
-emitter is exercised in ``test_with_real_emitter.py``.
+(raise, hang, block on a gate, report token usage), not mocks. The shared
+:class:`~tests.support.doubles.RecordingEmitter` records what the evaluator hands over, so these tests can
+assert on the worker alone; the real emitter is exercised in ``test_with_real_emitter.py``. The
+environment is cleaned for every test by tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -13,51 +13,18 @@ import asyncio
 import os
 import random
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, get_value
 
-from ctxutil_otel._settings import ENV_PREFIX, OTEL_CAPTURE_CONTENT_ENV
 from ctxutil_otel.capture import Interaction
 from ctxutil_otel.judges import ChunkVerdict, JudgeError, JudgeResult, TokenUsage
-from ctxutil_otel.metric import ContextualUtilization, MetricEvaluationResult
-from ctxutil_otel.worker import Evaluator, EvaluatorStats
-from tests.conftest import unlimited_worker_cpu
-
-
-class RecordingEmitter:
-    """Records ``emit`` calls (and whether instrumentation was suppressed at the time)."""
-
-    def __init__(self, fail: bool = False) -> None:
-        self.fail = fail
-        self.lock = threading.Lock()
-        self.emitted: list[tuple[Interaction, MetricEvaluationResult, float]] = []
-        self.suppressed_during_emit: list[object] = []
-        self.outcomes: Callable[[], Mapping[tuple[str, str | None], int]] | None = None
-        self.queue_size: Callable[[], int] | None = None
-
-    def emit(self, interaction: Interaction, result: MetricEvaluationResult, duration_s: float) -> None:
-        with self.lock:
-            self.emitted.append((interaction, result, duration_s))
-            self.suppressed_during_emit.append(get_value(_SUPPRESS_INSTRUMENTATION_KEY))
-        if self.fail:
-            raise RuntimeError("emitter is broken")
-
-    def observe(
-        self,
-        outcomes: Callable[[], Mapping[tuple[str, str | None], int]],
-        queue_size: Callable[[], int],
-        cpu_throttled_s: Callable[[], float] | None = None,
-    ) -> None:
-        self.outcomes = outcomes
-        self.queue_size = queue_size
-        self.cpu_throttled_s = cpu_throttled_s
-
-    def labels(self) -> list[str]:
-        with self.lock:
-            return [result.label for _, result, _ in self.emitted]
+from ctxutil_otel.metric import ContextualUtilization
+from ctxutil_otel.worker import Evaluator
+from tests.support.accounting import assert_accounted
+from tests.support.doubles import RecordingEmitter
 
 
 def _all_verdicts(chunks: Sequence[str], usage: TokenUsage | None = None) -> JudgeResult:
@@ -159,24 +126,6 @@ def interaction(
         trace_id=random.getrandbits(128) if trace_id is None else trace_id,
         id=id,
     )
-
-
-def assert_accounted(stats: EvaluatorStats) -> None:
-    """The accounting invariant once idle: every captured interaction has exactly one outcome."""
-    assert stats.queue_size == 0 and stats.in_flight == 0, stats
-    assert stats.captured == (
-        stats.sampled_out + stats.dropped_total + stats.evaluated + stats.not_applicable + stats.failed_total
-    ), stats
-
-
-@pytest.fixture(autouse=True)
-def _clean_settings_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests start from the defaults, whatever the developer's environment holds, except the worker's
-    CPU budget, unlimited as in the whole suite (tests/conftest.py; its own tests set it explicitly)."""
-    for key in list(os.environ):
-        if key.upper().startswith(ENV_PREFIX) or key.upper() == OTEL_CAPTURE_CONTENT_ENV:
-            monkeypatch.delenv(key)
-    unlimited_worker_cpu(monkeypatch)
 
 
 MakeEvaluator = Callable[..., Evaluator]

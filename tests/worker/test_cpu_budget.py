@@ -18,29 +18,18 @@ from typing import Any
 
 import pytest
 
-from ctxutil_otel._settings import Settings, SettingsError
+from ctxutil_otel import Settings, SettingsError
 from ctxutil_otel.judges import ChunkVerdict, JudgeResult
 from ctxutil_otel.metric import ContextualUtilization
 from ctxutil_otel.sampling._cpu_budget import DEFAULT_CPU_BURST_S
 from ctxutil_otel.worker import Evaluator
 from ctxutil_otel.worker._engine import Engine
+from tests.support.accounting import assert_accounted
+from tests.support.doubles import FakeClock, RecordingEmitter
 
-from .conftest import MakeEvaluator, RecordingEmitter, assert_accounted, interaction, run_in_forked_child
+from .conftest import MakeEvaluator, interaction, run_in_forked_child
 
 ENV = "CTXUTIL_MAX_WORKER_CPU_FRACTION"
-
-
-class FakeClock:
-    """A clock the test (or the fake judge) advances by hand."""
-
-    def __init__(self, start: float) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class FakeSleep:

@@ -10,11 +10,13 @@ import pytest
 from opentelemetry.sdk.trace.sampling import Decision, TraceIdRatioBased
 
 from ctxutil_otel import DatasetItem
-from ctxutil_otel.judges import LexicalJudge
+from ctxutil_otel.judges import LearnedJudge, LexicalJudge
 from ctxutil_otel.metric import ContextualUtilization
 from ctxutil_otel.worker import Evaluator
+from tests.support.accounting import assert_accounted
+from tests.support.doubles import RecordingEmitter
 
-from .conftest import GateJudge, MakeEvaluator, RecordingEmitter, UsageJudge, assert_accounted, interaction
+from .conftest import GateJudge, MakeEvaluator, UsageJudge, interaction
 
 
 async def test_evaluates_like_the_metric_and_hands_results_to_the_emitter(
@@ -48,7 +50,7 @@ async def test_evaluates_like_the_metric_and_hands_results_to_the_emitter(
 
 def test_default_metric_is_built_from_settings(make_evaluator: MakeEvaluator) -> None:
     evaluator = make_evaluator(threshold=0.9, mode="fast")
-    assert isinstance(evaluator.metric.judge, LexicalJudge)
+    assert isinstance(evaluator.metric.judge, LearnedJudge)  # the default judge (issue 11)
     assert evaluator.metric.threshold == 0.9
     assert evaluator.metric.mode.value == "fast"
 

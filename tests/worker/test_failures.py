@@ -10,17 +10,10 @@ import pytest
 
 from ctxutil_otel.judges import JudgeResult
 from ctxutil_otel.metric import ContextualUtilization
+from tests.support.accounting import assert_accounted
+from tests.support.doubles import RecordingEmitter
 
-from .conftest import (
-    BoomError,
-    GateJudge,
-    MakeEvaluator,
-    RaisingJudge,
-    RecordingEmitter,
-    UsageJudge,
-    assert_accounted,
-    interaction,
-)
+from .conftest import BoomError, GateJudge, MakeEvaluator, RaisingJudge, UsageJudge, interaction
 
 
 def _offer(evaluator: object, n: int) -> list[bool]:

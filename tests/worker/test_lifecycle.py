@@ -10,15 +10,10 @@ import pytest
 
 from ctxutil_otel.metric import ContextualUtilization
 from ctxutil_otel.sampling import TraceIdRatioSampler
+from tests.support.accounting import assert_accounted
+from tests.support.doubles import RecordingEmitter
 
-from .conftest import (
-    GateJudge,
-    MakeEvaluator,
-    RecordingEmitter,
-    assert_accounted,
-    interaction,
-    run_in_forked_child,
-)
+from .conftest import GateJudge, MakeEvaluator, interaction, run_in_forked_child
 
 
 def test_force_flush_returns_false_at_its_deadline_then_true(make_evaluator: MakeEvaluator) -> None:

@@ -39,6 +39,7 @@ __all__ = [
     "interaction_of",
     "merge_documents",
     "query_from_inputs",
+    "response_id_from_llm_result",
     "selection_facts",
     "text_of_content",
 ]
@@ -136,6 +137,25 @@ def answer_from_llm_result(response: object) -> str | None:
             if text:
                 return text
     return None
+
+
+def response_id_from_llm_result(response: object) -> str | None:
+    """The provider's completion id of an ``LLMResult`` (``gen_ai.response.id``): the first generation's
+    ``message.response_metadata["id"]`` (langchain-openai and most chat models), else its
+    ``generation_info["id"]``, else ``llm_output["id"]``; ``None`` when none is a non-empty ``str``."""
+    candidates: list[object] = []
+    generations = getattr(response, "generations", None)
+    if isinstance(generations, Sequence) and generations and isinstance(generations[0], Sequence):
+        for generation in generations[0][:1]:
+            metadata = getattr(getattr(generation, "message", None), "response_metadata", None)
+            info = getattr(generation, "generation_info", None)
+            for source in (metadata, info):
+                if isinstance(source, Mapping):
+                    candidates.append(source.get("id"))
+    llm_output = getattr(response, "llm_output", None)
+    if isinstance(llm_output, Mapping):
+        candidates.append(llm_output.get("id"))
+    return next((c for c in candidates if isinstance(c, str) and c), None)
 
 
 def answer_from_tokens(tokens: Sequence[object]) -> str | None:
@@ -260,6 +280,9 @@ def interaction_of(
         end_time_ns=end_time_ns,
         source="langchain",
         id=str(root.run_id),
+        response_id=_safe(on_error, response_id_from_llm_result, root.llm_response)
+        if root.llm_ended
+        else None,
     )
 
 

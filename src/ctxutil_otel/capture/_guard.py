@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar, cast
 from uuid import UUID
 
+from .._fork import reinit_after_fork
 from ._runs import RootRun
 
 __all__ = ["ErrorCounter", "Guarded", "on_tracked_run", "stop_on_exception"]
@@ -30,6 +31,10 @@ class ErrorCounter:
 
     def __init__(self) -> None:
         self._errors: dict[str, int] = {}
+        self._lock = threading.Lock()
+        reinit_after_fork(self._new_lock)
+
+    def _new_lock(self) -> None:
         self._lock = threading.Lock()
 
     def __call__(self, callback: str, exc: BaseException) -> None:

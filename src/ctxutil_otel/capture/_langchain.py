@@ -64,11 +64,13 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables.config import var_child_runnable_config as _running_config
 from opentelemetry import trace
 
+from .._fork import reinit_after_fork
 from .._selection import SelectionFacts
 from . import _extract
 from ._evaluator_args import resolve_evaluator
 from ._guard import ErrorCounter, on_tracked_run, stop_on_exception
 from ._root_accounting import RootAccounting
+from ._run_spans import adopt_run_span
 from ._runs import Evicted, RootRun, RunTable
 
 if TYPE_CHECKING:
@@ -132,6 +134,11 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         self._standalone_lock = threading.Lock()
         # Facts for the selection rules are read at a root's start only when there are rules.
         self._select = bool(getattr(settings, "selection_rules", ()))
+        reinit_after_fork(self._new_lock)
+
+    def _new_lock(self) -> None:
+        """A fresh lock in a forked child (see :mod:`ctxutil_otel._fork`)."""
+        self._standalone_lock = threading.Lock()
 
     # --- what the handler listens to ------------------------------------------------------------
 
@@ -267,7 +274,11 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
             return
         root = self._runs.root_of(enclosing)
         if root is not None:
-            self._account(self._runs.add_retrieval(run_id, enclosing.int, root, query, self._outcomes.sample))
+            self._account(
+                self._runs.add_retrieval(
+                    run_id, enclosing.int, root, query, lambda _trace_id, _facts: self._decide(root)
+                )
+            )
 
     @on_tracked_run
     def on_retriever_end(
@@ -402,7 +413,15 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
             inputs=inputs,
             facts=facts,
         )
+        adopt_run_span(root)  # found here when the other instrumentation's handler ran before ours
         self._account(self._runs.start_root(root)[1])
+
+    def _decide(self, root: RootRun) -> bool:
+        """The sampling decision at the root's first retrieval (under the run table's lock, once per
+        root). First adopts the span another instrumentation (OpenInference) opened for the root run, if
+        any, as the evaluated span: the evaluation then lands in that trace, as its child."""
+        adopt_run_span(root)
+        return self._outcomes.sample(root.trace_id, root.facts)
 
     def _account(self, evicted: Evicted) -> None:
         if evicted:

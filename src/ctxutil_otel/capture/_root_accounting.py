@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Final
 
 from . import _extract
+from ._run_spans import adopt_run_span
 from ._runs import SAMPLED, UNDECIDED, RootRun
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ class RootAccounting:
                 return
             if documents is None:
                 return
+            adopt_run_span(root)
             if not self.evaluator.would_sample(root.trace_id, root.facts):
                 self.sample(root.trace_id, root.facts)  # counted unselected, before any capture work
                 return

@@ -24,9 +24,7 @@ parent's accounting, and the child's Evaluator starts its counters at zero.
 
 from __future__ import annotations
 
-import os
 import threading
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
@@ -34,6 +32,7 @@ from uuid import UUID
 from opentelemetry.trace import SpanContext
 
 from .._accounting import DropReason
+from .._fork import reinit_after_fork
 from .._selection import SelectionFacts
 from ._reasons import PENDING_FULL, TTL_EXPIRED
 
@@ -140,14 +139,7 @@ class RunTable:
         self._max = int(max_pending_runs)
         self._clock = clock
         self._reset()
-        if hasattr(os, "register_at_fork"):
-            weak_reset = weakref.WeakMethod(self._reset)
-
-            def _after_in_child() -> None:
-                if (reset := weak_reset()) is not None:
-                    reset()
-
-            os.register_at_fork(after_in_child=_after_in_child)
+        reinit_after_fork(self._reset)
 
     def _reset(self) -> None:
         self._lock = threading.Lock()

@@ -1,4 +1,5 @@
-"""The ``ctxutil-otel`` command line: ``evaluate``, ``bench``, ``demo`` (one module per command).
+"""The ``ctxutil-otel`` command line: one module per command, named in ``_COMMANDS`` (``ctxutil-otel --help``
+lists them; tests/test_catalogues.py checks every prose list of them against the parser).
 
 Each command module exposes ``register(subparsers)``, which adds its sub-parser and sets
 ``func(args) -> int`` (the exit status).

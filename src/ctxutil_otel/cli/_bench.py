@@ -27,6 +27,8 @@ from ..judges._from_settings import build_judge
 from ..metric import ContextualUtilization, MetricRunner
 from ..metric._agreement import AgreementFigures, AgreementReport, LabelledRow, agreement
 from ._io import BadLine, Line, add_judge_options, read_items, report_bad_line, settings_from_args
+from ._perturb import add_arguments as add_perturb_arguments
+from ._perturb import extras
 
 __all__ = ["register", "render_table"]
 
@@ -46,6 +48,7 @@ def register(subparsers: Any) -> None:
     add_judge_options(parser)
     parser.add_argument("--limit", type=int, default=None, help="only the first N non-blank lines")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    add_perturb_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -146,6 +149,13 @@ def run(args: argparse.Namespace) -> int:
     judge_name = str(getattr(judge, "name", type(judge).__name__))
     judge_model = getattr(judge, "model", None)
     rate = len(results) / elapsed if results and elapsed > 0 else None
+    try:
+        extra, extra_lines = extras(
+            args, runner, [line.item for line, _ in good], [lab for _, lab in good], results
+        )
+    except (ImportError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     usage = sum((r.usage for r in results if r.usage is not None), TokenUsage())
 
     if args.json:
@@ -159,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
             "judge": judge_name,
             "judge_model": judge_model,
             "file": str(args.file),
+            **extra,
         }
         print(json.dumps(record))
     else:
@@ -170,4 +181,6 @@ def run(args: argparse.Namespace) -> int:
         print(render_table(report))
         if usage.total_tokens:
             print(f"judge tokens: {usage.input_tokens} input, {usage.output_tokens} output")
+        for block in extra_lines:
+            print(block)
     return 1 if bad or report.errors else 0

@@ -52,7 +52,10 @@ def register(subparsers: Any) -> None:
         "--data", type=Path, default=None, help="a RAGBench-style JSONL file instead of the sample"
     )
     parser.add_argument(
-        "--judge", choices=("lexical", "openai"), default=None, help="default: CTXUTIL_JUDGE or lexical"
+        "--judge",
+        choices=("learned", "lexical", "openai"),
+        default=None,
+        help="default: CTXUTIL_JUDGE or learned",
     )
     parser.add_argument("--model", default=None, help="judge model for --judge openai")
     parser.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --judge openai")

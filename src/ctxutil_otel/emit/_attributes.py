@@ -16,6 +16,7 @@ from opentelemetry.util.types import AttributeValue
 from .._interaction import Interaction
 from .._item import DatasetItem, chunk_text
 from ..metric._results import ChunkResult, MetricEvaluationResult
+from ._identity import document_attributes, truncate
 from ._names import (
     ATTR_ANSWER,
     ATTR_APPLICATION_NAME,
@@ -28,22 +29,26 @@ from ._names import (
     ATTR_EVALUATION_SCORE_VALUE,
     ATTR_INTERACTION_ID,
     ATTR_INTERACTION_SOURCE,
+    ATTR_JUDGE_FORMAT_FALLBACKS,
+    ATTR_JUDGE_INPUT_TOKENS,
+    ATTR_JUDGE_MODEL,
     ATTR_JUDGE_NAME,
+    ATTR_JUDGE_OUTPUT_FORMAT,
+    ATTR_JUDGE_OUTPUT_TOKENS,
     ATTR_OUTCOME,
     ATTR_QUERY,
     ATTR_REASON,
-    ATTR_REQUEST_MODEL,
+    ATTR_RESPONSE_ID,
     ATTR_THRESHOLD,
     ATTR_TOTAL_CHUNKS,
     ATTR_TOTAL_RELEVANT_CHUNKS,
-    ATTR_USAGE_INPUT_TOKENS,
-    ATTR_USAGE_OUTPUT_TOKENS,
     ATTR_UTILIZATION_RATE,
     ATTR_UTILIZATION_SCORE,
     ATTR_UTILIZED_CHUNKS,
     CHUNK_INDEX,
     CHUNK_IS_RELEVANT,
     CHUNK_IS_UTILIZED,
+    CHUNK_METADATA,
     CHUNK_REASON,
     CHUNK_TEXT,
     METRIC_EVALUATIONS,
@@ -89,13 +94,6 @@ _SECRET = re.compile(
 def redact(text: str) -> str:
     """Replace API-key and bearer-token lookalikes with ``[REDACTED]``."""
     return _SECRET.sub("[REDACTED]", text)
-
-
-def truncate(text: str, max_chars: int) -> str:
-    """Return ``text`` cut to at most ``max_chars`` characters, the last one ``…`` when cut."""
-    if len(text) <= max_chars:
-        return text
-    return text[: max_chars - 1] + "…" if max_chars > 1 else text[:max_chars]
 
 
 def finite(value: float) -> float:
@@ -185,6 +183,14 @@ def _output_tokens(r: MetricEvaluationResult) -> AttributeValue | None:
     return None if r.usage is None else int(r.usage.output_tokens)
 
 
+def _judge_output_format(r: MetricEvaluationResult) -> AttributeValue | None:
+    return None if r.judge_output_format is None else str(r.judge_output_format)
+
+
+def _judge_format_fallbacks(r: MetricEvaluationResult) -> AttributeValue | None:
+    return count(r.judge_format_fallbacks) or None
+
+
 RESULT_EXTRACTORS: dict[str, Extractor] = {
     ATTR_EVALUATION_NAME: _evaluation_name,
     ATTR_EVALUATION_SCORE_VALUE: _score_value,
@@ -198,9 +204,11 @@ RESULT_EXTRACTORS: dict[str, Extractor] = {
     ATTR_TOTAL_CHUNKS: _total_chunks,
     ATTR_THRESHOLD: _threshold,
     ATTR_JUDGE_NAME: _judge_name,
-    ATTR_REQUEST_MODEL: _judge_model,
-    ATTR_USAGE_INPUT_TOKENS: _input_tokens,
-    ATTR_USAGE_OUTPUT_TOKENS: _output_tokens,
+    ATTR_JUDGE_MODEL: _judge_model,
+    ATTR_JUDGE_INPUT_TOKENS: _input_tokens,
+    ATTR_JUDGE_OUTPUT_TOKENS: _output_tokens,
+    ATTR_JUDGE_OUTPUT_FORMAT: _judge_output_format,
+    ATTR_JUDGE_FORMAT_FALLBACKS: _judge_format_fallbacks,
 }
 """Attribute key -> extractor, for the evaluation span and the ``gen_ai.evaluation.result`` log record."""
 
@@ -229,13 +237,17 @@ def chunk_attributes(
     max_content_chars: int,
     text_of: Callable[[int], str | None],
     on_error: ErrorCallback,
+    document_of: Callable[[int], object] = lambda i: None,
+    metadata_keys: Sequence[str] = (),
 ) -> dict[str, AttributeValue]:
     """Per-chunk attributes ``ctxutil.chunks.{i}.*`` for the first ``max_chunks`` verdicts, plus
     ``ctxutil.chunks.truncated``.
 
-    Always: ``.index`` (int), ``.is_relevant`` (bool), ``.is_utilized`` (bool). With ``capture_content``
-    only: ``.reason`` (str, when non-empty) and ``.text`` (``text_of(i)`` truncated to ``max_content_chars``).
-    A field that fails is reported as ``ctxutil.chunks.{i}.{field}`` and only it is lost.
+    Always: ``.index`` (int), ``.is_relevant`` (bool), ``.is_utilized`` (bool). With ``metadata_keys``
+    (content capture or not): ``.id`` and ``.metadata.{key}`` of ``document_of(index)`` (see
+    :func:`document_attributes`). With ``capture_content`` only: ``.reason`` (str, when non-empty) and
+    ``.text`` (``text_of(i)`` truncated to ``max_content_chars``). A field that fails is reported as
+    ``ctxutil.chunks.{i}.{field}`` and only it is lost.
     """
     out: dict[str, AttributeValue] = {}
     verdicts: Sequence[ChunkResult] = ()
@@ -254,6 +266,12 @@ def chunk_attributes(
                 continue
             if value is not None:
                 out[key] = value
+        if metadata_keys:
+            try:
+                index = int(verdicts[i].index)
+                out.update(document_attributes(i, document_of(index), metadata_keys, text_of(i)))
+            except Exception as exc:
+                on_error(chunk_attribute(i, CHUNK_METADATA), exc)
     out[ATTR_CHUNKS_TRUNCATED] = shown < len(verdicts)
     return out
 
@@ -306,12 +324,17 @@ def metric_attributes(
 def interaction_attributes(
     interaction: Interaction, application_name: str | None
 ) -> dict[str, AttributeValue]:
-    """``ctxutil.application.name`` (when configured), ``ctxutil.interaction.id`` and ``.source``:
-    for spans and log records only, never metrics (ids are unbounded)."""
+    """``ctxutil.application.name`` (when configured), ``ctxutil.interaction.id`` and ``.source``, and
+    ``gen_ai.response.id`` when capture saw one: for spans and log records only, never metrics (ids are
+    unbounded)."""
     attributes: dict[str, AttributeValue] = {}
     if application_name:
         attributes[ATTR_APPLICATION_NAME] = application_name
-    for key, value in ((ATTR_INTERACTION_ID, interaction.id), (ATTR_INTERACTION_SOURCE, interaction.source)):
+    for key, value in (
+        (ATTR_INTERACTION_ID, interaction.id),
+        (ATTR_INTERACTION_SOURCE, interaction.source),
+        (ATTR_RESPONSE_ID, getattr(interaction, "response_id", None)),
+    ):
         if value is not None:
             attributes[key] = str(value)
     return attributes

@@ -18,6 +18,8 @@ import logging
 import threading
 from collections.abc import Mapping
 
+from .._fork import reinit_after_fork
+
 __all__ = ["OVERFLOW_VALUE", "CardinalityLimiter"]
 
 OVERFLOW_VALUE = "_other"
@@ -46,6 +48,7 @@ class CardinalityLimiter:
         self._seen: dict[str, set[str]] = {}
         self._overflowed: dict[str, int] = {}
         self._lock = threading.Lock()
+        reinit_after_fork(self.reinit_after_fork)
 
     def bound(self, dimensions: Mapping[str, object]) -> dict[str, str]:
         """The dimensions as metric attributes: values as strings, truncated, overflowed past the budget.

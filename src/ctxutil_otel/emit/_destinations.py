@@ -24,6 +24,15 @@ _log = logging.getLogger("ctxutil_otel")
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
 
+
+def _new_warned_lock() -> None:  # in a forked child: another thread may have held it at the fork
+    global _warned_lock
+    _warned_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_warned_lock)
+
 # The API's proxy meter and logger providers (what the globals are until set) are private classes;
 # without them only the public no-op providers are recognised.
 _NOOP_METER_PROVIDERS: tuple[type, ...] = (NoOpMeterProvider,)

@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from opentelemetry import _logs, metrics, trace
@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace import SpanLimits
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
+from .._fork import reinit_after_fork
 from .._interaction import Interaction
 from .._item import DatasetItem
 from ..metric._results import MetricEvaluationResult
@@ -38,13 +39,16 @@ from ._attributes import (
     valid_duration,
 )
 from ._destinations import resolved_providers, warn_if_nowhere
+from ._identity import EvaluatedServices, document_source, evaluated_service_attributes
 from ._names import (
     ATTR_APPLICATION_NAME,
+    ATTR_EVALUATED_SERVICE_NAME,
     ATTR_EVALUATION_NAME,
     ATTR_TOKEN_TYPE,
     DURATION_BUCKETS,
     EVENT_EVALUATION_RESULT,
     INSTRUMENTATION_SCOPE,
+    MAX_EVALUATED_SERVICES,
     METRIC_CHUNKS_RELEVANT,
     METRIC_CHUNKS_UTILIZED,
     METRIC_EVALUATION_DURATION,
@@ -93,10 +97,14 @@ class Emitter:
             Fewer are emitted when the span attribute count limit (``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``,
             default 128; the SDK silently evicts the *oldest* attributes beyond it) leaves no room;
             ``ctxutil.chunks.truncated`` then says so.
+        chunk_metadata_keys: Which document each chunk was, emitted with or without content capture:
+            ``ctxutil.chunks.{i}.id`` (the document's id) and ``ctxutil.chunks.{i}.metadata.{key}`` for these
+            keys of its metadata (default ``source``), truncated to 256 characters, never the chunk text.
+            Empty: neither ids nor metadata.
 
     Raises:
-        ValueError: naming the argument, for ``max_content_chars < 1``, ``max_chunk_attributes < 0`` or a
-            non-string ``application_name``.
+        ValueError: naming the argument, for ``max_content_chars < 1``, ``max_chunk_attributes < 0``, a
+            non-string ``application_name`` or ``chunk_metadata_keys`` that are not non-empty strings.
     """
 
     def __init__(
@@ -109,6 +117,7 @@ class Emitter:
         application_name: str | None = None,
         max_content_chars: int | None = None,
         max_chunk_attributes: int = 64,
+        chunk_metadata_keys: Sequence[str] = ("source",),
     ) -> None:
         if capture_content is None or application_name is None or max_content_chars is None:
             from .._settings import Settings
@@ -125,6 +134,13 @@ class Emitter:
         self.application_name = application_name or None
         self.max_content_chars = max_content_chars
         self.max_chunk_attributes = max_chunk_attributes
+        if isinstance(chunk_metadata_keys, str) or not all(
+            isinstance(key, str) and key for key in chunk_metadata_keys
+        ):
+            raise ValueError(
+                f"chunk_metadata_keys must be a sequence of non-empty str, got {chunk_metadata_keys!r}"
+            )
+        self.chunk_metadata_keys = tuple(chunk_metadata_keys)
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
         self._logger_provider = logger_provider
@@ -159,7 +175,14 @@ class Emitter:
         )
         self._lock = threading.Lock()
         self._failures: Counter[str] = Counter()
+        self._senders = EvaluatedServices(MAX_EVALUATED_SERVICES)
         self._observables = ObservableInstruments(self._meter, self.application_name, self._on_error)
+        reinit_after_fork(self._new_locks)
+
+    def _new_locks(self) -> None:
+        """Fresh locks in a forked child: the parent's worker thread may have held one at the fork."""
+        self._lock = threading.Lock()
+        self._observables.new_lock()
 
     # ------------------------------------------------------------------------------------------ emit
     def emit(
@@ -193,6 +216,10 @@ class Emitter:
             duration = valid_duration(duration_s)
             common = extract(RESULT_EXTRACTORS, result, self._on_error)
             common.update(interaction_attributes(interaction, self.application_name))
+            sender, limited = self._senders.bounded(evaluated_service_attributes(interaction))
+            if limited:
+                self._on_error(ATTR_EVALUATED_SERVICE_NAME, ValueError("too many evaluated services"))
+            common.update(sender)
             content = (
                 content_attributes(interaction, item, self.max_content_chars) if self.capture_content else {}
             )
@@ -205,7 +232,7 @@ class Emitter:
             lambda: self._emit_span(result, evaluated, common, content, interaction, item, end_ns, duration),
         )
         self._guard("log", lambda: self._emit_log(result, evaluated, common, content, end_ns))
-        self._record_metrics(result, duration)
+        self._record_metrics(result, duration, sender)
 
     def _emit_span(
         self,
@@ -219,7 +246,9 @@ class Emitter:
         duration: float | None,
     ) -> None:
         attributes = {**common, **content}
-        per_chunk = 5 if self.capture_content else 3
+        per_chunk = (5 if self.capture_content else 3) + (
+            1 + len(self.chunk_metadata_keys) if self.chunk_metadata_keys else 0
+        )
         room = self.max_chunk_attributes
         limit = self._span_attribute_limit()
         if limit is not None:
@@ -232,6 +261,8 @@ class Emitter:
                 max_content_chars=self.max_content_chars,
                 text_of=text_source(result, interaction, item),
                 on_error=self._on_error,
+                document_of=document_source(interaction),
+                metadata_keys=self.chunk_metadata_keys,
             )
         )
         start_ns = end_ns - int(duration * 1e9) if duration is not None else end_ns
@@ -269,9 +300,11 @@ class Emitter:
         )
         self._logger.emit(record)
 
-    def _record_metrics(self, result: MetricEvaluationResult, duration: float | None) -> None:
+    def _record_metrics(
+        self, result: MetricEvaluationResult, duration: float | None, sender: dict[str, AttributeValue]
+    ) -> None:
         try:
-            attributes = metric_attributes(result, self.application_name)
+            attributes = {**metric_attributes(result, self.application_name), **sender}
         except Exception as exc:
             self._on_error("metrics", exc)
             return
@@ -290,13 +323,13 @@ class Emitter:
                 lambda: self._utilized.add(count(result.signals.utilized_chunks), attributes),
             )
         if result.usage is not None:
-            self._guard(METRIC_JUDGE_TOKENS, lambda: self._record_tokens(result))
+            self._guard(METRIC_JUDGE_TOKENS, lambda: self._record_tokens(result, sender))
 
-    def _record_tokens(self, result: MetricEvaluationResult) -> None:
+    def _record_tokens(self, result: MetricEvaluationResult, sender: dict[str, AttributeValue]) -> None:
         usage = result.usage
         if usage is None:
             return
-        base: dict[str, AttributeValue] = {ATTR_EVALUATION_NAME: str(result.metric_name)}
+        base: dict[str, AttributeValue] = {ATTR_EVALUATION_NAME: str(result.metric_name), **sender}
         if self.application_name:
             base[ATTR_APPLICATION_NAME] = self.application_name
         self._tokens.add(count(usage.input_tokens), {**base, ATTR_TOKEN_TYPE: "input"})

@@ -22,7 +22,8 @@ def build_emitter(
     logger_provider: _logs.LoggerProvider | None = None,
 ) -> Emitter:
     """Build the :class:`~ctxutil_otel.emit.Emitter` the settings configure (``capture_content``,
-    ``application_name``, ``max_content_chars``) on the given providers (``None``: the global ones)."""
+    ``application_name``, ``max_content_chars``, ``chunk_metadata_keys``) on the given providers
+    (``None``: the global ones)."""
     return Emitter(
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
@@ -30,4 +31,5 @@ def build_emitter(
         capture_content=settings.capture_content,
         application_name=settings.application_name,
         max_content_chars=settings.max_content_chars,
+        chunk_metadata_keys=settings.chunk_metadata_keys,
     )

@@ -6,8 +6,12 @@ Sources
   (development stability), maintained in https://github.com/open-telemetry/semantic-conventions-genai.
   ``model/gen-ai/events.yaml``: the event requires ``gen_ai.evaluation.name``, conditionally requires
   ``gen_ai.evaluation.score.value`` and ``gen_ai.evaluation.score.label`` ("if applicable"), recommends
-  ``gen_ai.evaluation.explanation``, includes the ``error.type`` group, and SHOULD be parented to the
-  evaluated span. The same constants ship, marked "moved", in ``opentelemetry-semantic-conventions``
+  ``gen_ai.evaluation.explanation`` and ``gen_ai.response.id`` ("when available"), includes the
+  ``error.type`` group, and SHOULD be parented to the evaluated span. All of them are emitted (the response
+  id when capture saw one). The conventions define no attribute for the evaluator's own model or cost, so
+  the judge's go under ``ctxutil.judge.*`` (never ``gen_ai.request.model`` / ``gen_ai.usage.*``, which
+  would count as the application's inside its trace). The same constants ship, marked "moved", in
+  ``opentelemetry-semantic-conventions``
   (``opentelemetry.semconv._incubating.attributes.gen_ai_attributes``).
 * ``error.type``: OpenTelemetry semantic conventions, stable
   (``opentelemetry.semconv.attributes.error_attributes``).
@@ -89,34 +93,46 @@ __all__ = [
     "ATTR_CHUNKS_TRUNCATED",
     "ATTR_CHUNK_PREFIX",
     "ATTR_ERROR_TYPE",
+    "ATTR_EVALUATED_DEPLOYMENT_ENVIRONMENT",
+    "ATTR_EVALUATED_SERVICE_NAME",
+    "ATTR_EVALUATED_SERVICE_NAMESPACE",
     "ATTR_EVALUATION_EXPLANATION",
     "ATTR_EVALUATION_NAME",
     "ATTR_EVALUATION_SCORE_LABEL",
     "ATTR_EVALUATION_SCORE_VALUE",
     "ATTR_INTERACTION_ID",
     "ATTR_INTERACTION_SOURCE",
+    "ATTR_JUDGE_FORMAT_FALLBACKS",
+    "ATTR_JUDGE_INPUT_TOKENS",
+    "ATTR_JUDGE_MODEL",
     "ATTR_JUDGE_NAME",
+    "ATTR_JUDGE_OUTPUT_FORMAT",
+    "ATTR_JUDGE_OUTPUT_TOKENS",
     "ATTR_OUTCOME",
     "ATTR_QUERY",
     "ATTR_REASON",
-    "ATTR_REQUEST_MODEL",
+    "ATTR_RESPONSE_ID",
     "ATTR_THRESHOLD",
     "ATTR_TOKEN_TYPE",
     "ATTR_TOTAL_CHUNKS",
     "ATTR_TOTAL_RELEVANT_CHUNKS",
-    "ATTR_USAGE_INPUT_TOKENS",
-    "ATTR_USAGE_OUTPUT_TOKENS",
     "ATTR_UTILIZATION_RATE",
     "ATTR_UTILIZATION_SCORE",
     "ATTR_UTILIZED_CHUNKS",
+    "CHUNK_ID",
     "CHUNK_INDEX",
     "CHUNK_IS_RELEVANT",
     "CHUNK_IS_UTILIZED",
+    "CHUNK_LABEL_MAX_CHARS",
+    "CHUNK_METADATA",
     "CHUNK_REASON",
     "CHUNK_TEXT",
     "DURATION_BUCKETS",
+    "EVALUATED_SERVICE_FROM_RESOURCE",
+    "EVALUATED_SERVICE_OTHER",
     "EVENT_EVALUATION_RESULT",
     "INSTRUMENTATION_SCOPE",
+    "MAX_EVALUATED_SERVICES",
     "METRIC_CHUNKS_RELEVANT",
     "METRIC_CHUNKS_UTILIZED",
     "METRIC_EVALUATIONS",
@@ -154,12 +170,10 @@ ATTR_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
 """string, conditionally required: ``pass`` | ``fail`` | ``not_applicable`` | ``error``."""
 ATTR_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
 """string, recommended: one human-readable sentence."""
-ATTR_REQUEST_MODEL: Final = "gen_ai.request.model"
-"""string: the judge's model (GenAI conventions' request model of the judge call)."""
-ATTR_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
-"""int: judge input tokens (GenAI conventions)."""
-ATTR_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
-"""int: judge output tokens (GenAI conventions)."""
+ATTR_RESPONSE_ID: Final = "gen_ai.response.id"
+"""string, spans and the event only (never metrics): the evaluated generation's completion id, when capture
+saw one (LangChain ``response_metadata["id"]``, a GenAI / OpenLLMetry span's ``gen_ai.response.id``). The
+event's conventions recommend it "when available", to correlate where the span id is not available."""
 ATTR_TOKEN_TYPE: Final = "gen_ai.token.type"
 """string ``input`` | ``output`` on the judge token counter (GenAI conventions)."""
 
@@ -175,8 +189,44 @@ ATTR_UTILIZATION_RATE: Final = "ctxutil.utilization_rate"
 ATTR_TOTAL_CHUNKS: Final = "ctxutil.total_chunks"
 ATTR_THRESHOLD: Final = "ctxutil.threshold"
 ATTR_JUDGE_NAME: Final = "ctxutil.judge.name"
+"""string: the judge (``lexical``, ``openai``, ...)."""
+ATTR_JUDGE_MODEL: Final = "ctxutil.judge.model"
+"""string: the judge's model, when it has one. Not ``gen_ai.request.model``: the evaluation span and event
+live inside the application's trace, where that name means the application's own model (issue 9 item 7)."""
+ATTR_JUDGE_INPUT_TOKENS: Final = "ctxutil.judge.usage.input_tokens"
+"""int: input tokens the judge spent on this evaluation. Not ``gen_ai.usage.input_tokens``: tools that add
+up ``gen_ai.usage.*`` over a trace would count the judge's tokens as the application's."""
+ATTR_JUDGE_OUTPUT_TOKENS: Final = "ctxutil.judge.usage.output_tokens"
+"""int: output tokens the judge spent on this evaluation (see ``ctxutil.judge.usage.input_tokens``)."""
+ATTR_JUDGE_OUTPUT_FORMAT: Final = "ctxutil.judge.output_format"
+"""string, spans and log records: the model judge's structured-output format (``json_schema`` |
+``json_object_schema`` | ``json_object`` | ``none``), when the judge reports one."""
+ATTR_JUDGE_FORMAT_FALLBACKS: Final = "ctxutil.judge.format_fallbacks"
+"""int, spans and log records, only when > 0: times this evaluation's judgement stepped the output format
+down because the judge's server refused it; each step is counted on one evaluation only."""
 ATTR_APPLICATION_NAME: Final = "ctxutil.application.name"
 """string: the configured application / chain name (bounded: set by configuration, not by data)."""
+ATTR_EVALUATED_SERVICE_NAME: Final = "ctxutil.evaluated.service.name"
+"""string, spans, events and metrics: the ``service.name`` of the application whose spans were evaluated
+(their Resource; set on the span-processor path, so ``serve`` names each sender). Bounded: at most
+:data:`MAX_EVALUATED_SERVICES` distinct identities per process, then ``_OTHER``."""
+ATTR_EVALUATED_SERVICE_NAMESPACE: Final = "ctxutil.evaluated.service.namespace"
+"""string, as ``ctxutil.evaluated.service.name``: the sender's ``service.namespace`` when it has one."""
+ATTR_EVALUATED_DEPLOYMENT_ENVIRONMENT: Final = "ctxutil.evaluated.deployment.environment.name"
+"""string, as ``ctxutil.evaluated.service.name``: the sender's ``deployment.environment.name`` (or the older
+``deployment.environment``) when it has one."""
+EVALUATED_SERVICE_FROM_RESOURCE: Final = {
+    "service.name": ATTR_EVALUATED_SERVICE_NAME,
+    "service.namespace": ATTR_EVALUATED_SERVICE_NAMESPACE,
+    "deployment.environment.name": ATTR_EVALUATED_DEPLOYMENT_ENVIRONMENT,
+    "deployment.environment": ATTR_EVALUATED_DEPLOYMENT_ENVIRONMENT,
+}
+"""Sender Resource attribute -> the attribute naming it on results (the first of the two environment keys
+present wins)."""
+MAX_EVALUATED_SERVICES: Final = 100
+"""Distinct evaluated-service identities one emitter labels; results of further senders get
+``ctxutil.evaluated.service.name=_OTHER`` (and no namespace or environment)."""
+EVALUATED_SERVICE_OTHER: Final = "_OTHER"
 ATTR_INTERACTION_ID: Final = "ctxutil.interaction.id"
 """string, spans and log records only (never metrics): the LangChain root run_id or the span id."""
 ATTR_INTERACTION_SOURCE: Final = "ctxutil.interaction.source"
@@ -191,6 +241,15 @@ ATTR_CHUNK_PREFIX: Final = "ctxutil.chunks"
 CHUNK_INDEX: Final = "index"
 CHUNK_IS_RELEVANT: Final = "is_relevant"
 CHUNK_IS_UTILIZED: Final = "is_utilized"
+CHUNK_ID: Final = "id"
+"""string, emitted without content capture: the chunk's document id (LangChain ``Document.id``, OpenInference
+``retrieval.documents.{i}.document.id``, GenAI retrieval document ``id``), truncated; absent when unknown."""
+CHUNK_METADATA: Final = "metadata"
+"""Prefix of ``ctxutil.chunks.{i}.metadata.{key}``: the configured metadata keys (``chunk_metadata_keys``,
+default ``source``) of the chunk's document, emitted without content capture; scalar values only, strings
+truncated, never a value equal to the chunk's text."""
+CHUNK_LABEL_MAX_CHARS: Final = 256
+"""Characters kept of a chunk id or metadata string value."""
 CHUNK_REASON: Final = "reason"
 """Only with content capture: a judge's free-text reason routinely quotes or paraphrases the chunk."""
 CHUNK_TEXT: Final = "text"

@@ -38,6 +38,10 @@ class ObservableInstruments:
         self._queue_size: Callable[[], int] | None = None
         self._cpu_throttled_s: Callable[[], float] | None = None
 
+    def new_lock(self) -> None:
+        """A fresh lock (in a forked child; see :mod:`ctxutil_otel._fork`)."""
+        self._lock = threading.Lock()
+
     def observe(
         self,
         outcomes: Callable[[], OutcomeCounts],

@@ -1,6 +1,7 @@
 """Judges decide, per chunk, relevance to the query and utilization by the answer.
 
-* :class:`LexicalJudge`: offline, deterministic, pure Python (the default).
+* :class:`LearnedJudge`: offline, deterministic, pure Python gradient-boosted trees (the default).
+* :class:`LexicalJudge`: offline, deterministic, pure Python word-overlap rules.
 * :class:`OpenAIJudge`: any OpenAI-compatible chat model, one call per interaction.
 
 Any object with the :class:`Judge` shape works with the metric.
@@ -19,6 +20,7 @@ from ._base import (
     TokenUsage,
     VerdictMismatchError,
 )
+from ._learned import LearnedJudge
 from ._lexical import LexicalJudge
 
 if TYPE_CHECKING:
@@ -30,6 +32,7 @@ __all__ = [
     "JudgeError",
     "JudgeResult",
     "JudgeTimeoutError",
+    "LearnedJudge",
     "LexicalJudge",
     "OpenAIJudge",
     "TokenUsage",

@@ -68,17 +68,29 @@ class JudgeResult(BaseModel):
         verdicts: One :class:`ChunkVerdict` per chunk, in any order; the metric pairs them with
             chunks by ``index`` and rejects a list that does not cover every chunk exactly once.
         usage: Tokens spent, or ``None`` for judges that spend none (the lexical judge).
+        output_format: The structured-output format the judge's calls used (model judges that
+            negotiate one, e.g. ``json_schema``), else ``None``.
+        format_fallbacks: Times this judgement stepped the output format down because the server
+            refused it (each step is counted once, by the judgement that took it).
     """
 
     verdicts: list[ChunkVerdict]
     usage: TokenUsage | None = None
+    output_format: str | None = None
+    format_fallbacks: int = Field(default=0, ge=0)
 
 
 class JudgeError(Exception):
     """A judge could not produce verdicts. ``error_type`` is the low-cardinality value emitted as the
-    OpenTelemetry ``error.type`` attribute."""
+    OpenTelemetry ``error.type`` attribute.
+
+    Judges that spend tokens set ``usage`` (tokens spent before failing, ``None`` if unknown) and
+    ``format_fallbacks`` (as on :class:`JudgeResult`) on the exception they raise.
+    """
 
     error_type: ClassVar[str] = "judge_error"
+    usage: TokenUsage | None = None
+    format_fallbacks: int = 0
 
 
 class VerdictMismatchError(JudgeError):
@@ -98,7 +110,7 @@ class Judge(Protocol):
     """Decides relevance and utilization for every chunk of one interaction.
 
     Implementations must be safe to call concurrently from one asyncio loop. ``name`` is emitted as
-    ``ctxutil.judge.name`` and ``model`` (``None`` for model-free judges) as ``gen_ai.request.model``.
+    ``ctxutil.judge.name`` and ``model`` (``None`` for model-free judges) as ``ctxutil.judge.model``.
 
     ``reasons=False`` is passed in :attr:`EvaluationMode.FAST` mode: the judge may then skip writing
     reasons (fewer output tokens). Judges that do not accept the keyword work in GRANULAR mode only.
@@ -111,7 +123,7 @@ class Judge(Protocol):
 
     @property
     def model(self) -> str | None:
-        """The judge's model (``gen_ai.request.model``), or ``None`` for model-free judges."""
+        """The judge's model (``ctxutil.judge.model``), or ``None`` for model-free judges."""
         ...
 
     async def judge(

@@ -1,4 +1,5 @@
-"""The judge the settings configure (``judge``, ``judge_model``, ``judge_base_url``, ``judge_api_key``)."""
+"""The judge the settings configure (``judge``, ``judge_model``, ``judge_base_url``, ``judge_api_key``,
+``judge_response_format``)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,18 @@ __all__ = ["build_judge"]
 
 
 def build_judge(settings: Settings) -> Judge:
-    """Build the configured judge: :class:`~ctxutil_otel.judges.LexicalJudge` for ``"lexical"``, or
+    """Build the configured judge: :class:`~ctxutil_otel.judges.LearnedJudge` for ``"learned"``,
+    :class:`~ctxutil_otel.judges.LexicalJudge` for ``"lexical"``, or
     ``OpenAIJudge(model=..., base_url=..., api_key=...)`` for ``"openai"`` (only the configured values
     are passed, so the judge's own defaults and ``OPENAI_API_KEY`` apply otherwise).
 
     Raises:
         ImportError: when the openai judge cannot be imported (the ``openai`` package is missing).
     """
+    if settings.judge == "learned":
+        from ._learned import LearnedJudge
+
+        return LearnedJudge()
     if settings.judge == "lexical":
         from ._lexical import LexicalJudge
 
@@ -36,4 +42,5 @@ def build_judge(settings: Settings) -> Judge:
         kwargs["base_url"] = settings.judge_base_url
     if settings.judge_api_key is not None:
         kwargs["api_key"] = settings.judge_api_key.get_secret_value()
+    kwargs["response_format"] = settings.judge_response_format
     return OpenAIJudge(**kwargs)

@@ -1,4 +1,5 @@
-"""LexicalJudge: the offline default judge, from word overlap between answer, chunks and query.
+"""LexicalJudge: an offline judge from word overlap between answer, chunks and query (the default is
+:class:`~ctxutil_otel.judges.LearnedJudge`; this one stays selectable as ``judge="lexical"``).
 
 How it decides (thresholds tuned on ``ragbench_train.jsonl`` by ``benchmarks/tune_lexical.py``):
 
@@ -79,7 +80,9 @@ def _trigrams(words: list[str]) -> set[tuple[str, str, str]]:
 
 
 class LexicalJudge:
-    """The offline default judge: relevance and utilization from word overlap (module docstring).
+    """An offline judge: relevance and utilization from word overlap (module docstring).
+
+    Keyword-only arguments.
 
     Deterministic (same input, same verdicts), pure Python, no network, no model. ``model`` is ``None``.
 
@@ -101,6 +104,7 @@ class LexicalJudge:
 
     def __init__(
         self,
+        *,
         utilization_threshold: float = 0.3,
         min_support: float = 0.1,
         relevance_threshold: float = 0.9,

@@ -7,22 +7,30 @@ import functools
 import logging
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING
 
 from ._base import ChunkVerdict, JudgeError, JudgeResult, JudgeTimeoutError, TokenUsage, VerdictMismatchError
 from ._completion import ChatReply, chat_body, check_base_url, post_chat, read_reply, safe_url
+from ._negotiate import (
+    FORMATS,
+    FeatureRefused,
+    Negotiation,
+    OutputFormat,
+    ResponseFormatSetting,
+    TokenParam,
+    negotiation_for,
+    output_token_limit,
+    refusal_hook,
+    response_format_body,
+)
 from ._prompt import (
-    CHUNK_OVERHEAD_TOKENS,
-    SCHEMA_NAME,
     AnswerError,
     ParsedVerdict,
     build_messages,
-    estimate_tokens,
+    chunk_batches,
     fit_text,
     parse_answer,
     repair_message,
-    response_schema,
-    system_prompt,
 )
 from ._retry import (
     JudgeAuthError,
@@ -32,6 +40,7 @@ from ._retry import (
     JudgeRefusalError,
     JudgeServerError,
     MalformedResponseError,
+    OutputTruncatedError,
     RetryAfterTooLong,
     error_body_hook,
     retry_after_hook,
@@ -40,7 +49,7 @@ from ._retry import (
 )
 
 if TYPE_CHECKING:
-    from openai import APIStatusError, AsyncOpenAI
+    from openai import AsyncOpenAI
 
 __all__ = [
     "JudgeAuthError",
@@ -52,19 +61,23 @@ __all__ = [
     "JudgeTimeoutError",
     "MalformedResponseError",
     "OpenAIJudge",
+    "OutputTruncatedError",
     "VerdictMismatchError",
 ]
 
 _log = logging.getLogger("ctxutil_otel.judges.openai")
 
-OutputFormat = Literal["json_schema", "json_object", "none"]
-_FALLBACK: dict[OutputFormat, OutputFormat] = {"json_schema": "json_object", "json_object": "none"}
 _MAX_ECHO_CHARS = 20_000  # of a bad reply, sent back in the repair call
+_SETTINGS: tuple[ResponseFormatSetting, ...] = ("auto", *FORMATS)
 
 
-class _Usage:
+class _Judgement:
+    """What one :meth:`OpenAIJudge.judge` call spent and did: tokens, format steps, the format used."""
+
     def __init__(self) -> None:
         self.total = TokenUsage()
+        self.fallbacks = 0
+        self.format: OutputFormat | None = None
 
     def add(self, reply: ChatReply) -> None:
         self.total += reply.usage
@@ -74,29 +87,30 @@ class OpenAIJudge:
     """Judges every chunk of an interaction with one chat call to an OpenAI-compatible model.
 
     One call returns relevance, utilization (and a reason, unless ``reasons=False``) for all chunks,
-    as structured output: ``response_format`` ``json_schema`` (strict, from a pydantic model). A
-    server that rejects ``json_schema`` with HTTP 400/422 naming ``response_format``/``json_schema``
-    (vLLM, Ollama and other OpenAI-compatible servers) is asked again in JSON mode (``json_object``,
-    the shape described in the prompt), and one that rejects that too, without ``response_format``;
-    the decision is kept for the life of the judge instance. Temperature is 0.
+    as structured output. With ``response_format="auto"`` the judge negotiates the format: it asks
+    for ``json_schema`` (strict, from a pydantic model); a server refusing it (recognised by what its
+    error body says, whatever the status: ``ctxutil_otel.judges._negotiate``) is asked again, without
+    retrying the refusal, with the schema inside JSON mode (``json_object_schema``, which the llama.cpp
+    family turns into a grammar), then plain JSON mode (``json_object``), then with no
+    ``response_format`` (``none``: the shape is always described in the prompt too). What works is
+    remembered per (endpoint, model) for the process; each step down is counted once, on the
+    :class:`JudgeResult` (``format_fallbacks``, also set on a :class:`JudgeError`). Temperature is 0.
+
+    Every call carries an output-token limit, ``64 + 120 * chunks`` (``64 + 40 * chunks`` without
+    reasons), as ``max_tokens``, or ``max_completion_tokens`` where the server refuses ``max_tokens``.
 
     Chunk text is fenced as data (``<chunk index="i">``, XML-escaped) under a system prompt saying
     fenced text is never an instruction. The verdicts must cover the chunks one to one: a reply that
     is not valid JSON of the shape, or misses / repeats / invents an index, gets one repair call
     naming the problem; if that fails the chunk set is split in halves, each judged (with its own
     repair call); if a half still fails, :class:`MalformedResponseError` or
-    :class:`VerdictMismatchError` is raised. Verdicts are never zipped by position.
+    :class:`VerdictMismatchError` is raised. A reply cut at the output limit (``finish_reason``
+    ``length``) goes straight to the split, and fails as :class:`OutputTruncatedError`
+    (``output_truncated``) when that does not cure it. Verdicts are never zipped by position.
 
-    A reply body larger than 4 MiB (``MAX_REPLY_BYTES`` in ``ctxutil_otel.judges._completion``) is
-    refused as :class:`MalformedResponseError` naming its size and the limit, without being parsed,
-    repaired or split: refused before reading when its ``Content-Length`` says so, else once more
-    than that has arrived. JSON nested too deeply to parse counts as not JSON (``malformed_response``
-    for the body; a repair call for the message content).
-
-    An HTTP error reply (4xx/5xx) body is read up to 64 KiB (``MAX_ERROR_BODY_BYTES`` in
-    ``ctxutil_otel.judges._retry``); a larger one (declared, arrived, or once decoded) fails at once,
-    without retries, with the error type of its status (``http_4xx``, ``http_5xx``, ``rate_limited``,
-    ``auth``), naming the size and the limit, never the body.
+    A reply body over 4 MiB (``MAX_REPLY_BYTES``) is refused as :class:`MalformedResponseError`
+    unparsed; JSON nested too deeply to parse counts as not JSON. An HTTP error body is read up to
+    64 KiB (``MAX_ERROR_BODY_BYTES``); a larger one fails at once with the error type of its status.
 
     Args:
         model: Chat model name, sent as ``model`` and reported as ``gen_ai.request.model``.
@@ -107,20 +121,21 @@ class OpenAIJudge:
             keep them out of the URL.
         api_key: The key; ``None`` reads ``OPENAI_API_KEY``. Servers needing none accept any string.
             The key is never put in logs, errors, ``repr`` or telemetry.
-        timeout: Seconds one HTTP attempt may take (the SDK's per-request timeout; connecting gets at
-            most 5 s of it). A timed-out attempt is retried like a connection error.
+        timeout_s: Seconds one HTTP attempt may take (the SDK's per-request timeout; connecting gets
+            at most 5 s of it). A timed-out attempt is retried like a connection error.
         max_retries: Retries after the first attempt of one chat request, done by the openai SDK on
-            connection errors, timeouts, 408, 409, 429 and 5xx, with exponential backoff (0.5 s
-            doubling up to 8 s, 0-25 % jitter) or the server's ``Retry-After``.
-        max_retry_after: Longest server-requested wait (``Retry-After`` seconds or HTTP date, or
+            connection errors, timeouts, 408, 409, 429 and 5xx (never on a refusal of a request
+            feature), with exponential backoff (0.5 s doubling up to 8 s, 0-25 % jitter) or the
+            server's ``Retry-After``.
+        max_retry_after_s: Longest server-requested wait (``Retry-After`` seconds or HTTP date, or
             ``retry-after-ms``) honoured, in seconds. A longer one, or one that would not fit in the
-            remaining ``deadline``, fails at once with ``rate_limited`` (``http_5xx`` for 5xx).
+            remaining ``deadline_s``, fails at once with ``rate_limited`` (``http_5xx`` for 5xx).
             Values above 120 s act as 120 s, the SDK's own limit.
-        deadline: Seconds one chat request may take in total, every attempt and wait included;
+        deadline_s: Seconds one chat request may take in total, every attempt and wait included;
             then :class:`JudgeTimeoutError`. A :meth:`judge` call makes one request per batch
             (see ``max_context_tokens``), plus at most one repair and two halves (each with one repair)
-            per batch, plus one per output-format fallback; the worst case is that count times
-            ``deadline``. Callers wanting one bound for the whole call wrap it (the worker does).
+            per batch, plus one per format step or output-limit switch; the worst case is that count
+            times ``deadline_s``. Callers wanting one bound for the whole call wrap it (the worker does).
         max_context_tokens: Budget of estimated prompt tokens per call (about 4 characters per
             token). Chunks beyond it go to further calls; verdicts are mapped back to the caller's
             indices. The query is cut to 1/8 of the budget, the answer to 3/8, and a single chunk
@@ -129,23 +144,25 @@ class OpenAIJudge:
         max_chunks_per_call: At most this many chunks per call (long verdict lists are where models
             drop items).
         temperature: Sampling temperature; ``None`` omits it (for models that reject it).
+        response_format: ``auto`` (negotiate, the default) or a fixed format: ``json_schema``,
+            ``json_object_schema``, ``json_object`` or ``none``. A fixed format is never stepped
+            down: a server refusing it fails the call (``http_4xx`` / ``http_5xx``, not retried).
 
     Raises:
-        ValueError: naming the argument, for no API key, a non-positive number, or a ``base_url``
-            (or ``OPENAI_BASE_URL`` when it is ``None``) with user information, a query string or
-            a fragment (the HTTP client logs request URLs at INFO); the message shows the URL
-            without those parts.
+        ValueError: naming the argument, for no API key, a non-positive number, an unknown
+            ``response_format``, or a ``base_url`` (or ``OPENAI_BASE_URL`` when it is ``None``) with
+            user information, a query string or a fragment (the HTTP client logs request URLs at
+            INFO); the message shows the URL without those parts.
 
     :meth:`judge` raises :class:`~ctxutil_otel.judges.JudgeError` subclasses whose ``error_type`` is
     one of ``rate_limited``, ``timeout``, ``http_5xx``, ``http_4xx``, ``auth``, ``connection``,
-    ``malformed_response``, ``verdict_mismatch``, ``refused``, ``judge_error``.
+    ``malformed_response``, ``output_truncated``, ``verdict_mismatch``, ``refused``, ``judge_error``.
 
     Batches of one call are judged one after another, so a judge call never has more than one
     request in flight; concurrency is the caller's (the worker's) to set. The instance is safe to
     share between concurrent tasks; it keeps one SDK client per event loop. Construction imports the
-    openai SDK and builds the client the first event loop will use (about 0.3 s of CPU, mostly the
-    import, once per process), so the first :meth:`judge` call, usually on the evaluator's worker
-    thread, does not pay it.
+    openai SDK and builds the client the first event loop will use (about 0.3 s of CPU, once per
+    process), so the first :meth:`judge` call, usually on the evaluator's worker thread, does not pay it.
     """
 
     name = "openai"
@@ -156,13 +173,14 @@ class OpenAIJudge:
         base_url: str | None = None,
         api_key: str | None = None,
         *,
-        timeout: float = 30.0,
+        timeout_s: float = 30.0,
         max_retries: int = 3,
-        max_retry_after: float = 30.0,
-        deadline: float = 120.0,
+        max_retry_after_s: float = 30.0,
+        deadline_s: float = 120.0,
         max_context_tokens: int = 16_000,
         max_chunks_per_call: int = 50,
         temperature: float | None = 0.0,
+        response_format: ResponseFormatSetting = "auto",
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ValueError("model must be a non-empty string")
@@ -173,9 +191,9 @@ class OpenAIJudge:
                 "live evaluator; servers that need no key accept any string)"
             )
         for field, value, low in (
-            ("timeout", timeout, 0.0),
-            ("max_retry_after", max_retry_after, 0.0),
-            ("deadline", deadline, 0.0),
+            ("timeout_s", timeout_s, 0.0),
+            ("max_retry_after_s", max_retry_after_s, 0.0),
+            ("deadline_s", deadline_s, 0.0),
         ):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > low:
                 raise ValueError(f"{field} must be a number of seconds > 0, got {value!r}")
@@ -185,6 +203,9 @@ class OpenAIJudge:
             raise ValueError(f"max_context_tokens must be an int >= 1024, got {max_context_tokens!r}")
         if not isinstance(max_chunks_per_call, int) or max_chunks_per_call < 1:
             raise ValueError(f"max_chunks_per_call must be an int >= 1, got {max_chunks_per_call!r}")
+        if response_format not in _SETTINGS:
+            allowed = ", ".join(_SETTINGS)
+            raise ValueError(f"response_format must be one of {allowed}; got {response_format!r}")
         if base_url is not None:
             check_base_url(base_url, "base_url")
         elif os.environ.get("OPENAI_BASE_URL"):  # what the SDK uses then
@@ -193,13 +214,14 @@ class OpenAIJudge:
         self.model: str | None = model
         self._model = model
         self.base_url = base_url
-        self.timeout = float(timeout)
+        self.timeout_s = float(timeout_s)
         self.max_retries = max_retries
-        self.max_retry_after = float(max_retry_after)
-        self.deadline = float(deadline)
+        self.max_retry_after_s = float(max_retry_after_s)
+        self.deadline_s = float(deadline_s)
         self.max_context_tokens = max_context_tokens
         self.max_chunks_per_call = max_chunks_per_call
         self.temperature = temperature
+        self.response_format: ResponseFormatSetting = response_format
         self._api_key = key
         # The SDK is imported and the first client built here, where the judge is built (about
         # 300 ms of CPU), not on the first judge call: that runs on the evaluator's worker thread
@@ -208,22 +230,34 @@ class OpenAIJudge:
         import httpx2
         import openai  # noqa: F401  (loaded for _chat and translate)
 
-        self._http_timeout = httpx2.Timeout(self.timeout, connect=min(self.timeout, 5.0))
-        self._format: OutputFormat = "json_schema"
+        self._http_timeout = httpx2.Timeout(self.timeout_s, connect=min(self.timeout_s, 5.0))
         self._clients: dict[asyncio.AbstractEventLoop, AsyncOpenAI] = {}
         # A client not yet bound to a loop (it has no connections): taken by the first loop to judge.
         self._spare: list[AsyncOpenAI] = [self._new_client()]
+        if response_format == "auto":
+            # Shared by the process's judges of this endpoint (as the SDK resolved it) and model.
+            self._negotiation = negotiation_for(str(self._spare[0].base_url), model)
+        else:
+            self._negotiation = Negotiation()
+            self._negotiation.format = response_format
 
     def __repr__(self) -> str:
         return (
             f"OpenAIJudge(model={self.model!r}, base_url={safe_url(self.base_url)!r}, "
-            f"timeout={self.timeout:g}, max_retries={self.max_retries}, deadline={self.deadline:g})"
+            f"timeout_s={self.timeout_s:g}, max_retries={self.max_retries}, deadline_s={self.deadline_s:g}, "
+            f"response_format={self.response_format!r})"
         )
 
     @property
     def output_format(self) -> OutputFormat:
-        """``json_schema`` until the server rejected it, then ``json_object``, then ``none``."""
-        return self._format
+        """The format the next call uses: ``json_schema``, ``json_object_schema``, ``json_object`` or
+        ``none``, in that order as the server refuses them (or the fixed ``response_format``)."""
+        return self._negotiation.format
+
+    @property
+    def output_token_param(self) -> str:
+        """``max_tokens``, or ``max_completion_tokens`` once the server refused ``max_tokens``."""
+        return self._negotiation.token_param
 
     def _new_client(self) -> AsyncOpenAI:
         from openai import AsyncOpenAI, DefaultAsyncHttpxClient
@@ -234,7 +268,10 @@ class OpenAIJudge:
             timeout=self._http_timeout,
             max_retries=self.max_retries,
             http_client=DefaultAsyncHttpxClient(
-                event_hooks={"response": [retry_after_hook(self.max_retry_after), error_body_hook()]}
+                event_hooks={
+                    # In this order: the error body is read (capped) before a refusal is looked for in it.
+                    "response": [retry_after_hook(self.max_retry_after_s), error_body_hook(), refusal_hook()]
+                }
             ),
         )
 
@@ -271,56 +308,37 @@ class OpenAIJudge:
             JudgeError: a subclass named in the class docstring; never for an empty ``chunks``
                 (no call is made).
         """
-        usage = _Usage()
+        usage = _Judgement()
         verdicts: list[ChunkVerdict] = []
-        query, answer = self._fit_query_answer(query, answer)
-        for start, texts in self._batches(query, answer, chunks, reasons):
-            for v in await self._judge_batch(query, answer, texts, reasons, usage, split=True):
-                verdicts.append(
-                    ChunkVerdict(
-                        index=start + v.index,
-                        is_relevant=v.is_relevant,
-                        is_utilized=v.is_utilized,
-                        reason=v.reason if reasons else "",
+        query = fit_text(query, self.max_context_tokens // 8)
+        answer = fit_text(answer, self.max_context_tokens * 3 // 8)
+        batches = chunk_batches(
+            query, answer, chunks, reasons, self.max_context_tokens, self.max_chunks_per_call
+        )
+        try:
+            for start, texts in batches:
+                for v in await self._judge_batch(query, answer, texts, reasons, usage, split=True):
+                    verdicts.append(
+                        ChunkVerdict(
+                            index=start + v.index,
+                            is_relevant=v.is_relevant,
+                            is_utilized=v.is_utilized,
+                            reason=v.reason if reasons else "",
+                        )
                     )
-                )
-        return JudgeResult(verdicts=verdicts, usage=usage.total)
-
-    def _fit_query_answer(self, query: str, answer: str) -> tuple[str, str]:
-        return fit_text(query, self.max_context_tokens // 8), fit_text(
-            answer, self.max_context_tokens * 3 // 8
+        except JudgeError as exc:  # what was spent before failing stays counted
+            exc.usage, exc.format_fallbacks = usage.total, usage.fallbacks
+            raise
+        return JudgeResult(
+            verdicts=verdicts, usage=usage.total, output_format=usage.format, format_fallbacks=usage.fallbacks
         )
-
-    def _batches(
-        self, query: str, answer: str, chunks: Sequence[str], reasons: bool
-    ) -> list[tuple[int, list[str]]]:
-        """Consecutive chunk runs under the token budget: ``(index of the first chunk, texts)``."""
-        fixed = (
-            estimate_tokens(system_prompt(reasons)) + estimate_tokens(query) + estimate_tokens(answer) + 60
-        )
-        room = max(self.max_context_tokens - fixed, CHUNK_OVERHEAD_TOKENS + 1)
-        batches: list[tuple[int, list[str]]] = []
-        current: list[str] = []
-        used = 0
-        start = 0
-        for i, text in enumerate(chunks):
-            text = fit_text(text, room - CHUNK_OVERHEAD_TOKENS)
-            cost = estimate_tokens(text) + CHUNK_OVERHEAD_TOKENS
-            if current and (used + cost > room or len(current) >= self.max_chunks_per_call):
-                batches.append((start, current))
-                current, used, start = [], 0, i
-            current.append(text)
-            used += cost
-        if current:
-            batches.append((start, current))
-        return batches
 
     async def _judge_batch(
-        self, query: str, answer: str, texts: list[str], reasons: bool, usage: _Usage, *, split: bool
+        self, query: str, answer: str, texts: list[str], reasons: bool, usage: _Judgement, *, split: bool
     ) -> list[ParsedVerdict]:
         """Verdicts for one batch (indices local to it): call, repair once, then split in halves."""
         messages = build_messages(query, answer, texts, reasons)
-        content, finish = await self._chat(messages, reasons, usage)
+        content, finish = await self._chat(messages, reasons, len(texts), usage)
         try:
             return parse_answer(content, len(texts))
         except AnswerError as exc:
@@ -332,7 +350,7 @@ class OpenAIJudge:
                 {"role": "assistant", "content": (content or "")[:_MAX_ECHO_CHARS]},
                 {"role": "user", "content": repair_message(problem, len(texts))},
             ]
-            content, finish = await self._chat(messages, reasons, usage)
+            content, finish = await self._chat(messages, reasons, len(texts), usage)
             try:
                 return parse_answer(content, len(texts))
             except AnswerError as exc:
@@ -347,40 +365,36 @@ class OpenAIJudge:
             return left + [v.model_copy(update={"index": v.index + mid}) for v in right]
         steps = "a repair call and a split into halves" if not split else "a repair call"
         if finish == "length":
-            steps = "the reply was cut at the output limit" + ("" if split else " after a split")
+            limit = output_token_limit(len(texts), reasons)
+            steps = f"the reply was cut at the output limit ({limit} tokens)"
+            steps += "" if split else " after a split"
+            raise OutputTruncatedError(f"unusable judge reply for {len(texts)} chunks: {steps}: {problem}")
         message = f"unusable judge reply for {len(texts)} chunks after {steps}: {problem}"
         if problem.kind == "mismatch":
             raise VerdictMismatchError(message)
         raise MalformedResponseError(message)
 
-    def _response_format(self, fmt: OutputFormat, reasons: bool) -> dict[str, Any] | None:
-        if fmt == "json_schema":
-            return {
-                "type": "json_schema",
-                "json_schema": {"name": SCHEMA_NAME, "schema": response_schema(reasons), "strict": True},
-            }
-        if fmt == "json_object":
-            return {"type": "json_object"}
-        return None
-
     async def _chat(
-        self, messages: list[dict[str, str]], reasons: bool, usage: _Usage
+        self, messages: list[dict[str, str]], reasons: bool, n_chunks: int, usage: _Judgement
     ) -> tuple[str | None, str | None]:
-        """One chat request (SDK retries inside, under ``deadline``): ``(content, finish_reason)``.
+        """One chat request (SDK retries inside, under ``deadline_s``): ``(content, finish_reason)``.
 
-        Sent with the client's low-level ``post`` and read as plain JSON (see ``_completion``)."""
+        A refusal of the format or of the output-limit parameter is not retried: the request is sent
+        again with the next format / the other parameter (``auto`` only), else it fails. Sent with
+        the client's low-level ``post`` and read as plain JSON (see ``_completion``)."""
         import openai
 
         client = self._client()
+        negotiation = self._negotiation
         while True:
-            fmt = self._format
+            fmt, param = negotiation.format, negotiation.token_param
             failure: JudgeError | None = None
-            body = chat_body(self._model, messages, self.temperature, self._response_format(fmt, reasons))
+            body = chat_body(self._model, messages, self.temperature, response_format_body(fmt, reasons))
+            body[param] = output_token_limit(n_chunks, reasons)
             try:
-                raw = await within_deadline(functools.partial(post_chat, client, body), self.deadline)
-            except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
-                if fmt in _FALLBACK and _rejects_format(exc):
-                    self._fall_back(fmt)
+                raw = await within_deadline(functools.partial(post_chat, client, body), self.deadline_s)
+            except FeatureRefused as exc:
+                if self._step_down(exc, fmt, param, usage):
                     continue
                 failure = translate(exc, self._api_key)
             except (openai.OpenAIError, RetryAfterTooLong) as exc:
@@ -388,23 +402,35 @@ class OpenAIJudge:
             if failure is not None:
                 raise failure  # outside the except block: the SDK error (may quote the key) is not chained
             break
+        usage.format = fmt
         reply = read_reply(raw)
         usage.add(reply)
         if reply.refused or reply.finish_reason == "content_filter":
             raise JudgeRefusalError(f"the model refused to judge (finish_reason={reply.finish_reason})")
         return reply.content, reply.finish_reason
 
-    def _fall_back(self, rejected: OutputFormat) -> None:
-        if self._format == rejected:
-            self._format = _FALLBACK[rejected]
-            _log.info(
-                "judge server rejected response_format %s; using %s for this judge", rejected, self._format
-            )
-
-
-def _rejects_format(exc: APIStatusError) -> bool:
-    """A 400/422 whose error names ``response_format`` / ``json_schema`` (the feature is unsupported)."""
-    if exc.param == "response_format":
-        return True
-    text = f"{exc.message} {exc.body}".lower()
-    return any(word in text for word in ("response_format", "json_schema", "json_object", "response format"))
+    def _step_down(
+        self, refused: FeatureRefused, fmt: OutputFormat, param: TokenParam, usage: _Judgement
+    ) -> bool:
+        """Adjust to a refusal: True when the request should be sent again. A fixed format is never
+        stepped down; the output-limit parameter is negotiated whatever the format."""
+        negotiation = self._negotiation
+        if refused.feature == "format":
+            if self.response_format != "auto":
+                return False
+            if negotiation.step_format(fmt):
+                usage.fallbacks += 1  # counted by the judgement that took the step, once
+                _log.info(
+                    "judge server refused response_format %s (HTTP %d); using %s for %s",
+                    fmt,
+                    refused.status_code,
+                    negotiation.format,
+                    self._model,
+                )
+                return True
+            return negotiation.format != fmt  # another judgement took the step meanwhile
+        if negotiation.switch_token_param(param):
+            now = negotiation.token_param
+            _log.info("judge server refused %s (HTTP %d); using %s", param, refused.status_code, now)
+            return True
+        return False

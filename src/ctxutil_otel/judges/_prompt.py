@@ -27,6 +27,7 @@ __all__ = [
     "AnswerError",
     "ParsedVerdict",
     "build_messages",
+    "chunk_batches",
     "estimate_tokens",
     "fit_text",
     "mismatch",
@@ -115,6 +116,35 @@ def build_messages(query: str, answer: str, chunks: Sequence[str], reasons: bool
         {"role": "system", "content": system_prompt(reasons)},
         {"role": "user", "content": user_prompt(query, answer, chunks)},
     ]
+
+
+def chunk_batches(
+    query: str,
+    answer: str,
+    chunks: Sequence[str],
+    reasons: bool,
+    max_context_tokens: int,
+    max_chunks_per_call: int,
+) -> list[tuple[int, list[str]]]:
+    """Consecutive chunk runs under the prompt-token budget: ``(index of the first chunk, texts)``;
+    a chunk larger than the room left by the system prompt, query and answer is cut to it."""
+    fixed = estimate_tokens(system_prompt(reasons)) + estimate_tokens(query) + estimate_tokens(answer) + 60
+    room = max(max_context_tokens - fixed, CHUNK_OVERHEAD_TOKENS + 1)
+    batches: list[tuple[int, list[str]]] = []
+    current: list[str] = []
+    used = 0
+    start = 0
+    for i, text in enumerate(chunks):
+        text = fit_text(text, room - CHUNK_OVERHEAD_TOKENS)
+        cost = estimate_tokens(text) + CHUNK_OVERHEAD_TOKENS
+        if current and (used + cost > room or len(current) >= max_chunks_per_call):
+            batches.append((start, current))
+            current, used, start = [], 0, i
+        current.append(text)
+        used += cost
+    if current:
+        batches.append((start, current))
+    return batches
 
 
 class Verdict(BaseModel):

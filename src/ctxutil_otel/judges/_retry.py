@@ -8,7 +8,7 @@ that machinery and add only:
 * a **size cap on HTTP error bodies** (:data:`MAX_ERROR_BODY_BYTES`): on its last attempt the SDK
   reads a 4xx/5xx body in full before raising its status error, so a server answering an error with
   an endless body would be read without end (:func:`error_body_hook`, an httpx response hook);
-* a **lower cap on server-requested waits** (``max_retry_after``) that also refuses a wait longer
+* a **lower cap on server-requested waits** (``max_retry_after_s``) that also refuses a wait longer
   than what is left of the request's deadline: the judge fails fast with ``rate_limited`` (or
   ``http_5xx``) instead of sleeping into a timeout (:func:`retry_after_hook`, an httpx response hook);
 * a **deadline** over one chat request including every attempt and wait (:func:`within_deadline`);
@@ -29,6 +29,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from ._base import JudgeError, JudgeTimeoutError
+from ._negotiate import FeatureRefused
 
 if TYPE_CHECKING:
     import httpx2
@@ -42,6 +43,7 @@ __all__ = [
     "JudgeRefusalError",
     "JudgeServerError",
     "MalformedResponseError",
+    "OutputTruncatedError",
     "RetryAfterTooLong",
     "content_length",
     "error_body_hook",
@@ -104,6 +106,13 @@ class MalformedResponseError(JudgeError):
     error_type: ClassVar[str] = "malformed_response"
 
 
+class OutputTruncatedError(MalformedResponseError):
+    """The model's reply was cut at the output-token limit (``finish_reason=length``) and stayed
+    unusable after a split into halves."""
+
+    error_type: ClassVar[str] = "output_truncated"
+
+
 class JudgeRefusalError(JudgeError):
     """The model refused to answer (``message.refusal``) or its reply was filtered."""
 
@@ -161,10 +170,10 @@ def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> f
     return float(when) - (time.time() if now is None else now)
 
 
-def retry_after_hook(max_retry_after: float) -> Callable[[httpx2.Response], Awaitable[None]]:
+def retry_after_hook(max_retry_after_s: float) -> Callable[[httpx2.Response], Awaitable[None]]:
     """An httpx ``response`` event hook refusing server-requested waits the judge will not make.
 
-    On a retryable answer (408, 409, 429, 5xx) whose ``Retry-After`` exceeds ``max_retry_after``
+    On a retryable answer (408, 409, 429, 5xx) whose ``Retry-After`` exceeds ``max_retry_after_s``
     seconds, or what is left of the current request's deadline, it raises :class:`RetryAfterTooLong`.
     """
 
@@ -175,7 +184,7 @@ def retry_after_hook(max_retry_after: float) -> Callable[[httpx2.Response], Awai
         wait = parse_retry_after(response.headers)
         if wait is None:
             return
-        limit = max_retry_after
+        limit = max_retry_after_s
         deadline = _deadline.get()
         if deadline is not None:
             limit = min(limit, deadline - time.monotonic())
@@ -341,6 +350,10 @@ def translate(exc: BaseException, secret: str | None) -> JudgeError | None:
 
     if isinstance(exc, RetryAfterTooLong):
         return http_error_class(exc.status_code)(f"HTTP {exc.status_code}: {exc}", exc.status_code)
+    if isinstance(exc, FeatureRefused):  # a refusal the judge could not step down from
+        detail = _redact(exc.detail, secret)[:200]
+        message = f"HTTP {exc.status_code}" + (f": {detail}" if detail else "")
+        return http_error_class(exc.status_code)(message, exc.status_code)
     if isinstance(exc, openai.APITimeoutError):
         return JudgeTimeoutError("the judge's HTTP request timed out on every attempt")
     if isinstance(exc, openai.APIConnectionError):

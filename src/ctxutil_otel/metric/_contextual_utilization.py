@@ -67,7 +67,7 @@ class ContextualUtilization:
 
     Args:
         judge: Any :class:`~ctxutil_otel.judges.Judge`; defaults to the offline
-            :class:`~ctxutil_otel.judges.LexicalJudge` (no network, no key).
+            :class:`~ctxutil_otel.judges.LearnedJudge` (no network, no key).
         threshold: Pass threshold in [0, 1]; a result passes when ``score >= threshold`` (0.0 is
             honoured: every scored result passes).
         mode: :class:`EvaluationMode` (``GRANULAR`` reasons per chunk, or ``FAST`` without).
@@ -92,9 +92,9 @@ class ContextualUtilization:
         ):
             raise ValueError(f"threshold must be a number in [0, 1], got {threshold!r}")
         if judge is None:
-            from ..judges._lexical import LexicalJudge
+            from ..judges._learned import LearnedJudge
 
-            judge = LexicalJudge()
+            judge = LearnedJudge()
         self.judge: Judge = judge
         self.threshold = float(threshold)
         self.mode = EvaluationMode(mode)
@@ -116,8 +116,10 @@ class ContextualUtilization:
         usage: JudgeResult | None = None,
         error_type: str | None = None,
         error_message: str | None = None,
+        failure: JudgeError | None = None,
     ) -> MetricEvaluationResult:
         score = signals.utilization_score
+        spent = usage if usage is not None else failure  # tokens are spent on failures too
         if error_type is not None:
             label, passed = "error", None
         elif score is None:
@@ -136,7 +138,9 @@ class ContextualUtilization:
             error_message=error_message,
             judge_name=self._judge_name,
             judge_model=self._judge_model,
-            usage=None if usage is None else usage.usage,
+            usage=spent.usage if spent is not None else None,
+            judge_output_format=None if usage is None else usage.output_format,
+            judge_format_fallbacks=0 if spent is None else spent.format_fallbacks,
             item_id=item.id,
         )
 
@@ -175,14 +179,19 @@ class ContextualUtilization:
         except JudgeError as exc:
             # The message may quote the server, which may quote the query: the log gets our words only.
             _log.debug("judge %s failed (%s)", self._judge_name, exc.error_type)
-            return self._error(item, exc.error_type, str(exc), getattr(exc, "status_code", None))
+            return self._error(item, exc.error_type, str(exc), getattr(exc, "status_code", None), exc)
         except Exception as exc:  # a judge must not take the caller down; counted as its class name
             _log.debug("judge %s raised %s", self._judge_name, type(exc).__name__)
             return self._error(item, type(exc).__name__, str(exc))
         return self._score(item, unique, original, ordered, judged)
 
     def _error(
-        self, item: DatasetItem, error_type: str, message: str, status: object = None
+        self,
+        item: DatasetItem,
+        error_type: str,
+        message: str,
+        status: object = None,
+        failure: JudgeError | None = None,
     ) -> MetricEvaluationResult:
         # The explanation is exported as telemetry, so it is our own words (error type, HTTP status);
         # what the judge or its server wrote stays in ``error_message``, which is never exported.
@@ -190,7 +199,12 @@ class ContextualUtilization:
         http = f", HTTP {status}" if isinstance(status, int) else ""
         explanation = f"Judge {self._judge_name} failed ({error_type}{http})."
         return self._result(
-            signals, explanation, item, error_type=error_type, error_message=message[:ERROR_MESSAGE_MAX_CHARS]
+            signals,
+            explanation,
+            item,
+            error_type=error_type,
+            error_message=message[:ERROR_MESSAGE_MAX_CHARS],
+            failure=failure,
         )
 
     def _score(

@@ -96,7 +96,11 @@ class MetricEvaluationResult(BaseModel):
             telemetry (a server may quote the query or part of a key back); ``explanation`` holds our own
             words (error type, HTTP status).
         judge_name / judge_model: Which judge produced the verdicts.
-        usage: Judge tokens spent, if the judge reports them.
+        usage: Judge tokens spent, if the judge reports them (also on a judge failure: what was spent
+            before it).
+        judge_output_format: The structured-output format a model judge's calls used, if it says.
+        judge_format_fallbacks: Times this evaluation's judgement stepped the judge's output format
+            down because its server refused it (each step counted once, on one evaluation).
         item_id: The ``id`` of the evaluated item.
     """
 
@@ -112,6 +116,8 @@ class MetricEvaluationResult(BaseModel):
     judge_name: str | None = None
     judge_model: str | None = None
     usage: TokenUsage | None = None
+    judge_output_format: str | None = None
+    judge_format_fallbacks: int = 0
     item_id: str | None = None
 
     @classmethod

@@ -35,15 +35,14 @@ import asyncio
 import contextlib
 import enum
 import logging
-import os
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
 from .._accounting import ADMITTED, Admission, DropReason, OutcomeKey, refused
+from .._fork import reinit_after_fork
 from .._interaction import Interaction
 from .._selection import SelectionFacts, SelectionRule
 from ..metric._contextual_utilization import ContextualUtilization
@@ -116,14 +115,7 @@ class Engine:
         self._state = Lifecycle.DISABLED if disabled else Lifecycle.RUNNING
         self._shutdown_called = disabled
         self._init_state()
-        if hasattr(os, "register_at_fork"):
-            weak_reinit = weakref.WeakMethod(self._at_fork_reinit)
-
-            def _after_in_child() -> None:
-                if (reinit := weak_reinit()) is not None:
-                    reinit()
-
-            os.register_at_fork(after_in_child=_after_in_child)
+        reinit_after_fork(self._at_fork_reinit)
 
     # --- state --------------------------------------------------------------------------------
     def _init_state(self) -> None:

@@ -3,9 +3,9 @@
 Real parts: ``TracerProvider`` with an ``InMemorySpanExporter``, the real
 :class:`~ctxutil_otel.worker.Evaluator` running :class:`~ctxutil_otel.ContextualUtilization` with the
 offline :class:`~ctxutil_otel.LexicalJudge`, and real instrumentations or a real SDK tracer producing the
-spans. The recorders ``RecordingJudge`` and ``RecordingEmitter`` (and the autouse fixture that keeps
-CTXUTIL_* out of the environment) come from tests/capture/conftest.py (the real Emitter is used in
-test_openinference.py). The clock of the buffer TTL is a ``FakeClock`` so eviction is tested without sleeping.
+spans. The recorders are ``RecordingJudge`` (tests/capture/conftest.py) and the shared ``RecordingEmitter``
+(tests/support/doubles.py); the real Emitter is used in test_openinference.py. The clock of the buffer
+TTL is the shared ``FakeClock`` so eviction is tested without sleeping.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from ctxutil_otel import ContextualUtilization
 from ctxutil_otel.capture import Interaction
 from ctxutil_otel.capture.spans import UtilizationSpanProcessor
 from ctxutil_otel.worker import Evaluator, EvaluatorStats
+from tests.support.doubles import FakeClock, RecordingEmitter
 
-from ..conftest import RecordingEmitter, RecordingJudge
+from ..conftest import RecordingJudge
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -37,19 +38,6 @@ def load_fixture(name: str) -> dict[str, Any]:
     """A recorded attribute fixture from fixtures/ (each names the convention version it follows)."""
     data: dict[str, Any] = json.loads((FIXTURES / name).read_text(encoding="utf-8"))
     return data
-
-
-class FakeClock:
-    """A monotonic clock the test advances by hand (seconds)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class FixedTraceIds(IdGenerator):

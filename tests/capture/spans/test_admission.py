@@ -19,7 +19,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from ctxutil_otel.judges import JudgeResult
-from ctxutil_otel.worker import EvaluatorStats
+from tests.support.accounting import assert_accounted
 
 from ..conftest import RecordingJudge
 from .conftest import Harness
@@ -46,10 +46,6 @@ def complete_turn(h: Harness, query: str) -> None:
             pass
         with h.tracer.start_as_current_span("chat m", attributes=chat_attrs("a")):
             pass
-
-
-def assert_accounted(stats: EvaluatorStats) -> None:
-    assert stats.captured == stats.finished, stats
 
 
 def test_eviction_is_counted_with_its_reason_and_spends_no_token(make_harness: Make) -> None:

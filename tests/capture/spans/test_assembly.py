@@ -14,8 +14,7 @@ from opentelemetry.trace import SpanContext, TraceFlags
 from ctxutil_otel.capture.spans._assembly import BufferedPart, TraceBuffer, Turn, pair
 from ctxutil_otel.capture.spans._convert import NotEvaluable, to_interaction
 from ctxutil_otel.capture.spans._model import Chunk, Generation, Retrieval
-
-from .conftest import FakeClock
+from tests.support.doubles import FakeClock
 
 TRACE = 0xABC
 _ids = itertools.count(1)

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.env import environ_without_settings
+
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "span_processor_openinference.py"
 
 
 def test_example_evaluates_every_row() -> None:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("OTEL_", "CTXUTIL_")) and k != "OPENAI_API_KEY"
-    }
+    env = environ_without_settings("OPENAI_")
     done = subprocess.run(
         [sys.executable, str(EXAMPLE), "--rows", "4"],
         env=env,

@@ -17,8 +17,8 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from ctxutil_otel.capture.spans import UtilizationSpanProcessor
 from ctxutil_otel.worker import Evaluator
+from tests.support.doubles import RecordingEmitter
 
-from ..conftest import RecordingEmitter
 from .conftest import Harness, load_fixture, play
 
 Make = Callable[..., Harness]

@@ -77,6 +77,8 @@ def to_interaction(turn: Turn) -> Interaction | NotEvaluable:
         end_time_ns=turn.end_ns,
         source=SOURCE,
         id=format(context.span_id, "016x"),
+        response_id=generation.response_id,
+        service=dict(generation.service) or None,
         metadata={
             "convention": generation.convention,
             "retrieval_span_ids": [format(p.context.span_id, "016x") for p in turn.retrievals],

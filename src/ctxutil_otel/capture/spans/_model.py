@@ -154,12 +154,17 @@ class Generation:
             retrieval of the turn has a query (in a RAG prompt it usually holds the context too).
         convention: ``"openinference"``, ``"genai"`` or ``"openllmetry"``.
         problem: ``None``, or why ``answer`` is ``None``.
+        response_id: The span's ``gen_ai.response.id`` (GenAI conventions, OpenLLMetry), if any.
+        service: ``(key, value)`` pairs of the span's Resource that name the sending application
+            (``service.name``, ``service.namespace``, ``deployment.environment.name``).
     """
 
     answer: str | None
     convention: str
     query: str | None = None
     problem: str | None = None
+    response_id: str | None = None
+    service: tuple[tuple[str, str], ...] = ()
 
     def size(self) -> int:
         """Approximate bytes this record holds."""

@@ -52,11 +52,10 @@ OpenTelemetry instrumentation is suppressed (the evaluator's worker runs that wa
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import os
 import threading
 import time
-import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -64,6 +63,7 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, Context, get_va
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from ..._accounting import DropReason
+from ..._fork import reinit_after_fork
 from ..._selection import SelectionFacts
 from ...emit._names import ATTR_EVALUATION_NAME, SPAN_EVALUATION, SPAN_INTERACTION
 from ...sampling import TraceIdRatioSampler
@@ -91,6 +91,37 @@ _OWN_SPAN_NAMES = frozenset({SPAN_EVALUATION, SPAN_INTERACTION})
 _OWN_ATTRIBUTES = frozenset({ATTR_EVALUATION_NAME})
 _LOW_64 = (1 << 64) - 1
 _SWEEP_LIMIT = 4  # traces evicted per on_end call at most (lazy TTL eviction)
+
+
+#: The generation's completion id (GenAI conventions; OpenLLMetry writes it too).
+RESPONSE_ID: Final = "gen_ai.response.id"
+#: Resource attributes naming the sending application (``deployment.environment`` is the older name).
+SENDER_RESOURCE_KEYS: Final = (
+    "service.name",
+    "service.namespace",
+    "deployment.environment.name",
+    "deployment.environment",
+)
+
+
+def _identified(record: Generation, span: ReadableSpan, attributes: Mapping[str, object]) -> Generation:
+    """``record`` with the span's ``gen_ai.response.id`` (for the ``gen_ai.evaluation.result`` event) and
+    the identity of the application that sent it (its Resource's :data:`SENDER_RESOURCE_KEYS`), so that
+    ``serve`` can say which application each result is about."""
+    response_id = attributes.get(RESPONSE_ID)
+    resource_attributes = getattr(getattr(span, "resource", None), "attributes", None) or {}
+    service = tuple(
+        (key, value)
+        for key in SENDER_RESOURCE_KEYS
+        if isinstance(value := resource_attributes.get(key), str) and value
+    )
+    if not service and not (isinstance(response_id, str) and response_id):
+        return record
+    return dataclasses.replace(
+        record,
+        response_id=response_id if isinstance(response_id, str) and response_id else record.response_id,
+        service=service,
+    )
 
 
 class UtilizationSpanProcessor(SpanProcessor):
@@ -162,14 +193,7 @@ class UtilizationSpanProcessor(SpanProcessor):
         #: Unexpected errors caught in ``on_end`` (each logged at debug level, the first at warning).
         self.errors = 0
         self._init_state()
-        if hasattr(os, "register_at_fork"):
-            weak_reinit = weakref.WeakMethod(self._init_state)
-
-            def _after_in_child() -> None:
-                if (reinit := weak_reinit()) is not None:
-                    reinit()
-
-            os.register_at_fork(after_in_child=_after_in_child)
+        reinit_after_fork(self._init_state)
 
     def _init_state(self) -> None:
         """(Re)create what a forked child must not share: the lock (another thread of the parent may
@@ -280,6 +304,8 @@ class UtilizationSpanProcessor(SpanProcessor):
             except ReaderError:
                 self._on_error()  # a reader failed on a span of unknown kind: no turn to count
                 part = None
+            if isinstance(part, Generation):
+                part = _identified(part, span, attributes)
             if isinstance(part, (Retrieval, Generation)):
                 record = part
         parent = span.parent

@@ -1,0 +1,436 @@
+"""Train the LearnedJudge model from ragbench_train.jsonl and write the model file the package ships.
+
+    .venv/bin/pip install -e '.[train]'
+    .venv/bin/python benchmarks/train_learned.py            # writes src/ctxutil_otel/data/learned_judge.json
+    .venv/bin/python benchmarks/train_learned.py --check    # retrains and compares with the shipped file
+
+Steps (all deterministic for a given ``--seed``; training only ever reads ``--train``):
+
+1. Word-frequency table: the ``--vocabulary`` most frequent English words of the ``wordfreq`` package
+   (training-time dependency only), mapped to the judge's word keys (stems; frequencies of forms that
+   share a key are added), rounded to 0.1 Zipf and written into the model file.
+2. Per-chunk feature rows (``chunk_features``, the function the judge runs) for every training row, the
+   chunks de-duplicated as the metric does, plus one **swapped-answer copy** of every row: the answer of
+   another row of the same subset (a seeded random derangement), every chunk labelled *not utilized*,
+   relevance labels unchanged (relevance does not depend on the answer). Without the copies a model
+   learns "answers use their context" from natural data and barely reacts when they stop doing so.
+3. ``P(relevant)``: ``HistGradientBoostingClassifier`` over all chunks of the natural rows.
+   ``P(utilized | relevant)``: the same over the labelled-relevant chunks of natural and swapped rows.
+4. Out-of-fold (``--folds``-fold, rows split at random) probabilities for every training row; on them the
+   relevance threshold (best relevance F1), the fallback threshold, and the row model
+   (``HistGradientBoostingRegressor``, squared error, target ``expected_score``, 0 for swapped rows).
+5. Final chunk models on all rows; export every tree; check that the pure-Python trees reproduce
+   scikit-learn's raw outputs exactly on all training rows; write JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # HistGradientBoosting threads fight on a shared machine
+import datetime
+import json
+import math
+import random
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ctxutil_otel.judges._learned import decide_relevant, decide_utilized, row_features
+from ctxutil_otel.judges._learned_features import FEATURE_NAMES, WordWeights, chunk_features
+from ctxutil_otel.judges._learned_model import FORMAT, ROW_FEATURES, load_model
+from ctxutil_otel.judges._text import words
+from ctxutil_otel.metric._contextual_utilization import normalise_chunk
+
+ROOT = Path(__file__).resolve().parents[1]
+# ../shared/data beside the checkout (for a worktree under ../wt/NAME, two levels up).
+DATA = next(
+    (p / "shared" / "data" for p in ROOT.parents if (p / "shared" / "data").is_dir()),
+    ROOT.parent / "shared" / "data",
+)
+SHIPPED = ROOT / "src" / "ctxutil_otel" / "data" / "learned_judge.json"
+
+
+def load(path: Path, limit: int | None) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
+    return rows[:limit] if limit else rows
+
+
+def zipf_table(size: int) -> dict[str, float]:
+    """Word key -> Zipf frequency for the ``size`` most frequent English words of ``wordfreq``."""
+    from wordfreq import top_n_list, word_frequency
+
+    total: dict[str, float] = {}
+    for word in top_n_list("en", size):
+        keys = words(word)
+        if len(keys) == 1:
+            total[keys[0]] = total.get(keys[0], 0.0) + word_frequency(word, "en")
+    return {k: round(math.log10(f * 1e9), 1) for k, f in total.items() if f > 0}
+
+
+def grouped(zipf: dict[str, float]) -> dict[str, str]:
+    groups: dict[str, list[str]] = {}
+    for word, z in zipf.items():
+        groups.setdefault(f"{z:.1f}", []).append(word)
+    return {z: " ".join(sorted(ws)) for z, ws in sorted(groups.items(), key=lambda kv: -float(kv[0]))}
+
+
+class Example:
+    """One interaction as training sees it: unique chunks, their labels and feature rows."""
+
+    def __init__(self, row: dict[str, Any], answer: str, swapped: bool, weights: WordWeights) -> None:
+        first: dict[str, int] = {}
+        unique: list[int] = []
+        for i, text in enumerate(row["retrieved_content"]):
+            key = normalise_chunk(text)
+            if key not in first:
+                first[key] = i
+                unique.append(i)
+        labels = [row["chunk_labels"][i] for i in unique]
+        self.subset: str = row["subset"]
+        self.swapped = swapped
+        self.relevant = [bool(lab["relevant"]) for lab in labels]
+        self.utilized = [bool(lab["utilized"]) and not swapped for lab in labels]
+        self.features, _ = chunk_features(
+            row["query"], answer, [row["retrieved_content"][i] for i in unique], weights
+        )
+        n_rel = sum(self.relevant)
+        self.score: float | None = (
+            sum(r and u for r, u in zip(self.relevant, self.utilized, strict=True)) / n_rel if n_rel else None
+        )
+
+
+def derangement(rows: Sequence[dict[str, Any]], rng: random.Random) -> list[int]:
+    """For each row, another row of the same subset whose answer differs."""
+    by_subset: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_subset.setdefault(r["subset"], []).append(i)
+    partner = [0] * len(rows)
+    for members in by_subset.values():
+        for i in members:
+            while True:
+                j = rng.choice(members)
+                if (j != i and rows[j]["actual_output"] != rows[i]["actual_output"]) or len(members) == 1:
+                    break
+            partner[i] = j
+    return partner
+
+
+def hgb(kind: str, args: argparse.Namespace, max_iter: int) -> Any:
+    """A chunk classifier (``kind="clf"``) or the row regressor (``"reg"``, smaller and more regularised:
+    it learns from ~2,800 rows, not ~12,000 chunks)."""
+    from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+
+    if kind == "clf":
+        return HistGradientBoostingClassifier(
+            max_iter=max_iter,
+            learning_rate=args.learning_rate,
+            max_leaf_nodes=args.max_leaf_nodes,
+            min_samples_leaf=20,
+            l2_regularization=1.0,
+            early_stopping=False,
+            random_state=args.seed,
+        )
+    return HistGradientBoostingRegressor(
+        max_iter=max_iter,
+        learning_rate=0.03,
+        max_leaf_nodes=7,
+        min_samples_leaf=50,
+        l2_regularization=3.0,
+        early_stopping=False,
+        random_state=args.seed,
+    )
+
+
+def chunk_sets(
+    examples: Sequence[Example],
+) -> tuple[list[list[float]], list[int], list[list[float]], list[int]]:
+    """(relevance X, y) over natural rows; (utilization X, y) over labelled-relevant chunks of all rows."""
+    rx: list[list[float]] = []
+    ry: list[int] = []
+    ux: list[list[float]] = []
+    uy: list[int] = []
+    for ex in examples:
+        for x, r, u in zip(ex.features, ex.relevant, ex.utilized, strict=True):
+            if not ex.swapped:
+                rx.append(x)
+                ry.append(int(r))
+            if r:
+                ux.append(x)
+                uy.append(int(u))
+    return rx, ry, ux, uy
+
+
+def fit_chunk_models(examples: Sequence[Example], args: argparse.Namespace) -> tuple[Any, Any]:
+    rx, ry, ux, uy = chunk_sets(examples)
+    rel = hgb("clf", args, args.max_iter).fit(rx, ry)
+    use = hgb("clf", args, args.max_iter).fit(ux, uy)
+    return rel, use
+
+
+def export(model: Any, link: str) -> dict[str, Any]:
+    """The trees of a fitted HistGradientBoosting* model in the model-file format."""
+    trees = []
+    for iteration in model._predictors:  # one predictor per iteration (binary / regression)
+        (predictor,) = iteration
+        nodes = []
+        for node in predictor.nodes:
+            if node["is_leaf"]:
+                nodes.append([float(node["value"])])
+            else:
+                if node["is_categorical"]:
+                    raise SystemExit("categorical splits are not supported by the exporter")
+                nodes.append(
+                    [
+                        int(node["feature_idx"]),
+                        float(node["num_threshold"]),
+                        int(node["left"]),
+                        int(node["right"]),
+                    ]
+                )
+        trees.append(nodes)
+    baseline = float(model._baseline_prediction.ravel()[0])
+    return {"baseline": baseline, "link": link, "trees": trees}
+
+
+def raw(model: Any, x: list[list[float]]) -> list[float]:
+    out = model._raw_predict(x) if hasattr(model, "_raw_predict") else model.predict(x)
+    return [float(v) for v in out.ravel()]
+
+
+def best_f1_threshold(probs: Sequence[float], labels: Sequence[bool]) -> float:
+    best = (-1.0, 0.5)
+    for step in range(5, 96):
+        t = step / 100
+        tp = sum(1 for p, y in zip(probs, labels, strict=True) if p >= t and y)
+        fp = sum(1 for p, y in zip(probs, labels, strict=True) if p >= t and not y)
+        fn = sum(1 for p, y in zip(probs, labels, strict=True) if p < t and y)
+        f1 = 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0
+        if f1 > best[0] + 1e-12:
+            best = (f1, t)
+    return best[1]
+
+
+def train(args: argparse.Namespace) -> dict[str, Any]:
+    started = time.perf_counter()
+    rng = random.Random(args.seed)
+    rows = load(args.train, args.limit)
+    zipf = zipf_table(args.vocabulary)
+    weights = WordWeights.from_zipf(zipf)
+    partner = derangement(rows, rng)
+    natural = [Example(r, r["actual_output"], False, weights) for r in rows]
+    swapped = [Example(r, rows[partner[i]]["actual_output"], True, weights) for i, r in enumerate(rows)]
+    print(
+        f"{len(rows)} rows, {sum(len(e.features) for e in natural)} unique chunks; features in "
+        f"{time.perf_counter() - started:.1f} s",
+        flush=True,
+    )
+
+    # Out-of-fold chunk probabilities: a row and its swapped copy are in the same fold.
+    order = list(range(len(rows)))
+    rng.shuffle(order)
+    fold_of = {row: position % args.folds for position, row in enumerate(order)}
+    oof_rel: list[list[float]] = [[] for _ in range(2 * len(rows))]
+    oof_use: list[list[float]] = [[] for _ in range(2 * len(rows))]
+    examples = natural + swapped
+    for fold in range(args.folds):
+        fit_on = [ex for k, ex in enumerate(examples) if fold_of[k % len(rows)] != fold]
+        rel, use = fit_chunk_models(fit_on, args)
+        for k, ex in enumerate(examples):
+            if fold_of[k % len(rows)] == fold:
+                oof_rel[k] = [float(p) for p in rel.predict_proba(ex.features)[:, 1]]
+                oof_use[k] = [float(p) for p in use.predict_proba(ex.features)[:, 1]]
+        print(f"fold {fold + 1}/{args.folds} done at {time.perf_counter() - started:.1f} s", flush=True)
+
+    if os.environ.get("CTXUTIL_TRAIN_CACHE"):  # scratch: keep out-of-fold probabilities for exploring
+        import pickle
+
+        with open(os.environ["CTXUTIL_TRAIN_CACHE"], "wb") as handle:
+            pickle.dump((examples, oof_rel, oof_use, fold_of), handle)
+    flat_rel = [p for k in range(len(rows)) for p in oof_rel[k]]
+    flat_lab = [r for ex in natural for r in ex.relevant]
+    threshold = best_f1_threshold(flat_rel, flat_lab)
+    fallback = args.fallback
+    print(f"relevance threshold (best out-of-fold F1 on train): {threshold:.2f}; fallback {fallback:.2f}")
+
+    # Row model: inputs from out-of-fold chunk probabilities; its own out-of-fold predictions choose
+    # the rounding offset.
+    row_x: list[list[float]] = []
+    row_y: list[float] = []
+    row_of: list[int] = []
+    for k, ex in enumerate(examples):
+        relevant = decide_relevant(oof_rel[k], threshold, fallback)
+        if ex.score is None or not any(relevant):
+            continue
+        row_x.append(row_features(oof_rel[k], oof_use[k], relevant, ex.features[0]))
+        row_y.append(ex.score)
+        row_of.append(k)
+    oof_score: dict[int, float] = {}
+    for fold in range(args.folds):
+        inside = [j for j, k in enumerate(row_of) if fold_of[k % len(rows)] != fold]
+        fitted = hgb("reg", args, args.row_max_iter).fit(
+            [row_x[j] for j in inside], [row_y[j] for j in inside]
+        )
+        held = [j for j, k in enumerate(row_of) if fold_of[k % len(rows)] == fold]
+        if held:
+            for j, value in zip(held, fitted.predict([row_x[j] for j in held]), strict=True):
+                oof_score[row_of[j]] = float(value)
+    offset = choose_offset(natural, oof_rel, oof_use, oof_score, threshold, fallback)
+    row_model = hgb("reg", args, args.row_max_iter).fit(row_x, row_y)
+
+    rel, use = fit_chunk_models(examples, args)
+    document: dict[str, Any] = {
+        "format": FORMAT,
+        "provenance": {
+            "model_id": f"ctxutil-gbdt-ragbench-seed{args.seed}",
+            "training_data": f"{args.train.name} ({len(rows)} rows, RAGBench validation splits, CC-BY-4.0) "
+            "plus one swapped-answer copy of each row labelled not utilized",
+            "word_frequencies": f"wordfreq {_version('wordfreq')} top {args.vocabulary} English words "
+            "(training-time only; exported here as the 'zipf' table)",
+            "trainer": f"scikit-learn {_version('scikit-learn')} HistGradientBoosting",
+            "command": " ".join(["python", "benchmarks/train_learned.py", *args.argv]),
+            "seed": args.seed,
+            "date": args.date,
+            "parameters": {
+                k: getattr(args, k)
+                for k in (
+                    "max_iter",
+                    "row_max_iter",
+                    "learning_rate",
+                    "max_leaf_nodes",
+                    "folds",
+                    "vocabulary",
+                )
+            },
+        },
+        "features": list(FEATURE_NAMES),
+        "row_features": list(ROW_FEATURES),
+        "decision": {
+            "relevance_threshold": threshold,
+            "fallback_threshold": fallback,
+            "round_offset": offset,
+        },
+        "relevance": export(rel, "logit"),
+        "utilization": export(use, "logit"),
+        "row": export(row_model, "identity"),
+        "zipf": grouped(zipf),
+    }
+
+    # The pure-Python trees must give scikit-learn's raw outputs exactly.
+    loaded = load_model(document)
+    all_x = [x for ex in examples for x in ex.features]
+    for name, fitted, ensemble, xs in (
+        ("relevance", rel, loaded.relevance, all_x),
+        ("utilization", use, loaded.utilization, all_x),
+        ("row", row_model, loaded.row, row_x),
+    ):
+        expected = raw(fitted, xs)
+        got = [ensemble.raw(x) for x in xs]
+        mismatches = sum(1 for a, b in zip(expected, got, strict=True) if a != b)
+        if mismatches:
+            raise SystemExit(f"{name}: pure-Python trees differ from scikit-learn on {mismatches} rows")
+    print(f"exported trees reproduce scikit-learn exactly; total {time.perf_counter() - started:.1f} s")
+    return document
+
+
+def choose_offset(
+    natural: Sequence[Example],
+    oof_rel: list[list[float]],
+    oof_use: list[list[float]],
+    oof_score: dict[int, float],
+    threshold: float,
+    fallback: float,
+) -> float:
+    """The rounding offset with the lowest out-of-fold score RMSE among those whose pooled utilization is
+    within 0.015 of the labelled one on train (else the one closest to it)."""
+    labelled_used = sum(r and u for ex in natural for r, u in zip(ex.relevant, ex.utilized, strict=True))
+    labelled_pooled = labelled_used / sum(sum(ex.relevant) for ex in natural)
+    results = []
+    for step in range(0, 7):
+        offset = 0.2 + 0.05 * step
+        errors = []
+        used = relevant_total = 0
+        for k, ex in enumerate(natural):
+            relevant = decide_relevant(oof_rel[k], threshold, fallback)
+            if not any(relevant):
+                continue
+            utilized = decide_utilized(oof_score.get(k, 0.0), oof_use[k], relevant, offset)
+            used += sum(utilized)
+            relevant_total += sum(relevant)
+            if ex.score is not None:
+                errors.append((sum(utilized) / sum(relevant) - ex.score) ** 2)
+        rmse = math.sqrt(sum(errors) / len(errors))
+        pooled = used / relevant_total
+        print(
+            f"  offset {offset:.2f}: out-of-fold train RMSE {rmse:.4f}, pooled {pooled:.3f} "
+            f"(labelled {labelled_pooled:.3f})"
+        )
+        results.append(
+            (
+                abs(pooled - labelled_pooled) > 0.015,
+                rmse if abs(pooled - labelled_pooled) <= 0.015 else abs(pooled - labelled_pooled),
+                offset,
+            )
+        )
+    chosen = min(results)[2]
+    print(f"round offset: {chosen:.2f}")
+    return round(chosen, 2)
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import version
+
+    return version(package)
+
+
+def _canonical(document: dict[str, Any]) -> str:
+    body = {k: v for k, v in document.items() if k != "provenance"}
+    return json.dumps(body, sort_keys=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--train", type=Path, default=DATA / "ragbench_train.jsonl")
+    parser.add_argument("--out", type=Path, default=SHIPPED)
+    parser.add_argument("--seed", type=int, default=20261201)
+    parser.add_argument("--date", default=datetime.date.today().isoformat(), help="provenance date")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N training rows (tests)")
+    parser.add_argument("--max-iter", type=int, default=150, help="trees per chunk model")
+    parser.add_argument("--row-max-iter", type=int, default=150, help="trees of the row model")
+    parser.add_argument("--learning-rate", type=float, default=0.08)
+    parser.add_argument("--max-leaf-nodes", type=int, default=15)
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--fallback", type=float, default=0.2, help="fallback relevance probability")
+    parser.add_argument("--vocabulary", type=int, default=25_000, help="wordfreq words exported")
+    parser.add_argument("--check", action="store_true", help="compare with --out instead of writing it")
+    raw_argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(raw_argv)
+    args.argv = [a for a in raw_argv if a != "--check"]
+    if not args.train.is_file():
+        parser.error(
+            f"--train: no file at {args.train} (the RAGBench labelled files live in ../shared/data/)"
+        )
+    try:
+        import sklearn  # noqa: F401
+        import wordfreq  # noqa: F401
+    except ImportError as exc:
+        parser.error(f"training needs the 'train' extra (pip install -e '.[train]'): {exc}")
+    document = train(args)
+    if args.check:
+        shipped = json.loads(args.out.read_text(encoding="utf-8"))
+        same = _canonical(shipped) == _canonical(document)
+        print(
+            f"{args.out}: {'identical to' if same else 'DIFFERS from'} the retrained model (provenance aside)"
+        )
+        return 0 if same else 1
+    args.out.write_text(json.dumps(document, separators=(",", ":")) + "\n", encoding="utf-8")
+    print(f"wrote {args.out} ({args.out.stat().st_size / 1024:.0f} KiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

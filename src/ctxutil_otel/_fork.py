@@ -1,0 +1,38 @@
+"""Fork safety: re-create an object's locks (and whatever else a child must not share) after ``os.fork()``.
+
+A forked child has only the thread that called ``fork``; a lock another thread of the parent held at that
+moment stays held in the child for ever, and the first ``with lock:`` there deadlocks (gunicorn and celery
+prefork workers fork while the application's threads run). The OpenTelemetry SDK's batch processor answers
+with ``os.register_at_fork(after_in_child=...)`` holding a weak reference to the processor, so that the hook
+neither keeps it alive nor runs for a collected one; every component here does the same through
+:func:`reinit_after_fork`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import weakref
+from collections.abc import Callable
+
+__all__ = ["reinit_after_fork"]
+
+
+def reinit_after_fork(method: Callable[[], object]) -> None:
+    """Call the bound ``method`` (e.g. ``self._init_state``) in every forked child while its object lives.
+
+    Holds a weak reference to the object; an exception from ``method`` is swallowed (a hook must not break
+    the child's ``fork``). Does nothing on platforms without ``os.register_at_fork``.
+    """
+    if not hasattr(os, "register_at_fork"):
+        return
+    weak = weakref.WeakMethod(method)
+
+    def _after_in_child() -> None:
+        bound = weak()
+        if bound is not None:
+            # The child must still start; on an error its state stays as the parent left it.
+            with contextlib.suppress(Exception):
+                bound()
+
+    os.register_at_fork(after_in_child=_after_in_child)

@@ -1,0 +1,120 @@
+"""Which document and which application a result is about: per-chunk document ids and metadata, and the
+evaluated service named by the evaluated spans' Resource (docs/telemetry.md). Also :func:`truncate`."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Mapping, Sequence
+
+from opentelemetry.util.types import AttributeValue
+
+from .._interaction import Interaction
+from ._names import (
+    ATTR_EVALUATED_SERVICE_NAME,
+    CHUNK_ID,
+    CHUNK_LABEL_MAX_CHARS,
+    CHUNK_METADATA,
+    EVALUATED_SERVICE_FROM_RESOURCE,
+    EVALUATED_SERVICE_OTHER,
+    chunk_attribute,
+)
+
+__all__ = [
+    "EvaluatedServices",
+    "document_attributes",
+    "document_source",
+    "evaluated_service_attributes",
+    "truncate",
+]
+
+
+def truncate(text: str, max_chars: int) -> str:
+    """Return ``text`` cut to at most ``max_chars`` characters, the last one ``…`` when cut."""
+    if len(text) <= max_chars:
+        return text
+    return text[: max_chars - 1] + "…" if max_chars > 1 else text[:max_chars]
+
+
+def document_attributes(
+    i: int, document: object, metadata_keys: Sequence[str], text: str | None
+) -> dict[str, AttributeValue]:
+    """``ctxutil.chunks.{i}.id`` and ``ctxutil.chunks.{i}.metadata.{key}`` of one retrieved document.
+
+    ``document`` is what capture holds: a LangChain ``Document`` (``id``, ``metadata``), a span reader's
+    chunk (the same attributes) or a mapping (``"id"``, ``"metadata"``); anything else (a plain string)
+    has neither. The id is a string (an ``int`` id is written in decimal), cut to
+    :data:`CHUNK_LABEL_MAX_CHARS`; a metadata value is kept when it is a ``str`` (cut the same way), ``bool``,
+    ``int`` or finite ``float`` and is not the chunk's ``text`` itself; other values are left out.
+    """
+    if isinstance(document, Mapping):
+        doc_id, metadata = document.get("id"), document.get("metadata")
+    else:
+        doc_id, metadata = getattr(document, "id", None), getattr(document, "metadata", None)
+    out: dict[str, AttributeValue] = {}
+    if isinstance(doc_id, (str, int)) and not isinstance(doc_id, bool) and str(doc_id):
+        out[chunk_attribute(i, CHUNK_ID)] = truncate(str(doc_id), CHUNK_LABEL_MAX_CHARS)
+    if isinstance(metadata, Mapping):
+        for key in metadata_keys:
+            value = metadata.get(key)
+            if isinstance(value, str):
+                if not value or value == text:
+                    continue
+                value = truncate(value, CHUNK_LABEL_MAX_CHARS)
+            elif isinstance(value, float):
+                if not math.isfinite(value):
+                    continue
+            elif not isinstance(value, (bool, int)):
+                continue
+            out[f"{chunk_attribute(i, CHUNK_METADATA)}.{key}"] = value
+    return out
+
+
+def evaluated_service_attributes(interaction: Interaction) -> dict[str, AttributeValue]:
+    """``ctxutil.evaluated.service.name`` / ``.namespace`` / ``ctxutil.evaluated.deployment.environment.name``
+    from the interaction's ``service`` (the sender's Resource), values cut to 128 characters; ``{}`` when
+    unknown. The emitter bounds how many distinct identities it labels."""
+    service = getattr(interaction, "service", None)
+    if not isinstance(service, Mapping):
+        return {}
+    out: dict[str, AttributeValue] = {}
+    for key, name in EVALUATED_SERVICE_FROM_RESOURCE.items():
+        value = service.get(key)
+        if isinstance(value, str) and value and name not in out:
+            out[name] = truncate(value, 128)
+    return out
+
+
+def document_source(interaction: Interaction) -> Callable[[int], object]:
+    """The captured document at a retrieval index (``None`` out of range): ids and metadata live there
+    (the validated item keeps only text)."""
+    documents = interaction.documents
+
+    def document_of(i: int) -> object:
+        return documents[i] if 0 <= i < len(documents) else None
+
+    return document_of
+
+
+class EvaluatedServices:
+    """Bounds the distinct evaluated-service identities one emitter labels (thread-safe).
+
+    :meth:`bounded` returns ``(attributes, limited)``: the attributes as given while fewer than ``limit``
+    identities were seen (or for one already seen), else ``{ctxutil.evaluated.service.name: _OTHER}`` with
+    ``limited`` ``True``.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._seen: set[tuple[tuple[str, str], ...]] = set()
+        self._lock = threading.Lock()
+
+    def bounded(self, sender: dict[str, AttributeValue]) -> tuple[dict[str, AttributeValue], bool]:
+        if not sender:
+            return sender, False
+        identity = tuple(sorted((k, str(v)) for k, v in sender.items()))
+        with self._lock:
+            if identity in self._seen or len(self._seen) < self._limit:
+                self._seen.add(identity)
+                return sender, False
+        return {ATTR_EVALUATED_SERVICE_NAME: EVALUATED_SERVICE_OTHER}, True

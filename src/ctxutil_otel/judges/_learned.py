@@ -1,0 +1,201 @@
+"""LearnedJudge: the offline default judge, gradient-boosted trees over cheap lexical features.
+
+How it decides (model trained by ``benchmarks/train_learned.py`` on ``ragbench_train.jsonl``; figures
+and provenance in ``docs/judges.md``):
+
+1. **Features.** Every chunk gets the features of :mod:`ctxutil_otel.judges._learned_features`:
+   query and answer overlap (rare words weigh more), per-answer-sentence support, shared n-grams and
+   numbers, lengths, and each key value's rank and gap to the best chunk of the interaction.
+2. **Chunk probabilities.** One tree ensemble gives P(relevant), another P(utilized | relevant). The
+   second was trained with swapped-answer copies of the training rows labelled "not utilized", so an
+   answer that does not come from the context is not credited to it.
+3. **Relevant** when P(relevant) >= the model's ``relevance_threshold``; when no chunk reaches it, the
+   most likely chunk is relevant if its P(relevant) >= ``fallback_threshold`` (else the interaction
+   is not applicable: nothing relevant was retrieved).
+4. **Utilized.** A third, row-level ensemble predicts the interaction's score from aggregates of the
+   chunk probabilities (:data:`~ctxutil_otel.judges._learned_model.ROW_FEATURES`); the
+   ``floor(score x relevant + round_offset)`` relevant chunks most likely utilized are marked utilized
+   (``round_offset`` is chosen on out-of-fold training predictions so that the rounding does not bias the
+   pooled utilization). The metric's score (utilized relevant / relevant) is therefore the row model's
+   estimate, rounded to the chunks.
+
+Pure Python (the trees are compiled to Python functions when the model loads), deterministic, no network,
+no numpy at run time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ._base import ChunkVerdict, JudgeResult
+from ._learned_features import FEATURE_NAMES, ChunkEvidence, chunk_features
+from ._learned_model import LearnedModel, shipped_model
+
+__all__ = ["ChunkProbabilities", "LearnedJudge", "decide_utilized", "row_features"]
+
+_SHAPE_AT = {
+    name: FEATURE_NAMES.index(name)
+    for name in ("refusal", "best_support_any", "answer_len_log", "answer_sentences")
+}
+
+
+@dataclass(frozen=True)
+class ChunkProbabilities:
+    """The model's view of one interaction: per chunk P(relevant) and P(utilized | relevant), both in
+    [0, 1], plus the feature rows they came from."""
+
+    relevant: list[float]
+    utilized: list[float]
+    features: list[list[float]]
+
+
+def row_features(
+    p_rel: Sequence[float], p_use: Sequence[float], relevant: Sequence[bool], first: Sequence[float]
+) -> list[float]:
+    """The row model's inputs (``ROW_FEATURES`` order) for chunk probabilities and the verdicts on
+    relevance; ``first`` is any chunk's feature row (the interaction-wide values are read from it)."""
+    used = [u for u, r in zip(p_use, relevant, strict=True) if r]
+    total_rel = math.fsum(p_rel)
+    expected = (
+        math.fsum(r * u for r, u in zip(p_rel, p_use, strict=True)) / total_rel if total_rel > 0 else 0.0
+    )
+    return [
+        float(len(p_rel)),
+        float(len(used)),
+        math.fsum(used) / len(used) if used else 0.0,
+        min(used, default=0.0),
+        max(used, default=0.0),
+        expected,
+        sum(1 for u in used if u >= 0.5) / len(used) if used else 0.0,
+        math.fsum(p_rel) / len(p_rel),
+        max(p_rel),
+        first[_SHAPE_AT["refusal"]],
+        first[_SHAPE_AT["best_support_any"]],
+        first[_SHAPE_AT["answer_len_log"]],
+        first[_SHAPE_AT["answer_sentences"]],
+    ]
+
+
+def decide_relevant(p_rel: Sequence[float], threshold: float, fallback: float) -> list[bool]:
+    """Relevance verdicts from P(relevant): the threshold, then the fallback to the most likely chunk."""
+    relevant = [p >= threshold for p in p_rel]
+    if p_rel and not any(relevant):
+        best = max(range(len(p_rel)), key=lambda i: (p_rel[i], -i))
+        if p_rel[best] >= fallback:
+            relevant[best] = True
+    return relevant
+
+
+def decide_utilized(
+    score: float, p_use: Sequence[float], relevant: Sequence[bool], offset: float = 0.5
+) -> list[bool]:
+    """Mark the ``floor(score x relevant + offset)`` relevant chunks with the highest P(utilized) utilized
+    (``score`` is clamped to [0, 1]; ``offset`` 0.5 rounds to the nearest count; ties go to the earlier
+    chunk)."""
+    candidates = [i for i, r in enumerate(relevant) if r]
+    k = min(len(candidates), math.floor(min(1.0, max(0.0, score)) * len(candidates) + offset))
+    chosen = set(sorted(candidates, key=lambda i: (-p_use[i], i))[:k])
+    return [i in chosen for i in range(len(relevant))]
+
+
+class LearnedJudge:
+    """The offline default judge: relevance and utilization from gradient-boosted trees (module docstring).
+
+    Deterministic (same input, same verdicts), pure Python, no network. ``name`` is ``"learned"`` and
+    ``model`` the shipped model's id (``model_id`` in its provenance, e.g. ``"ctxutil-gbdt-ragbench-1"``).
+
+    Args:
+        learned_model: A :class:`~ctxutil_otel.judges._learned_model.LearnedModel` (from
+            ``load_model``); ``None`` (default) loads the model shipped in the package.
+        max_text_chars: Only this many characters of the answer and of each chunk are read (bounds
+            the cost of one evaluation, as for :class:`~ctxutil_otel.judges.LexicalJudge`).
+
+    Raises:
+        ValueError: for ``max_text_chars < 1``; ``ModelFileError`` (a ValueError) for a broken model.
+    """
+
+    name = "learned"
+
+    def __init__(self, *, learned_model: LearnedModel | None = None, max_text_chars: int = 20_000) -> None:
+        if max_text_chars < 1:
+            raise ValueError(f"max_text_chars must be >= 1, got {max_text_chars!r}")
+        self.learned_model = learned_model if learned_model is not None else shipped_model()
+        self.max_text_chars = max_text_chars
+
+    @property
+    def model(self) -> str | None:
+        """The model id from the model file's provenance (``gen_ai.request.model``)."""
+        value = self.learned_model.provenance.get("model_id")
+        return str(value) if value is not None else None
+
+    def __repr__(self) -> str:
+        return f"LearnedJudge(model={self.model!r}, max_text_chars={self.max_text_chars})"
+
+    async def judge(
+        self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
+    ) -> JudgeResult:
+        """Return one verdict per chunk (``usage`` is ``None``: no tokens are spent)."""
+        return JudgeResult(verdicts=self.judge_sync(query, answer, chunks, reasons=reasons))
+
+    def probabilities(self, query: str, answer: str, chunks: Sequence[str]) -> ChunkProbabilities:
+        """Per-chunk P(relevant) and P(utilized | relevant) (no text cap applied here)."""
+        rows, _ = chunk_features(query, answer, chunks, self.learned_model.weights)
+        return self._probabilities(rows)
+
+    def _probabilities(self, rows: list[list[float]]) -> ChunkProbabilities:
+        m = self.learned_model
+        return ChunkProbabilities([m.relevance(x) for x in rows], [m.utilization(x) for x in rows], rows)
+
+    def judge_sync(
+        self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
+    ) -> list[ChunkVerdict]:
+        """Synchronous :meth:`judge` (CPU-only, about a millisecond for typical RAG text).
+
+        Only the first ``max_text_chars`` characters of the query, the answer and each chunk are read.
+        """
+        if not chunks:
+            return []
+        cap = self.max_text_chars
+        if len(query) > cap or len(answer) > cap or any(len(c) > cap for c in chunks):
+            query, answer, chunks = query[:cap], answer[:cap], [c[:cap] for c in chunks]
+        m = self.learned_model
+        rows, evidence = chunk_features(query, answer, chunks, m.weights, evidence=True, reasons=reasons)
+        probs = self._probabilities(rows)
+        relevant = decide_relevant(probs.relevant, m.relevance_threshold, m.fallback_threshold)
+        score = (
+            m.row(row_features(probs.relevant, probs.utilized, relevant, rows[0])) if any(relevant) else 0.0
+        )
+        utilized = decide_utilized(score, probs.utilized, relevant, m.round_offset)
+        n_rel = sum(relevant)
+        return [
+            ChunkVerdict(
+                index=i,
+                is_relevant=relevant[i],
+                is_utilized=utilized[i],
+                reason=_reason(
+                    evidence[i], probs.relevant[i], probs.utilized[i], relevant[i], utilized[i], score, n_rel
+                )
+                if reasons
+                else "",
+            )
+            for i in range(len(chunks))
+        ]
+
+
+def _reason(
+    e: ChunkEvidence, p_rel: float, p_use: float, relevant: bool, utilized: bool, score: float, n_rel: int
+) -> str:
+    terms = f" incl. {', '.join(repr(t) for t in e.top_terms)}" if e.top_terms else ""
+    evidence = (
+        f"shares {e.shared_terms} answer term{'s' if e.shared_terms != 1 else ''}{terms}; answer support "
+        f"{e.support:.2f} ({e.support_rel:.2f} of best); query overlap {e.query_cover:.2f}"
+    )
+    odds = f"P(relevant) {p_rel:.2f}, P(used) {p_use:.2f}"
+    if utilized:
+        return f"used ({odds}): {evidence}"
+    if relevant:
+        estimate = f"; row estimate {min(1.0, max(0.0, score)):.2f} of {n_rel} relevant"
+        return f"relevant, not used ({odds}{estimate}): {evidence}"
+    return f"not relevant ({odds}): {evidence}"

@@ -1,0 +1,314 @@
+"""Per-chunk features of the learned judge: cheap lexical evidence, ranked within the interaction.
+
+:func:`chunk_features` turns one interaction (query, answer, chunks) into one row of
+:data:`FEATURE_NAMES` floats per chunk. The same function builds the training rows
+(``benchmarks/train_learned.py``) and the rows the shipped trees score at run time, so training and
+inference cannot drift apart.
+
+What the features measure (words are :func:`~ctxutil_otel.judges._text.words` keys, stopwords dropped):
+
+* query side: weighted share of the query's words in the chunk, with a *global* weight (from the
+  shipped word-frequency table: rare words count more) and with a weight *within the interaction*
+  (``ln(1 + (N + 1) / (df + 1))`` over the N chunks); a BM25 score; the share of query bigrams;
+* answer side: the weighted share of the answer's new words (not in the query) in the chunk; per answer
+  sentence the support (half word share, half trigram share), its best value, its ratio to the best chunk
+  for the same sentence, the share of sentences the chunk is the best source of; shared 4- and 8-grams;
+  the answer's numbers found in the chunk; the weighted share of the chunk's own words found in the answer;
+  the shares of the answer's new words and of its trigrams found in this chunk and in no other one;
+* shape: lengths (log), number of chunks, answer sentences, an answer that declines to answer;
+* for the key values, the chunk's rank among the interaction's chunks (0 = best; ties share the best rank)
+  and its gap to the best chunk: what generalises across domains is how a chunk compares with its
+  neighbours, not an absolute overlap level.
+
+No feature depends on the order of the chunks (position is deliberately not a feature): shuffling the
+retrieved list changes no verdict. Everything is pure Python, linear in the text length, deterministic
+(sums over sets use ``math.fsum``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ._text import ANSWER_FILLER, STOP_KEYS, STOPWORDS, sentences, stemmed, words
+
+__all__ = ["FEATURE_NAMES", "ChunkEvidence", "WordWeights", "chunk_features"]
+
+_ANSWER_STOP = stemmed(STOPWORDS | ANSWER_FILLER)
+_MAX_PARTS = 48
+_UNKNOWN_WEIGHT = 8.0
+_MIN_WEIGHT = 0.5
+_NUMBER = re.compile(r"^\d+(?:[.,]\d+)*$")
+# An answer that declines: "the context does not mention ...", "I cannot answer", "no information".
+_REFUSAL = re.compile(
+    r"\b(?:does not|doesn't|do not|don't|did not|cannot|can't|unable to|not (?:possible|able))\b"
+    r"[^.]{0,60}\b(?:provide|mention|contain|include|answer|specify|say|state|determine|find|know)"
+    r"|\bno (?:specific |relevant |further )?(?:information|mention|details?)\b"
+    r"|\bnot (?:mentioned|provided|specified|stated|included)\b",
+    re.IGNORECASE,
+)
+
+_BASE = (
+    "q_cover_global",
+    "q_cover_local",
+    "q_bm25",
+    "q_bigram",
+    "a_cover",
+    "support",
+    "support_rel",
+    "support_mean",
+    "best_source_share",
+    "ng4",
+    "ng8",
+    "numbers_shared",
+    "answer_has_numbers",
+    "chunk_in_answer",
+    "a_exclusive",
+    "tri_exclusive",
+    "chunk_len_log",
+    "chunk_len_rel",
+)
+_RANKED = ("q_cover_global", "q_bm25", "a_cover", "support", "ng4", "chunk_in_answer", "q_cover_local")
+_SHAPE = (
+    "n_chunks",
+    "query_len_log",
+    "answer_len_log",
+    "answer_sentences",
+    "refusal",
+    "best_support_any",
+    "best_q_cover_any",
+)
+FEATURE_NAMES: tuple[str, ...] = (
+    _BASE + tuple(f"{n}_rank" for n in _RANKED) + tuple(f"{n}_gap" for n in _RANKED) + _SHAPE
+)
+"""The order of the values in every feature row."""
+
+
+@dataclass(frozen=True)
+class ChunkEvidence:
+    """What a reason quotes about one chunk (values as in the feature row).
+
+    Attributes:
+        query_cover: Globally weighted share of the query's words in the chunk, in [0, 1].
+        support: Best support of one answer sentence by the chunk, in [0, 1].
+        support_rel: ``support`` relative to the best chunk for the same sentence, in [0, 1].
+        shared_terms: Distinct new answer words (content words not in the query) in the chunk.
+        top_terms: Up to three of them, rarest first (empty when reasons were not asked for).
+    """
+
+    query_cover: float
+    support: float
+    support_rel: float
+    shared_terms: int
+    top_terms: tuple[str, ...] = ()
+
+
+def _ngrams(seq: list[str], n: int) -> set[tuple[str, ...]]:
+    return set(zip(*(seq[k:] for k in range(n)), strict=False))
+
+
+class WordWeights(dict[str, float]):
+    """Word key -> weight ``max(0.5, 8 - zipf)``: rare words weigh more, a word missing from the
+    frequency table weighs 8 (as rare as it gets). Build once per model with :meth:`from_zipf`."""
+
+    def __missing__(self, key: str) -> float:
+        return _UNKNOWN_WEIGHT
+
+    @classmethod
+    def from_zipf(cls, zipf: Mapping[str, float]) -> WordWeights:
+        return cls({t: max(_MIN_WEIGHT, _UNKNOWN_WEIGHT - z) for t, z in zipf.items()})
+
+
+def _total(weights: WordWeights, terms: set[str]) -> float:
+    # dict.get with a repeated default stays in C (no __missing__ call per unknown word).
+    return math.fsum(map(weights.get, terms, itertools.repeat(_UNKNOWN_WEIGHT)))
+
+
+def _ranks(values: Sequence[float]) -> list[float]:
+    """0 for the best value, else the number of chunks strictly better (order independent)."""
+    ordered = sorted(values, reverse=True)
+    first: dict[float, int] = {}
+    for position, v in enumerate(ordered):
+        first.setdefault(v, position)
+    return [float(first[v]) for v in values]
+
+
+def _share(weights: Mapping[str, float], terms: set[str], present: set[str]) -> float:
+    total = math.fsum(map(weights.__getitem__, terms))
+    return math.fsum(map(weights.__getitem__, terms & present)) / total if total > 0 else 0.0
+
+
+def chunk_features(
+    query: str,
+    answer: str,
+    chunks: Sequence[str],
+    weight: WordWeights,
+    *,
+    evidence: bool = False,
+    reasons: bool = False,
+) -> tuple[list[list[float]], list[ChunkEvidence]]:
+    """One feature row per chunk (values in :data:`FEATURE_NAMES` order) and, when ``evidence`` is true,
+    the :class:`ChunkEvidence` of each chunk (``top_terms`` filled only when ``reasons`` is true).
+
+    ``weight`` gives each word key its weight (:class:`WordWeights`, from the model's word-frequency
+    table). Linear in the total text length.
+    """
+    n = len(chunks)
+    if n == 0:
+        return [], []
+    chunk_words = [words(c) for c in chunks]
+    chunk_sets = [set(w) for w in chunk_words]
+    chunk_terms = [cs - STOP_KEYS for cs in chunk_sets]
+    q_words = words(query)
+    q_terms = {w for w in q_words if w not in STOP_KEYS and (len(w) > 1 or w.isdigit())}
+    q_bigrams = set(itertools.pairwise(q_words))
+    a_words: list[str] = []  # words(answer): the sentences' words in order (splits fall on whitespace)
+
+    parts: list[tuple[set[str], set[tuple[str, ...]]]] = []
+    a_new: set[str] = set()
+    sentence_list = sentences(answer)
+    for sentence in sentence_list:
+        keys = words(sentence)
+        a_words.extend(keys)
+        terms = {k for k in keys if k not in _ANSWER_STOP and (len(k) > 1 or k.isdigit())}
+        if terms:
+            new = terms - q_terms
+            a_new |= new
+            parts.append((new or terms, _ngrams(keys, 3)))
+    a_set = set(a_words)
+    if len(parts) > _MAX_PARTS:
+        size = -(-len(parts) // _MAX_PARTS)
+        parts = [
+            (
+                set().union(*(p[0] for p in parts[s : s + size])),
+                set().union(*(p[1] for p in parts[s : s + size])),
+            )
+            for s in range(0, len(parts), size)
+        ]
+
+    df = dict.fromkeys(q_terms, 0)
+    for cs in chunk_sets:
+        for t in q_terms & cs:
+            df[t] += 1
+    local = {t: math.log(1.0 + (n + 1) / (d + 1)) for t, d in df.items()}
+
+    a_ng4 = _ngrams(a_words, 4)
+    a_ng8 = _ngrams(a_words, 8)
+    a_numbers = {w for w in a_set if _NUMBER.match(w)}
+    lengths = [len(w) for w in chunk_words]
+    avg_len = sum(lengths) / n or 1.0
+    max_len = max(lengths) or 1
+
+    # support[j][i]: how much of answer part j chunk i holds.
+    chunk_tri_seq = [list(zip(w, w[1:], w[2:], strict=False)) for w in chunk_words]
+    chunk_tri = [set(t) for t in chunk_tri_seq]
+    a_tri = set().union(*(p[1] for p in parts))
+    support: list[list[float]] = []
+    for terms, tri in parts:
+        total = _total(weight, terms)
+        row = []
+        for i in range(n):
+            share = _total(weight, terms & chunk_sets[i]) / total if total else 0.0
+            copied = len(tri & chunk_tri[i]) / len(tri) if tri else share
+            row.append(0.5 * share + 0.5 * copied)
+        support.append(row)
+    best_part = [max(r) for r in support]
+
+    # Answer words and trigrams found in exactly one chunk: evidence only that chunk can explain.
+    seen_once: dict[str, int] = {}
+    for cs in chunk_sets:
+        for t in a_new & cs:
+            seen_once[t] = seen_once.get(t, 0) + 1
+    tri_once: dict[tuple[str, ...], int] = {}
+    for ct in chunk_tri:
+        for gram in a_tri & ct:
+            tri_once[gram] = tri_once.get(gram, 0) + 1
+    a_new_total = _total(weight, a_new)
+
+    base: list[list[float]] = []
+    out_evidence: list[ChunkEvidence] = []
+    for i in range(n):
+        cs = chunk_sets[i]
+        tf = {t: chunk_words[i].count(t) for t in q_terms & cs}
+        norm = 1.2 * (0.25 + 0.75 * lengths[i] / avg_len)
+        bm25 = math.fsum(weight[t] * tf[t] * 2.2 / (tf[t] + norm) for t in sorted(tf))
+        q_cover_g = _share(weight, q_terms, cs)
+        q_cover_l = _share(local, q_terms, cs)
+        q_bigram = (
+            len(q_bigrams & set(itertools.pairwise(chunk_words[i]))) / len(q_bigrams) if q_bigrams else 0.0
+        )
+        a_cover = _share(weight, a_new, cs)
+        col = [r[i] for r in support]
+        sup = max(col, default=0.0)
+        rel = max((v / b for v, b in zip(col, best_part, strict=True) if b > 0), default=0.0)
+        mean = sum(col) / len(col) if col else 0.0
+        best_src = (
+            sum(1 for v, b in zip(col, best_part, strict=True) if b > 0 and v >= b) / len(col) if col else 0.0
+        )
+        # Longer shared n-grams start where a shared trigram does: look only there.
+        cw = chunk_words[i]
+        starts = (
+            [p for p, t in enumerate(chunk_tri_seq[i]) if t in a_tri]
+            if a_tri.isdisjoint(chunk_tri[i]) is False
+            else []
+        )
+        ng4 = len(a_ng4 & {tuple(cw[p : p + 4]) for p in starts}) / len(a_ng4) if a_ng4 else 0.0
+        ng8 = 1.0 if a_ng8 and not a_ng8.isdisjoint({tuple(cw[p : p + 8]) for p in starts}) else 0.0
+        numbers = len(a_numbers & cs) / len(a_numbers) if a_numbers else 0.0
+        only_here = {t for t in a_new & cs if seen_once[t] == 1}
+        a_exclusive = _total(weight, only_here) / a_new_total if a_new_total else 0.0
+        tri_exclusive = (
+            sum(1 for gram in a_tri & chunk_tri[i] if tri_once[gram] == 1) / len(a_tri) if a_tri else 0.0
+        )
+        own_weight = _total(weight, chunk_terms[i])
+        in_answer = _total(weight, chunk_terms[i] & a_set) / own_weight if own_weight else 0.0
+        base.append(
+            [
+                q_cover_g,
+                q_cover_l,
+                bm25,
+                q_bigram,
+                a_cover,
+                sup,
+                rel,
+                mean,
+                best_src,
+                ng4,
+                ng8,
+                numbers,
+                1.0 if a_numbers else 0.0,
+                in_answer,
+                a_exclusive,
+                tri_exclusive,
+                math.log1p(lengths[i]),
+                lengths[i] / max_len,
+            ]
+        )
+        if evidence:
+            shared = a_new & cs
+            top: tuple[str, ...] = ()
+            if reasons and shared:
+                top = tuple(sorted(shared, key=lambda t: (-weight[t], t))[:3])
+            out_evidence.append(ChunkEvidence(q_cover_g, sup, rel, len(shared), top))
+
+    ranked_columns = [_BASE.index(name) for name in _RANKED]
+    ranks = [_ranks([row[c] for row in base]) for c in ranked_columns]
+    bests = [max(row[c] for row in base) for c in ranked_columns]
+    shape = [
+        float(n),
+        math.log1p(len(q_words)),
+        math.log1p(len(a_words)),
+        float(len(sentence_list)),
+        1.0 if _REFUSAL.search(answer) else 0.0,
+        max(row[5] for row in base),
+        max(row[0] for row in base),
+    ]
+    rows = []
+    for i, row in enumerate(base):
+        rank_values = [r[i] for r in ranks]
+        gaps = [b - row[c] for b, c in zip(bests, ranked_columns, strict=True)]
+        rows.append(row + rank_values + gaps + shape)
+    return rows, out_evidence

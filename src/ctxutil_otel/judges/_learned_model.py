@@ -1,0 +1,204 @@
+"""The learned judge's model file: loading, checking, and scoring gradient-boosted trees in pure Python.
+
+The model is one JSON document (``ctxutil_otel/data/learned_judge.json``, written by
+``benchmarks/train_learned.py``)::
+
+    {"format": "ctxutil-otel-learned-judge/1",
+     "provenance": {"training_data": ..., "command": ..., "seed": ..., "date": ..., ...},
+     "features": [name, ...],                 # must equal FEATURE_NAMES
+     "zipf": {"5.3": "word word ...", ...},   # word keys grouped by Zipf frequency
+     "relevance": ENSEMBLE, "utilization": ENSEMBLE,   # per chunk: P(relevant), P(utilized | relevant)
+     "row": ENSEMBLE,                          # per interaction: the score, from ROW_FEATURES
+     "decision": {"relevance_threshold": p, "fallback_threshold": p, "round_offset": r}}
+
+    ENSEMBLE = {"baseline": float, "link": "logit" | "identity", "trees": [TREE, ...]}
+    TREE = [NODE, ...]   # node 0 is the root
+    NODE = [value]  (a leaf)  |  [feature, threshold, left, right]  (go left when x[feature] <= threshold)
+
+Each ensemble is compiled once, at load, into one Python function of nested ``if`` statements built only
+from the checked integers and floats of the file (no text from the file reaches the compiler), so one
+chunk costs a few microseconds. The sum starts at ``baseline`` and adds the trees in file order, as
+scikit-learn's ``HistGradientBoosting*`` does: the outputs are the trainer's to the last bit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from ._learned_features import FEATURE_NAMES, WordWeights
+
+__all__ = ["FORMAT", "ROW_FEATURES", "Ensemble", "LearnedModel", "load_model", "shipped_model"]
+
+FORMAT = "ctxutil-otel-learned-judge/1"
+ROW_FEATURES: tuple[str, ...] = (
+    "n_chunks",
+    "n_relevant",
+    "use_mean",
+    "use_min",
+    "use_max",
+    "use_expected",
+    "use_share_half",
+    "rel_mean",
+    "rel_max",
+    "refusal",
+    "best_support_any",
+    "answer_len_log",
+    "answer_sentences",
+)
+"""Inputs of the row model, in order (see ``LearnedJudge`` for their definitions)."""
+
+_MAX_DEPTH = 64
+
+
+class ModelFileError(ValueError):
+    """The model file is not a valid learned-judge model (the message names the field)."""
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ModelFileError(f"{where}: expected a finite number, got {value!r}")
+    return float(value)
+
+
+def _index(value: Any, limit: int, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < limit:
+        raise ModelFileError(f"{where}: expected an integer in [0, {limit}), got {value!r}")
+    return value
+
+
+def _tree_source(tree: Any, n_features: int, where: str, lines: list[str]) -> None:
+    if not isinstance(tree, list) or not tree:
+        raise ModelFileError(f"{where}: expected a non-empty list of nodes")
+
+    def emit(node_id: int, depth: int) -> None:
+        if depth > _MAX_DEPTH:
+            raise ModelFileError(f"{where}: deeper than {_MAX_DEPTH} levels (or a cycle)")
+        node = tree[node_id]
+        pad = "    " * (depth + 1)
+        if isinstance(node, list) and len(node) == 1:
+            lines.append(f"{pad}s += {_number(node[0], f'{where}[{node_id}]')!r}")
+            return
+        if not isinstance(node, list) or len(node) != 4:
+            raise ModelFileError(f"{where}[{node_id}]: expected [value] or [feature, threshold, left, right]")
+        feature = _index(node[0], n_features, f"{where}[{node_id}].feature")
+        threshold = _number(node[1], f"{where}[{node_id}].threshold")
+        left = _index(node[2], len(tree), f"{where}[{node_id}].left")
+        right = _index(node[3], len(tree), f"{where}[{node_id}].right")
+        lines.append(f"{pad}if v{feature} <= {threshold!r}:")
+        emit(left, depth + 1)
+        lines.append(f"{pad}else:")
+        emit(right, depth + 1)
+
+    emit(0, 0)
+
+
+@dataclass(frozen=True)
+class Ensemble:
+    """A compiled tree ensemble: ``raw(x)`` is the sum of the trees, ``__call__`` applies the link."""
+
+    raw: Callable[[Sequence[float]], float]
+    link: str
+    n_trees: int
+
+    def __call__(self, x: Sequence[float]) -> float:
+        value = self.raw(x)
+        if self.link == "logit":
+            return 1.0 / (1.0 + math.exp(-value)) if value >= -700 else 0.0
+        return value
+
+
+def _ensemble(spec: Any, n_features: int, where: str) -> Ensemble:
+    if not isinstance(spec, Mapping):
+        raise ModelFileError(f"{where}: expected an object")
+    baseline = _number(spec.get("baseline"), f"{where}.baseline")
+    link = spec.get("link")
+    if link not in ("logit", "identity"):
+        raise ModelFileError(f"{where}.link: expected 'logit' or 'identity', got {link!r}")
+    trees = spec.get("trees")
+    if not isinstance(trees, list):
+        raise ModelFileError(f"{where}.trees: expected a list")
+    # Unpack the row into locals once: a local read is cheaper than an index per comparison.
+    unpack = ", ".join(f"v{i}" for i in range(n_features))
+    lines = ["def f(x):", f"    ({unpack},) = x", f"    s = {baseline!r}"]
+    for t, tree in enumerate(trees):
+        _tree_source(tree, n_features, f"{where}.trees[{t}]", lines)
+    lines.append("    return s")
+    namespace: dict[str, Any] = {}
+    # The source is built from the checked integers and floats above only: no text from the file.
+    exec(compile("\n".join(lines), f"<{where}>", "exec"), {"__builtins__": {}}, namespace)
+    return Ensemble(raw=namespace["f"], link=str(link), n_trees=len(trees))
+
+
+@dataclass(frozen=True)
+class LearnedModel:
+    """A loaded model: the three ensembles, the word weights (from the ``zipf`` table) and the decision
+    thresholds."""
+
+    relevance: Ensemble
+    utilization: Ensemble
+    row: Ensemble
+    weights: WordWeights
+    relevance_threshold: float
+    fallback_threshold: float
+    round_offset: float
+    provenance: Mapping[str, Any]
+
+
+def load_model(document: Mapping[str, Any]) -> LearnedModel:
+    """Check and compile a parsed model document (the format in the module docstring).
+
+    Raises:
+        ModelFileError: naming the first field that is missing or malformed, or when the feature list
+            differs from this version's :data:`FEATURE_NAMES` / :data:`ROW_FEATURES`.
+    """
+    if document.get("format") != FORMAT:
+        raise ModelFileError(f"format: expected {FORMAT!r}, got {document.get('format')!r}")
+    if list(document.get("features", ())) != list(FEATURE_NAMES):
+        raise ModelFileError("features: the model was trained on other features than this version computes")
+    if list(document.get("row_features", ())) != list(ROW_FEATURES):
+        raise ModelFileError("row_features: the model was trained on other row features")
+    raw_zipf = document.get("zipf")
+    if not isinstance(raw_zipf, Mapping):
+        raise ModelFileError("zipf: expected an object of 'zipf value' -> 'space-separated words'")
+    zipf: dict[str, float] = {}
+    for value, joined in raw_zipf.items():
+        try:
+            z = float(value)
+        except ValueError:
+            raise ModelFileError(f"zipf: key {value!r} is not a number") from None
+        if not isinstance(joined, str):
+            raise ModelFileError(f"zipf[{value!r}]: expected a string of words")
+        for word in joined.split():
+            zipf[word] = z
+    decision = document.get("decision")
+    if not isinstance(decision, Mapping):
+        raise ModelFileError("decision: expected an object")
+    provenance = document.get("provenance")
+    if not isinstance(provenance, Mapping):
+        raise ModelFileError("provenance: expected an object")
+    return LearnedModel(
+        relevance=_ensemble(document.get("relevance"), len(FEATURE_NAMES), "relevance"),
+        utilization=_ensemble(document.get("utilization"), len(FEATURE_NAMES), "utilization"),
+        row=_ensemble(document.get("row"), len(ROW_FEATURES), "row"),
+        weights=WordWeights.from_zipf(zipf),
+        relevance_threshold=_number(decision.get("relevance_threshold"), "decision.relevance_threshold"),
+        fallback_threshold=_number(decision.get("fallback_threshold"), "decision.fallback_threshold"),
+        round_offset=_number(decision.get("round_offset"), "decision.round_offset"),
+        provenance=dict(provenance),
+    )
+
+
+MODEL_RESOURCE = "learned_judge.json"
+
+
+@lru_cache(maxsize=1)
+def shipped_model() -> LearnedModel:
+    """The model shipped in ``ctxutil_otel/data/learned_judge.json`` (loaded and compiled once)."""
+    text = resources.files("ctxutil_otel.data").joinpath(MODEL_RESOURCE).read_text(encoding="utf-8")
+    return load_model(json.loads(text))
