@@ -1,0 +1,60 @@
+"""The Evaluator's selection (issue 12 item 1): rules decide with facts, the fallback without; a matching
+rule's refusal is ``not_selected``, in ``admit``, ``would_sample`` and ``count_lost`` alike.
+
+Real parts: the real Evaluator with the lexical judge; nothing is submitted (admission only).
+"""
+
+from __future__ import annotations
+
+from ctxutil_otel import ContextualUtilization
+from ctxutil_otel._selection import SelectionFacts, SelectionRule
+from ctxutil_otel.sampling import TraceIdRatioSampler
+from ctxutil_otel.worker import Evaluator
+
+from ..support.accounting import assert_accounted
+
+SUPPORT = SelectionFacts(root_name="support-faq")
+OTHER = SelectionFacts(root_name="search")
+
+
+class NoEmitter:
+    def emit(self, *args: object) -> None:
+        raise AssertionError("nothing is evaluated here")
+
+    def observe(self, *args: object) -> None:
+        pass
+
+
+def evaluator(**settings: object) -> Evaluator:
+    return Evaluator(ContextualUtilization(), emitter=NoEmitter(), max_evaluations_per_second=0, **settings)
+
+
+def test_a_matching_rule_decides_and_no_facts_fall_back() -> None:
+    ev = evaluator(sample_rate=1.0, selection_rules=[SelectionRule(root_name="support-*", sample_rate=0.0)])
+    try:
+        assert ev.admit(1, SUPPORT).refused == "not_selected"
+        assert not ev.would_sample(1, SUPPORT)
+        assert ev.would_sample(1, OTHER) and ev.would_sample(1)
+        admitted = ev.admit(1, OTHER)
+        assert admitted
+        ev.abandon("not_evaluable")
+        ev.count_lost(1, "ttl_expired", SUPPORT)  # lost, but a rule would not have selected it
+        ev.count_lost(1, "ttl_expired")  # no facts: the fallback rate 1 selects, so it is a drop
+        stats = ev.stats()
+        assert (stats.captured, stats.not_selected, stats.sampled_out) == (4, 2, 0), stats
+        assert dict(stats.dropped) == {"not_evaluable": 1, "ttl_expired": 1}
+        assert stats.outcomes()[("not_selected", None)] == 2
+        assert_accounted(stats)
+    finally:
+        ev.shutdown(5_000)
+
+
+def test_the_selection_bound_is_the_highest_rate() -> None:
+    ev = evaluator(sample_rate=0.1, selection_rules=[{"tags": ["a"], "sample_rate": 0.7}])
+    plain = evaluator(sample_rate=0.1)
+    try:
+        assert ev.selection_bound == TraceIdRatioSampler.bound_for_rate(0.7)
+        assert plain.selection_bound == TraceIdRatioSampler.bound_for_rate(0.1)
+    finally:
+        ev.shutdown(5_000)
+        plain.shutdown(5_000)
