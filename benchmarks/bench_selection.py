@@ -70,10 +70,11 @@ def main() -> None:
     rag = chain()
     plain = UtilizationCallbackHandler(sample_rate=0.0, max_evaluations_per_second=0)
     ruled = UtilizationCallbackHandler(sample_rate=0.0, max_evaluations_per_second=0, selection_rules=RULES)
+    same = {"tags": ["t"], "metadata": {"k": "v"}}  # every row carries the same tags and metadata
     configs: dict[str, Any] = {
-        "baseline": {},
-        "no_rules": {"callbacks": [plain]},
-        "rules_no_match": {"callbacks": [ruled], "tags": ["t"], "metadata": {"k": "v"}},
+        "baseline": dict(same),
+        "no_rules": {"callbacks": [plain], **same},
+        "rules_no_match": {"callbacks": [ruled], **same},
     }
     for config in configs.values():  # warm-up
         for _ in range(20):
