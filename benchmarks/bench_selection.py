@@ -80,8 +80,10 @@ def main() -> None:
         for _ in range(20):
             rag.invoke("q", config=config)
     means: dict[str, list[float]] = {name: [] for name in configs}
-    for _ in range(args.rounds):
-        for name, config in configs.items():
+    order = list(configs)
+    for r in range(args.rounds):
+        for name in order[r % 3 :] + order[: r % 3]:  # rotate: no row always runs last
+            config = configs[name]
             means[name].append(timed(lambda c=config: rag.invoke("q", config=c), args.iterations))
     ms = {name: statistics.median(values) * 1000 for name, values in means.items()}
     own = {name: ms[name] - ms["baseline"] for name in ("no_rules", "rules_no_match")}
@@ -97,7 +99,7 @@ def main() -> None:
     ids = [random.getrandbits(128) for _ in range(1000)]
     n = args.iterations * 50
     ns: dict[str, list[float]] = {"admit": [], "admit_rules": []}
-    for _ in range(args.rounds):
+    for _ in range(args.rounds):  # medians of interleaved rounds
         ns["admit"].append(timed(lambda: fast.admit(ids[n % 1000]), n) * 1e9)
         ns["admit_rules"].append(timed(lambda: slow.admit(ids[n % 1000], facts), n) * 1e9)
     a, b = statistics.median(ns["admit"]), statistics.median(ns["admit_rules"])
