@@ -97,3 +97,13 @@ def test_module_level_locks(module: str) -> None:
     mod = importlib.import_module(module)
     with held(mod._warned_lock):
         assert child_finishes(lambda: mod.warn_once("fork-test", "a message"))
+
+
+def test_judge_format_negotiation() -> None:
+    from ctxutil_otel.judges import _negotiate
+
+    negotiation = _negotiate.negotiation_for("http://127.0.0.1:1/v1", "m")
+    with held(_negotiate._registry_lock):
+        assert child_finishes(lambda: _negotiate.negotiation_for("http://127.0.0.1:1/v1", "m"))
+    with held(negotiation._lock):
+        assert child_finishes(lambda: negotiation.step_format(negotiation.format))

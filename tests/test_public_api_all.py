@@ -20,6 +20,7 @@ EXPECTED_ALL: dict[str, list[str]] = {
         "ChunkVerdict",
         "ContextualUtilization",
         "ContextualUtilizationResult",
+        "CtxutilInstrumentor",
         "DatasetItem",
         "Emitter",
         "EvaluationMode",
@@ -41,7 +42,7 @@ EXPECTED_ALL: dict[str, list[str]] = {
         "__version__",
         "configure_telemetry",
     ],
-    "ctxutil_otel.capture": ["Interaction", "UtilizationCallbackHandler"],
+    "ctxutil_otel.capture": ["CtxutilInstrumentor", "Interaction", "UtilizationCallbackHandler"],
     "ctxutil_otel.capture.spans": [
         "DEFAULT_MAX_BUFFERED_BYTES",
         "SpanLike",

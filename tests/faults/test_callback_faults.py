@@ -199,9 +199,9 @@ def test_mixed_chains_under_judge_faults_and_evictions_keep_exact_accounting(pro
             model="judge-model",
             base_url=server.base_url,
             api_key="test-key",
-            timeout=0.5,
+            timeout_s=0.5,
             max_retries=1,
-            deadline=3.0,
+            deadline_s=3.0,
         )
         evaluator = Evaluator(
             ContextualUtilization(judge=judge),

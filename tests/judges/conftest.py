@@ -54,3 +54,14 @@ async def make_judge() -> AsyncIterator[MakeJudgeFn]:
     yield make
     for judge in judges:
         await judge.aclose()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_negotiations() -> Iterator[None]:
+    """Each test starts with no remembered output format: the judge remembers formats per (endpoint,
+    model) for the process, and a test server may reuse the port another test's server used."""
+    from ctxutil_otel.judges._negotiate import forget_negotiations
+
+    forget_negotiations()
+    yield
+    forget_negotiations()

@@ -15,7 +15,11 @@ import pytest
 
 from ctxutil_otel import DatasetItem
 from ctxutil_otel._settings import Settings
-from ctxutil_otel.emit._names import ATTR_JUDGE_FORMAT_FALLBACKS, ATTR_JUDGE_OUTPUT_FORMAT
+from ctxutil_otel.emit._names import (
+    ATTR_JUDGE_FORMAT_FALLBACKS,
+    ATTR_JUDGE_INPUT_TOKENS,
+    ATTR_JUDGE_OUTPUT_FORMAT,
+)
 from ctxutil_otel.judges import JudgeError, OpenAIJudge
 from ctxutil_otel.judges._from_settings import build_judge
 from ctxutil_otel.judges._negotiate import output_token_limit, refused_feature
@@ -181,7 +185,7 @@ async def test_the_step_is_counted_on_the_emitted_telemetry_even_when_the_evalua
     assert [a.get("error.type") for a in attributes] == ["malformed_response"] * 2
     assert sorted(a.get(ATTR_JUDGE_FORMAT_FALLBACKS, 0) for a in attributes) == [0, 1]
     # Tokens spent on a failed evaluation are on its telemetry too: 2 calls (call, repair) per evaluation.
-    assert [a["gen_ai.usage.input_tokens"] for a in attributes] == [200, 200]
+    assert [a[ATTR_JUDGE_INPUT_TOKENS] for a in attributes] == [200, 200]
     assert run.tokens == {"input": 400, "output": 20}
     assert run.stats.failed_total == 2
 

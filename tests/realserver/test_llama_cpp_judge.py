@@ -148,9 +148,9 @@ async def test_token_usage_reaches_the_emitted_telemetry_through_the_worker(
     attributes = run.attributes()
     assert len(attributes) == len(ITEMS)
     assert run.stats.evaluated + run.stats.not_applicable + run.stats.failed_total == len(ITEMS)
-    assert all(a["gen_ai.usage.input_tokens"] > 0 for a in attributes), attributes
-    assert run.tokens["input"] == sum(a["gen_ai.usage.input_tokens"] for a in attributes)
-    assert run.tokens["output"] == sum(a["gen_ai.usage.output_tokens"] for a in attributes) > 0
+    assert all(a["ctxutil.judge.usage.input_tokens"] > 0 for a in attributes), attributes
+    assert run.tokens["input"] == sum(a["ctxutil.judge.usage.input_tokens"] for a in attributes)
+    assert run.tokens["output"] == sum(a["ctxutil.judge.usage.output_tokens"] for a in attributes) > 0
     assert {a["ctxutil.judge.output_format"] for a in attributes if "ctxutil.judge.output_format" in a} == {
         "json_object_schema"
     }

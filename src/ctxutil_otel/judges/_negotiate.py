@@ -34,11 +34,13 @@ that does not know ``max_completion_tokens`` may ignore it silently, and then no
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from .._fork import reinit_after_fork
 from ._prompt import SCHEMA_NAME, response_schema
 
 if TYPE_CHECKING:
@@ -52,6 +54,7 @@ __all__ = [
     "OutputFormat",
     "ResponseFormatSetting",
     "TokenParam",
+    "forget_negotiations",
     "negotiation_for",
     "output_token_limit",
     "refusal_hook",
@@ -191,9 +194,13 @@ class Negotiation:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        reinit_after_fork(self._new_lock)
         self.format: OutputFormat = FORMATS[0]
         self.token_param: TokenParam = TOKEN_PARAMS[0]
         self.token_params_refused: set[TokenParam] = set()
+
+    def _new_lock(self) -> None:
+        self._lock = threading.Lock()
 
     def step_format(self, refused: OutputFormat) -> bool:
         """Step down from ``refused`` (if still current): True when this call took the step. A
@@ -218,6 +225,21 @@ class Negotiation:
 
 _registry: OrderedDict[tuple[str, str], Negotiation] = OrderedDict()
 _registry_lock = threading.Lock()
+
+
+def _new_registry_lock() -> None:  # in a forked child: another thread may have held it at the fork
+    global _registry_lock
+    _registry_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_registry_lock)
+
+
+def forget_negotiations() -> None:
+    """Forget every remembered format (a test whose server reuses a port another server used needs it)."""
+    with _registry_lock:
+        _registry.clear()
 
 
 def negotiation_for(endpoint: str, model: str) -> Negotiation:
