@@ -115,8 +115,8 @@ class Settings(BaseSettings):
     selection_rules: Annotated[tuple[SelectionRule, ...], NoDecode] = Field(
         default=(),
         description=(
-            "Which interactions are evaluated, before sampling (CTXUTIL_SELECTION_RULES, a JSON list; "
-            "default none): an ordered list of rules, each with match conditions (root_name glob, tags "
+            "Which interactions are evaluated, before sampling (CTXUTIL_SELECTION_RULES, a JSON list, "
+            "empty by default): an ordered list of rules, each with match conditions (root_name glob, tags "
             "any-of, metadata key=value for the LangChain callback; service_name glob, root_name = the "
             "enclosing span's name, attributes equality for spans) and its own sample_rate; the first "
             "matching rule decides, no match falls back to sample_rate. A matching rule's refusal is "
