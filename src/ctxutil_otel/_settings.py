@@ -306,7 +306,9 @@ class Settings(BaseSettings):
         ge=1,
         description=(
             "Unfinished runs (or buffered traces) held by a capture path at most; beyond it the oldest is "
-            "evicted and counted dropped, reason pending_full (CTXUTIL_MAX_PENDING_RUNS, default 10000)."
+            "evicted and counted dropped, reason pending_full (CTXUTIL_MAX_PENDING_RUNS, default 10000). "
+            "The callback counts every LangChain run, nested ones included (a retriever, a prompt, a model "
+            "each count): size it as concurrent requests x runs per request."
         ),
     )
 

@@ -4,7 +4,7 @@ evaluates the RAG turns in the traces it receives and exports the results over O
 Configuration:
 
 * Flags: ``--host`` (default ``127.0.0.1``: loopback only), ``--grpc-port`` / ``--http-port`` (``0``
-  disables that listener), ``--max-request-bytes`` (default 4 MiB, both transports), ``--max-connections``
+  disables that listener), ``--max-request-bytes`` (default 16 MiB, both transports), ``--max-connections``
   (default 64: HTTP connections served at once, plus 2 kept for ``GET /healthz``; also the bound on
   concurrent gRPC calls), ``--header-timeout`` (seconds, default 10: an HTTP request's line and headers,
   and an idle keep-alive connection), ``--request-timeout`` (seconds, default 30: an HTTP request's body),

@@ -10,7 +10,7 @@ Data" / "OTLP/HTTP Throttling"):
    ``authorization``), compared with ``hmac.compare_digest``; missing or wrong -> HTTP 401 / gRPC
    ``UNAUTHENTICATED`` (not retryable). Checked before the body is parsed. The token is never logged or
    echoed.
-2. Size: at most ``max_request_bytes`` (default 4 MiB, after gzip decompression on HTTP) -> HTTP 413 /
+2. Size: at most ``max_request_bytes`` (default 16 MiB, after gzip decompression on HTTP) -> HTTP 413 /
    gRPC ``RESOURCE_EXHAUSTED`` without ``RetryInfo`` (not retryable: the same request would fail again).
 3. Decoding: a body that is not an ``ExportTraceServiceRequest`` protobuf -> HTTP 400 with a
    ``google.rpc.Status`` body carrying ``BadRequest`` / gRPC ``INVALID_ARGUMENT`` (the spec's "Bad Data":
