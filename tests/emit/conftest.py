@@ -81,8 +81,8 @@ class Telemetry:
         return span.get_span_context()
 
 
-@pytest.fixture
-def telemetry() -> Iterator[Telemetry]:
+def make_telemetry() -> Telemetry:
+    """Real SDK providers with in-memory exporters and reader (the caller shuts them down)."""
     span_exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider(shutdown_on_exit=False)
     tracer_provider.add_span_processor(SimpleSpanProcessor(span_exporter))
@@ -91,12 +91,18 @@ def telemetry() -> Iterator[Telemetry]:
     log_exporter = InMemoryLogRecordExporter()
     logger_provider = LoggerProvider(shutdown_on_exit=False)
     logger_provider.add_log_record_processor(SimpleLogRecordProcessor(log_exporter))
-    yield Telemetry(
+    return Telemetry(
         tracer_provider, meter_provider, logger_provider, span_exporter, metric_reader, log_exporter
     )
-    tracer_provider.shutdown()
-    meter_provider.shutdown()
-    logger_provider.shutdown()
+
+
+@pytest.fixture
+def telemetry() -> Iterator[Telemetry]:
+    made = make_telemetry()
+    yield made
+    made.tracer_provider.shutdown()
+    made.meter_provider.shutdown()
+    made.logger_provider.shutdown()
 
 
 class FixedJudge:
