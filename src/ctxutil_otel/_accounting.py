@@ -14,7 +14,6 @@ from typing import Final, Literal, TypeAlias, get_args
 __all__ = [
     "ADMITTED",
     "DROP_REASONS",
-    "OUTCOMES",
     "Admission",
     "DropReason",
     "Outcome",
@@ -62,8 +61,6 @@ DropReason: TypeAlias = Literal[
 #: ``(outcome, detail)``: the drop reason, the failure's ``error.type``, or ``None`` for the others.
 OutcomeKey: TypeAlias = "tuple[Outcome, str | None]"
 
-#: Every :data:`Outcome`, in the order of the invariant.
-OUTCOMES: Final[tuple[Outcome, ...]] = get_args(Outcome)
 #: Every :data:`DropReason`.
 DROP_REASONS: Final[tuple[DropReason, ...]] = get_args(DropReason)
 
@@ -79,10 +76,6 @@ class Admission:
     """
 
     refused: Literal["sampled_out", "not_selected"] | DropReason | None = None
-
-    @property
-    def admitted(self) -> bool:
-        return self.refused is None
 
     def __bool__(self) -> bool:
         return self.refused is None

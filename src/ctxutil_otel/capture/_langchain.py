@@ -275,9 +275,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         root = self._runs.root_of(enclosing)
         if root is not None:
             self._account(
-                self._runs.add_retrieval(
-                    run_id, enclosing.int, root, query, lambda _trace_id, _facts: self._decide(root)
-                )
+                self._runs.add_retrieval(run_id, enclosing.int, root, query, self._decide)
             )
 
     @on_tracked_run

@@ -211,12 +211,12 @@ class RunTable:
         parent_key: int,
         root: RootRun,
         query: object,
-        sample: Callable[[int, SelectionFacts | None], bool],
+        sample: Callable[[RootRun], bool],
     ) -> Evicted:
         """Track a retriever run under ``root``, a child of the run ``parent_key``. Inside another
         retrieval (a retriever, or a run under one) it is part of that one and gets no slot; otherwise it
         is an outermost retrieval step and gets the next slot. On the root's first retrieval, make the
-        sampling decision with ``sample(trace_id, facts)`` (which counts the root as captured). It runs inside
+        sampling decision with ``sample(root)`` (which counts the root as captured). It runs inside
         the lock so that concurrent retrievers of one root (``RunnableParallel`` on a thread pool)
         decide exactly once. An unsampled root is removed from the table with all its runs at once.
 
@@ -246,7 +246,7 @@ class RunTable:
             root.lineage.append(root.ancestors(parent_key))
             if root.decision == UNDECIDED:
                 root.retriever_query = query
-                if sample(root.trace_id, root.facts):
+                if sample(root):
                     root.decision = SAMPLED
                 else:
                     self._remove(root)

@@ -65,7 +65,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from ..._accounting import DropReason
 from ..._fork import reinit_after_fork
 from ..._selection import SelectionFacts
-from ...emit._names import ATTR_EVALUATION_NAME, SPAN_EVALUATION, SPAN_INTERACTION
+from ...emit._names import ATTR_EVALUATION_NAME, ATTR_RESPONSE_ID, SPAN_EVALUATION, SPAN_INTERACTION
 from ...sampling import TraceIdRatioSampler
 from .._evaluator_args import resolve_evaluator
 from .._reasons import TTL_EXPIRED
@@ -94,7 +94,6 @@ _SWEEP_LIMIT = 4  # traces evicted per on_end call at most (lazy TTL eviction)
 
 
 #: The generation's completion id (GenAI conventions; OpenLLMetry writes it too).
-RESPONSE_ID: Final = "gen_ai.response.id"
 #: Resource attributes naming the sending application (``deployment.environment`` is the older name).
 SENDER_RESOURCE_KEYS: Final = (
     "service.name",
@@ -108,7 +107,7 @@ def _identified(record: Generation, span: ReadableSpan, attributes: Mapping[str,
     """``record`` with the span's ``gen_ai.response.id`` (for the ``gen_ai.evaluation.result`` event) and
     the identity of the application that sent it (its Resource's :data:`SENDER_RESOURCE_KEYS`), so that
     ``serve`` can say which application each result is about."""
-    response_id = attributes.get(RESPONSE_ID)
+    response_id = attributes.get(ATTR_RESPONSE_ID)
     resource_attributes = getattr(getattr(span, "resource", None), "attributes", None) or {}
     service = tuple(
         (key, value)
