@@ -14,14 +14,12 @@ spans never selects callback traffic, and the reverse.
 
 from __future__ import annotations
 
-import fnmatch
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 __all__ = ["SelectionDecision", "SelectionFacts", "SelectionRule", "parse_rules"]
 
@@ -71,9 +69,6 @@ class SelectionRule(BaseModel):
     attributes: dict[str, AttributeScalar] | None = Field(default=None, min_length=1)
     sample_rate: Annotated[float, Field(ge=0.0, le=1.0)]
 
-    _root: re.Pattern[str] | None = PrivateAttr(default=None)
-    _service: re.Pattern[str] | None = PrivateAttr(default=None)
-
     def model_post_init(self, __context: object) -> None:
         conditions = (self.root_name, self.tags, self.metadata, self.service_name, self.attributes)
         if all(c is None for c in conditions):
@@ -81,32 +76,6 @@ class SelectionRule(BaseModel):
                 "a rule needs at least one condition (root_name, tags, metadata, service_name, attributes); "
                 "for all traffic set sample_rate instead"
             )
-        self._root = _glob(self.root_name)
-        self._service = _glob(self.service_name)
-
-    def matches(self, facts: SelectionFacts) -> bool:
-        """``True`` when every condition holds for ``facts`` (an unknown fact fails its condition)."""
-        if self._root is not None and (facts.root_name is None or not self._root.match(facts.root_name)):
-            return False
-        if self.tags is not None and (facts.tags is None or not any(t in facts.tags for t in self.tags)):
-            return False
-        if self.metadata is not None:
-            meta = facts.metadata
-            if meta is None or any(k not in meta or str(meta[k]) != v for k, v in self.metadata.items()):
-                return False
-        if self._service is not None and (
-            facts.service_name is None or not self._service.match(facts.service_name)
-        ):
-            return False
-        if self.attributes is not None:
-            attrs = facts.attributes
-            if attrs is None or any(k not in attrs or attrs[k] != v for k, v in self.attributes.items()):
-                return False
-        return True
-
-
-def _glob(pattern: str | None) -> re.Pattern[str] | None:
-    return None if pattern is None else re.compile(fnmatch.translate(pattern))
 
 
 @dataclass(frozen=True, slots=True)

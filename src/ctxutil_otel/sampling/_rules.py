@@ -18,8 +18,9 @@ __all__ = ["SelectionDecision", "SelectionFacts", "SelectionRule", "SelectionRul
 
 
 class _Matcher:
-    """One rule's conditions as plain values (the decision path reads no pydantic attribute: a model's
-    private attributes cost microseconds each). Same semantics as :meth:`SelectionRule.matches`."""
+    """One rule's conditions compiled to plain values, and the one place they are matched (the decision path
+    reads no pydantic attribute: a model's attributes cost microseconds each). Every condition must hold;
+    an unknown fact (``None``) fails its condition."""
 
     __slots__ = ("attributes", "metadata", "root", "service", "tags")
 
