@@ -228,7 +228,6 @@ class _Handler(BaseHTTPRequestHandler):
             return True
         message = "too many connections: this slot is reserved for health probes; retry later"
         self.server.receiver.count("refused_connection")
-        self.close_connection = True
         self._retry_later(message)
         return False
 

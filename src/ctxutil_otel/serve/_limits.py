@@ -114,7 +114,6 @@ class ConnectionSlots:
         self._health = 0
         # id(connection) -> [slot, the socket, its idle test (None until attached)]; insertion order = age
         self._held: dict[int, list[Any]] = {}
-        self.evicted = 0
 
     def acquire(self, connection: Any) -> Slot | None:
         """A slot for a new connection: ``"any"`` while one is free, else ``"health"`` while a reserved
@@ -133,7 +132,6 @@ class ConnectionSlots:
                 if victim is None:
                     return None
                 slot = victim[0]
-                self.evicted += 1
             self._held[id(connection)] = [slot, connection, None]
         if victim is not None:
             with contextlib.suppress(OSError):  # its thread sees end-of-file and ends
@@ -234,7 +232,6 @@ class CallDeadlines:
         self._next = 0
         self._thread: threading.Thread | None = None
         self._closed = False
-        self.fired = 0
 
     def arm(self, cancel: Callable[[], None], seconds: float) -> int:
         with self._cond:
@@ -282,7 +279,6 @@ class CallDeadlines:
                     if self._heap and self._heap[0][0] <= now:
                         _, handle, cancel = heapq.heappop(self._heap)
                         self._armed.discard(handle)
-                        self.fired += 1
                         break
                     self._cond.wait(self._heap[0][0] - now if self._heap else None)
                 else:

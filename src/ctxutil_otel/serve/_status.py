@@ -29,7 +29,6 @@ __all__ = [
     "retry_info",
     "ssl_context",
     "status",
-    "status_body",
     "unavailable",
 ]
 
@@ -69,11 +68,6 @@ def status(code: int, message: str, *details: Any) -> status_pb2.Status:
         packed.Pack(detail)
         answer.details.append(packed)
     return answer
-
-
-def status_body(code: int, message: str, *details: Any) -> bytes:
-    """:func:`status`, serialized."""
-    return bytes(status(code, message, *details).SerializeToString())
 
 
 def unavailable(message: str, retry_after_s: int) -> status_pb2.Status:
