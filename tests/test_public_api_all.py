@@ -139,6 +139,3 @@ def test_every_pinned_name_resolves(package: str) -> None:
     assert missing == [], f"{package}: {missing}"
 
 
-def test_the_pinned_lists_are_sorted() -> None:
-    """Kept sorted so a change is a one-line diff in a predictable place."""
-    assert {k: sorted(v) for k, v in EXPECTED_ALL.items()} == EXPECTED_ALL

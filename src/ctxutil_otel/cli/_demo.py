@@ -29,6 +29,7 @@ from ..emit._endpoints import unreachable_otlp_endpoints
 from ..emit._from_settings import build_emitter
 from ..metric._agreement import AgreementReport, LabelledRow, agreement
 from ..metric._results import MetricEvaluationResult
+from ._io import judge_choices
 
 __all__ = ["register"]
 
@@ -53,7 +54,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--judge",
-        choices=("learned", "lexical", "openai"),
+        choices=judge_choices(),
         default=None,
         help="default: CTXUTIL_JUDGE or learned",
     )
