@@ -183,6 +183,7 @@ class Emitter:
         """Fresh locks in a forked child: the parent's worker thread may have held one at the fork."""
         self._lock = threading.Lock()
         self._observables.new_lock()
+        self._senders.new_lock()
 
     # ------------------------------------------------------------------------------------------ emit
     def emit(

@@ -109,6 +109,10 @@ class EvaluatedServices:
         self._seen: set[tuple[tuple[str, str], ...]] = set()
         self._lock = threading.Lock()
 
+    def new_lock(self) -> None:
+        """A fresh lock (in a forked child; see :mod:`ctxutil_otel._fork`)."""
+        self._lock = threading.Lock()
+
     def bounded(self, sender: dict[str, AttributeValue]) -> tuple[dict[str, AttributeValue], bool]:
         if not sender:
             return sender, False
