@@ -175,7 +175,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _idle(self) -> int:
         """Waiting for a request, nothing of it received: the connection may be closed for a newcomer
         (first those that never completed a request)."""
-        if not (self._in_headers and self._reader.received == 0):
+        if not (self._in_headers and self._reader.received == 0 and not self._reader.receiving):
             return IDLE_BUSY
         return IDLE_BETWEEN_REQUESTS if self._served else IDLE_NEVER_USED
 

@@ -65,6 +65,7 @@ class DeadlineReader(io.RawIOBase):
         self._deadline = math.inf
         self.received = 0
         self.expired = False
+        self.receiving = False
 
     def start(self, seconds: float) -> None:
         """Reads from now on must complete within ``seconds``; resets ``received`` and ``expired``."""
@@ -80,15 +81,26 @@ class DeadlineReader(io.RawIOBase):
         if remaining <= 0:
             self.expired = True
             raise TimeoutError("read deadline passed")
-        self._sock.settimeout(remaining)
+        # Wait until a byte can be read, and say so (``receiving``) before consuming it: bytes taken out of
+        # the kernel but not yet counted in ``received`` would make a busy connection look idle to
+        # ConnectionSlots, which may then close it for a newcomer.
+        pending = getattr(self._sock, "pending", None)  # TLS: bytes already decrypted
+        if not (pending is not None and pending()):
+            readable, _, _ = select.select([self._sock], [], [], remaining)
+            if not readable:
+                self.expired = True
+                raise TimeoutError("read deadline passed")
+        self.receiving = True
+        self._sock.settimeout(max(self._deadline - time.monotonic(), 1e-3))
         try:
             count = int(self._sock.recv_into(buffer))
+            self.received += count
         except TimeoutError:
             self.expired = True
             raise
         finally:
+            self.receiving = False
             self._sock.settimeout(self._write_timeout_s)
-        self.received += count
         return count
 
 
