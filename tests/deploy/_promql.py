@@ -19,6 +19,7 @@ import yaml
 
 __all__ = [
     "DASHBOARD_FILE",
+    "DASHBOARD_VARIABLES",
     "DEPLOY",
     "ROOT",
     "Token",
@@ -35,6 +36,18 @@ __all__ = [
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 DASHBOARD_FILE = DEPLOY / "grafana" / "dashboards" / "ctxutil-otel.json"
+
+#: The dashboard's query variables, each a label filter (``label=~"$name"``; "All" is ``.*``).
+DASHBOARD_VARIABLES = (
+    "job",
+    "service",
+    "application",
+    "model",
+    "provider",
+    "chain",
+    "retriever",
+    "prompt_version",
+)
 
 _KEYWORDS = frozenset(
     {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset", "and", "or", "unless"}
@@ -230,7 +243,7 @@ def strip_absent(expr: str) -> str:
 def substitute_grafana_variables(expr: str, rate_interval: str = "1m") -> str:
     """Replace the dashboard's template variables by what Grafana sends with "All" selected."""
     out = expr.replace("$__rate_interval", rate_interval).replace("$__interval", rate_interval)
-    out = re.sub(r"\$\{?(job|application|service)\}?", ".*", out)
+    out = re.sub(r"\$\{?(" + "|".join(DASHBOARD_VARIABLES) + r")\}?", ".*", out)
     if "$" in out:
         raise ValueError(f"unsubstituted Grafana variable in {out!r}")
     return out

@@ -14,10 +14,13 @@ from ctxutil_otel.emit import names as telemetry_names
 
 from ._promql import (
     DASHBOARD_FILE,
+    DASHBOARD_VARIABLES,
     dashboard_expressions,
+    grouping_labels,
     metric_names,
     rule_expressions,
     substitute_grafana_variables,
+    tokenize,
 )
 
 DASHBOARD = DASHBOARD_FILE
@@ -103,19 +106,21 @@ def test_datasource_is_chosen_by_a_uid_variable() -> None:
         assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
         for target in panel["targets"]:
             assert target["datasource"]["uid"] == "${datasource}", panel["title"]
-    for name in ("job", "service", "application"):
+    for name in DASHBOARD_VARIABLES:
         assert variables[name]["datasource"]["uid"] == "${datasource}"
 
 
 def test_dashboard_has_the_panels_the_readme_describes() -> None:
     panels = _panels()
     exprs = {p["title"]: " ".join(t["expr"] for t in p["targets"]) for p in panels}
-    assert "ctxutil:utilization:ratio_rate5m" in exprs["Pooled contextual utilization"]
+    for window in ("rate5m", "rate1h", "rate6h_offset1h"):
+        assert f"ctxutil:chunks_utilized:{window}" in exprs["Pooled contextual utilization"]
+        assert f"ctxutil:chunks_relevant:{window}" in exprs["Pooled contextual utilization"]
     heatmaps = [p for p in panels if p["type"] == "heatmap"]
     assert len(heatmaps) == 1
     assert "gen_ai_evaluation_score_bucket" in heatmaps[0]["targets"][0]["expr"]
     assert heatmaps[0]["targets"][0]["format"] == "heatmap"
-    assert "ctxutil:evaluation_pass:ratio_rate5m" in exprs["Pass rate"]
+    assert "ctxutil:evaluation_scores:rate5m" in exprs["Pass rate"]
     assert "ctxutil:chunks_relevant:rate5m" in exprs["Relevant vs utilized chunks"]
     assert "ctxutil:chunks_utilized:rate5m" in exprs["Relevant vs utilized chunks"]
     assert "ctxutil:evaluations:rate5m" in exprs["Evaluation outcomes"]
@@ -164,3 +169,196 @@ def test_worker_throttling_panel_shows_the_share_of_time_throttled_per_instance(
     assert "{{instance}}" in target["legendFormat"]
     defaults = panel["fieldConfig"]["defaults"]
     assert (defaults["unit"], defaults["min"], defaults["max"]) == ("percentunit", 0, 1)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Dimensions (issue 12): variables, per-slice panels, and the two evaluation names of one histogram.
+# ------------------------------------------------------------------------------------------------------------
+#: Dashboard variable -> the Prometheus label of the dimension it filters (docs/COMMON names, docs/slices.md).
+DIMENSION_VARIABLES = {
+    "model": "gen_ai_request_model",
+    "provider": "gen_ai_provider_name",
+    "chain": "ctxutil_chain_name",
+    "retriever": "ctxutil_retriever_name",
+    "prompt_version": "ctxutil_metadata_prompt_version",
+}
+UTILIZATION = "contextual_utilization"
+RELEVANCY = "contextual_relevancy"
+#: Series that carry gen_ai_evaluation_name and hold results of more than one evaluation.
+EVALUATION_SERIES = frozenset(
+    {
+        *telemetry_names.PROMETHEUS_NAMES[telemetry_names.METRIC_EVALUATION_SCORE],
+        *telemetry_names.PROMETHEUS_NAMES[telemetry_names.METRIC_CHUNKS_RELEVANT],
+        *telemetry_names.PROMETHEUS_NAMES[telemetry_names.METRIC_CHUNKS_UTILIZED],
+        "ctxutil_chunks_judged_total",
+    }
+)
+_NAME_MATCHER = re.compile(r'gen_ai_evaluation_name\s*(=~|!~|!=|=)\s*"([^"]*)"')
+
+
+def _unnamed_evaluation_selectors(expr: str) -> list[str]:
+    """Selectors of ``EVALUATION_SERIES`` in ``expr`` that could mix evaluation names: each must match
+    exactly one name (``="contextual_utilization"`` or ``="contextual_relevancy"``), or, where an
+    expression deliberately shows both, match several while its ``by (...)`` keeps them apart."""
+    tokens = tokenize(expr)
+    groups_by_name = "gen_ai_evaluation_name" in (grouping_labels(expr) or ())
+    bad = []
+    for k, tok in enumerate(tokens):
+        if tok.kind != "ident" or tok.text not in EVALUATION_SERIES:
+            continue
+        matchers = tokens[k + 1].text if k + 1 < len(tokens) and tokens[k + 1].kind == "matchers" else ""
+        found = _NAME_MATCHER.findall(matchers)
+        exact = [value for op, value in found if op == "=" and value in {UTILIZATION, RELEVANCY}]
+        several = [
+            value for op, value in found if op == "=~" and set(value.split("|")) <= {UTILIZATION, RELEVANCY}
+        ]
+        if not (exact or (several and groups_by_name)):
+            bad.append(f"{tok.text}{matchers}")
+    return bad
+
+
+def _all_expressions() -> list[tuple[str, str]]:
+    found = [(rule.get("record") or rule["alert"], rule["expr"]) for rule in rule_expressions()]
+    # Variable queries list label values (label_values(selector, label)): they mix no results.
+    found += [
+        (entry["title"], entry["expr"])
+        for entry in dashboard_expressions(DASHBOARD)
+        if entry["kind"] != "variable"
+    ]
+    return found
+
+
+def test_every_utilization_selector_names_its_evaluation() -> None:
+    """gen_ai_evaluation_score (and the chunk counters) hold contextual_utilization and contextual_relevancy
+    results: a rule or panel selecting them without naming the evaluation would mix relevancy points into
+    utilization ratios, pass rates and alerts."""
+    for where, expr in _all_expressions():
+        assert _unnamed_evaluation_selectors(expr) == [], where
+
+
+def test_the_evaluation_name_check_catches_a_selector_without_it() -> None:
+    assert _unnamed_evaluation_selectors("sum by (job) (rate(gen_ai_evaluation_score_count[5m]))")
+    assert _unnamed_evaluation_selectors('rate(ctxutil_chunks_relevant_total{job="a"}[5m])')
+    both = (
+        "sum by (job) (rate(gen_ai_evaluation_score_sum"
+        '{gen_ai_evaluation_name=~"contextual_relevancy|contextual_utilization"}[5m]))'
+    )
+    assert _unnamed_evaluation_selectors(both)  # both names, pooled together
+    assert not _unnamed_evaluation_selectors(both.replace("by (job)", "by (job, gen_ai_evaluation_name)"))
+
+
+def test_every_dimension_has_a_variable() -> None:
+    variables = {v["name"]: v for v in _dashboard()["templating"]["list"]}
+    for name, label in DIMENSION_VARIABLES.items():
+        variable = variables[name]
+        query = variable["query"]["query"]
+        assert re.fullmatch(rf"label_values\(\w+\{{job=~\"\$job\"\}}, {label}\)", query), query
+        assert variable["definition"] == query
+        assert (variable["multi"], variable["includeAll"], variable["allValue"]) == (True, True, ".*"), name
+        assert variable["description"].strip(), name
+    assert "CTXUTIL_METRIC_DIMENSIONS" in variables["prompt_version"]["description"]
+    assert set(DIMENSION_VARIABLES) <= set(DASHBOARD_VARIABLES)
+
+
+def _selectors(expr: str) -> list[tuple[str, str]]:
+    """(metric name, its matcher text) for every selector in ``expr``."""
+    tokens = tokenize(expr)
+    names = metric_names(expr)
+    return [
+        (tok.text, tokens[k + 1].text if k + 1 < len(tokens) and tokens[k + 1].kind == "matchers" else "")
+        for k, tok in enumerate(tokens)
+        if tok.kind == "ident" and tok.text in names
+    ]
+
+
+def _sliced_series() -> set[str]:
+    """Series that carry the dimension labels: the raw evaluation series, every recording that keeps all of
+    them in its ``by (...)``, and every recording computed from such recordings without aggregating."""
+    dimensions = set(DIMENSION_VARIABLES.values())
+    records = {rule["record"]: rule["expr"] for rule in rule_expressions() if "record" in rule}
+    sliced = set(EVALUATION_SERIES)
+    while True:
+        more = {
+            name
+            for name, expr in records.items()
+            if name not in sliced
+            and (
+                dimensions <= set(grouping_labels(expr) or ())
+                or (grouping_labels(expr) is None and metric_names(expr) <= sliced)
+            )
+        }
+        if not more:
+            return sliced
+        sliced |= more
+
+
+def test_panels_of_sliced_series_follow_every_dimension_variable() -> None:
+    """Choosing a model (prompt version, ...) narrows every panel whose series carry the dimensions; panels
+    of per-evaluator series (outcomes, queue, latency, tokens) carry no dimension matcher, since a selected
+    value would match none of their series and empty them."""
+    sliced = _sliced_series()
+    checked = 0
+    for entry in dashboard_expressions(DASHBOARD):
+        if entry["kind"] != "panel":
+            continue
+        for name, matchers in _selectors(entry["expr"]):
+            dimension_matchers = {
+                variable
+                for variable, label in DIMENSION_VARIABLES.items()
+                if f'{label}=~"${variable}"' in matchers
+            }
+            if name in sliced:
+                checked += 1
+                assert dimension_matchers == set(DIMENSION_VARIABLES), f"{entry['title']}: {name}{matchers}"
+                for base in ("job", "service", "application"):
+                    assert f'=~"${base}"' in matchers, f"{entry['title']}: {name} ignores ${base}"
+            else:
+                assert not dimension_matchers, f"{entry['title']}: {name} has no dimension labels"
+    assert checked > 10
+
+
+def _panel(title: str) -> dict[str, Any]:
+    return next(p for p in _panels() if p["title"] == title)
+
+
+def test_utilization_by_model_and_by_prompt_version_panels() -> None:
+    for title, label in (
+        ("Utilization by model", "gen_ai_request_model"),
+        ("Utilization by prompt version", "ctxutil_metadata_prompt_version"),
+    ):
+        panel = _panel(title)
+        (target,) = panel["targets"]
+        assert label in (grouping_labels(target["expr"]) or ()), title
+        assert metric_names(target["expr"]) == {
+            "ctxutil:chunks_utilized:rate5m",
+            "ctxutil:chunks_relevant:rate5m",
+        }
+        assert "{{" + label + "}}" in target["legendFormat"]
+        assert panel["fieldConfig"]["defaults"]["unit"] == "percentunit"
+
+
+def test_retrieval_or_generation_panel_sets_relevancy_against_utilization() -> None:
+    panel = _panel("Retrieval or generation?")
+    (target,) = panel["targets"]
+    expr = target["expr"]
+    assert {"gen_ai_evaluation_name", "gen_ai_request_model", "ctxutil_retriever_name"} <= set(
+        grouping_labels(expr) or ()
+    )
+    assert _NAME_MATCHER.search(expr) and RELEVANCY in expr and UTILIZATION in expr
+    assert metric_names(expr) == {"gen_ai_evaluation_score_sum", "gen_ai_evaluation_score_count"}
+    assert "retrieval problem" in panel["description"] and "generation problem" in panel["description"]
+
+
+def test_share_of_relevant_context_comes_from_the_judged_chunks() -> None:
+    (target,) = _panel("Share of retrieved context that was relevant")["targets"]
+    assert metric_names(target["expr"]) == {"ctxutil:chunks_relevant:rate5m", "ctxutil:chunks_judged:rate5m"}
+    assert target["expr"].index("ctxutil:chunks_relevant") < target["expr"].index("ctxutil:chunks_judged")
+
+
+def test_outcomes_panel_shows_not_selected() -> None:
+    panel = _panel("Evaluation outcomes")
+    (target,) = panel["targets"]
+    assert "outcome" in (grouping_labels(target["expr"]) or ())
+    assert "outcome=" not in target["expr"]  # every outcome, not_selected included
+    assert "not_selected" in panel["description"]
+    assert any("not_selected" in o["matcher"]["options"] for o in panel["fieldConfig"]["overrides"])

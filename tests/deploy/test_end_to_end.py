@@ -59,7 +59,8 @@ from .conftest import PrometheusServer, wait_until
 JOB = "ctxutil-e2e"
 # Labels that exist only on some series of an aggregation (`reason` on dropped, `error_type` on failed), or
 # only on results of the span-processor path (the evaluated service; this evaluator submits interactions
-# directly, as the callback handler does: test_serve_senders.py covers them).
+# directly, as the callback handler does: test_serve_senders.py covers them), or only on results whose
+# capture saw a model, chain, retriever or metadata key.
 OPTIONAL_LABELS = frozenset(
     {
         "reason",
@@ -67,6 +68,13 @@ OPTIONAL_LABELS = frozenset(
         "ctxutil_evaluated_service_name",
         "ctxutil_evaluated_service_namespace",
         "ctxutil_evaluated_deployment_environment_name",
+        # The dimensions (issue 12): this evaluator's interactions have none; test_dimensions_end_to_end.py
+        # drives LangChain chains that do.
+        "gen_ai_request_model",
+        "gen_ai_provider_name",
+        "ctxutil_chain_name",
+        "ctxutil_retriever_name",
+        "ctxutil_metadata_prompt_version",
     }
 )
 # Generous bounds for polling facts that arrive within a few 1 s scrape/rule intervals.

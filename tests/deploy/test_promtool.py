@@ -2,18 +2,20 @@
 
 The unit tests themselves live in deploy/alerts_test.yaml (synthetic series; each alert asserted firing
 or silent: a drop from 0.9 to 0.4, a steady 0.9, a flat-lined evaluator, an evaluator gone, failure and
-drop bursts, a saturated rate cap).
+drop bursts, a saturated rate cap, two evaluated applications, two answering models of which one drops,
+two prompt versions of which one drops, not_selected interactions beside drops).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
 import yaml
 
-from ._promql import DEPLOY, rule_expressions
+from ._promql import DEPLOY, ROOT, metric_names, rule_expressions, tokenize
 
 
 def _run(promtool: str, *args: str, cwd: Path = DEPLOY) -> subprocess.CompletedProcess[str]:
@@ -86,3 +88,78 @@ def test_every_alert_has_for_severity_summary_and_runbook() -> None:
         annotations = rule.get("annotations", {})
         for key in ("summary", "description", "runbook"):
             assert annotations.get(key, "").strip(), f"{name}: no {key} annotation"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Dimensions (issue 12): the utilization rules group by the slice, and the documented recipe adds one.
+# ------------------------------------------------------------------------------------------------------------
+SENDER_LABELS = (
+    "job",
+    "ctxutil_evaluated_service_namespace",
+    "ctxutil_evaluated_service_name",
+    "ctxutil_evaluated_deployment_environment_name",
+    "ctxutil_application_name",
+)
+DIMENSION_LABELS = (
+    "gen_ai_request_model",
+    "gen_ai_provider_name",
+    "ctxutil_chain_name",
+    "ctxutil_retriever_name",
+    "ctxutil_metadata_prompt_version",
+)
+SLICE = (*SENDER_LABELS, "gen_ai_evaluation_name", *DIMENSION_LABELS)
+
+
+def _by_clauses(expr: str) -> list[tuple[str, ...]]:
+    tokens = tokenize(expr)
+    clauses = []
+    for k, tok in enumerate(tokens):
+        if tok.kind == "ident" and tok.text == "by" and tokens[k + 1].kind == "(":
+            close = next(j for j in range(k + 2, len(tokens)) if tokens[j].kind == ")")
+            clauses.append(tuple(t.text for t in tokens[k + 2 : close] if t.kind == "ident"))
+    return clauses
+
+
+def _slice_rules(path: Path = DEPLOY / "alerts.yaml") -> list[dict[str, str]]:
+    """Rules over the utilization and relevancy series: the utilization group, and the alerts reading it."""
+    rules = rule_expressions(path)
+    recorded = {rule["record"] for rule in rules if rule["group"] == "ctxutil-otel.utilization"}
+    return [
+        rule
+        for rule in rules
+        if rule["group"] == "ctxutil-otel.utilization" or metric_names(rule["expr"]) & recorded
+    ]
+
+
+def test_utilization_rules_group_by_every_dimension_in_one_order() -> None:
+    """Every ``by (...)`` over utilization series is the whole slice (sender, evaluation name, dimensions),
+    in one order ending with ctxutil_metadata_prompt_version (the documented recipe appends after it), so
+    no rule pools two models or prompt versions that an alert should tell apart."""
+    clauses = 0
+    for rule in _slice_rules():
+        for clause in _by_clauses(rule["expr"]):
+            clauses += 1
+            label = "gen_ai_evaluation_score_label"
+            extra = (label,) if clause[0] == label else ()
+            assert clause == (*extra, *SLICE), rule.get("record") or rule["alert"]
+    assert clauses >= 15
+
+
+def test_documented_recipe_adds_a_dimension(promtool: str, tmp_path: Path) -> None:
+    """The `sed` line in alerts.yaml's header (also in docs/deploy.md) appends a user dimension to every
+    slice; the result is a valid rule file whose utilization recordings and alerts group by it."""
+    rules = (DEPLOY / "alerts.yaml").read_text(encoding="utf-8")
+    match = re.search(r"sed -i 's/([^/]+)/([^/]+)/g' deploy/alerts\.yaml", rules)
+    assert match is not None
+    assert match.group(0) in (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    (tmp_path / "deploy").mkdir()
+    (tmp_path / "deploy" / "alerts.yaml").write_text(rules, encoding="utf-8")
+    # The documented command as written (GNU sed, as on the Debian/Ubuntu hosts the stack runs on).
+    subprocess.run(["sh", "-c", match.group(0)], cwd=tmp_path, check=True, timeout=30)
+    extended = (tmp_path / "deploy" / "alerts.yaml").read_text(encoding="utf-8")
+    assert extended != rules
+    (tmp_path / "alerts.yaml").write_text(extended, encoding="utf-8")
+    result = _run(promtool, "check", "rules", "alerts.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    clauses = [c for rule in _slice_rules(tmp_path / "alerts.yaml") for c in _by_clauses(rule["expr"])]
+    assert clauses and all("ctxutil_metadata_tenant" in clause for clause in clauses)
