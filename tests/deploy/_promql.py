@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -240,10 +240,24 @@ def strip_absent(expr: str) -> str:
     return re.sub(r"\[[^\]]*\]\s*$", "", m.group(1).strip())
 
 
-def substitute_grafana_variables(expr: str, rate_interval: str = "1m") -> str:
-    """Replace the dashboard's template variables by what Grafana sends with "All" selected."""
+def substitute_grafana_variables(
+    expr: str, rate_interval: str = "1m", values: Mapping[str, str] | None = None
+) -> str:
+    """Replace the dashboard's template variables by what Grafana sends: ``values[name]`` for a variable
+    set to one value (plain words only, so the value is its own exact regex), "All" (``.*``) for the
+    others."""
     out = expr.replace("$__rate_interval", rate_interval).replace("$__interval", rate_interval)
-    out = re.sub(r"\$\{?(" + "|".join(DASHBOARD_VARIABLES) + r")\}?", ".*", out)
+    chosen = values or {}
+    unknown = set(chosen) - set(DASHBOARD_VARIABLES)
+    if unknown:
+        raise ValueError(f"no dashboard variable {sorted(unknown)}")
+    if any(not re.fullmatch(r"[\w-]+", value) for value in chosen.values()):
+        raise ValueError(f"values must be letters, digits, _ or - (no regex escaping here): {chosen}")
+    out = re.sub(
+        r"\$\{?(" + "|".join(DASHBOARD_VARIABLES) + r")\}?",
+        lambda m: chosen.get(m.group(1), ".*"),
+        out,
+    )
     if "$" in out:
         raise ValueError(f"unsubstituted Grafana variable in {out!r}")
     return out

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import subprocess
+import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +27,9 @@ from typing import Any
 import pytest
 
 from tests.support.net import free_port
+
+#: How long a child process may take to answer one command (a bound on a poll, not a sleep).
+CHILD_ANSWER_S = 30.0
 
 INSTALL_HINT = "install it with `bash deploy/install-prometheus.sh` (Debian/Ubuntu package `prometheus`)"
 
@@ -162,3 +169,66 @@ def start_prometheus(
                 process.wait()
     for handle in handles:
         handle.close()
+
+
+@dataclass
+class LineChild:
+    """A child Python process speaking one JSON object per line: commands on stdin, answers on stdout."""
+
+    process: subprocess.Popen[str]
+    lines: queue.Queue[str]
+
+    def send(self, command: str) -> dict[str, Any]:
+        """Write ``command`` and return the answer (see :meth:`receive`)."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+        return self.receive()
+
+    def receive(self) -> dict[str, Any]:
+        """The next JSON line; AssertionError when none comes within ``CHILD_ANSWER_S`` or it is an
+        ``{"error": ...}``."""
+        try:
+            line = self.lines.get(timeout=CHILD_ANSWER_S)
+        except queue.Empty:
+            raise AssertionError(f"the child process answered nothing within {CHILD_ANSWER_S} s") from None
+        message: dict[str, Any] = json.loads(line)
+        assert "error" not in message, message
+        return message
+
+
+@contextmanager
+def line_child(script: Path, stderr_log: Path) -> Iterator[LineChild]:
+    """Run ``python script`` as a :class:`LineChild` (stderr to ``stderr_log``); on exit send ``exit``,
+    close its stdin and wait for it (killed after 15 s)."""
+    with stderr_log.open("w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, str(script)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+        lines: queue.Queue[str] = queue.Queue()
+
+        def pump() -> None:
+            assert process.stdout is not None
+            for line in process.stdout:
+                lines.put(line)
+
+        threading.Thread(target=pump, daemon=True).start()
+        try:
+            yield LineChild(process, lines)
+        finally:
+            if process.poll() is None:
+                assert process.stdin is not None
+                try:
+                    process.stdin.write("exit\n")
+                    process.stdin.close()
+                except BrokenPipeError:
+                    pass  # it exited on its own meanwhile
+                try:
+                    process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()

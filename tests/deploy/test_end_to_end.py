@@ -25,13 +25,8 @@ What this does not cover, and where it is covered instead:
 
 from __future__ import annotations
 
-import json
 import math
-import queue
 import re
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -54,7 +49,7 @@ from ._promql import (
     substitute_grafana_variables,
     top_level_operands,
 )
-from .conftest import PrometheusServer, wait_until
+from .conftest import LineChild, PrometheusServer, line_child, wait_until
 
 JOB = "ctxutil-e2e"
 # Labels that exist only on some series of an aggregation (`reason` on dropped, `error_type` on failed), or
@@ -83,58 +78,20 @@ WAIT_S = 30.0
 
 @dataclass
 class EmittingApp:
-    process: subprocess.Popen[str]
-    lines: queue.Queue[str]
+    """The evaluator process and the port of its metrics endpoint."""
+
+    child: LineChild
     port: int
 
     def send(self, command: str) -> dict[str, Any]:
-        assert self.process.stdin is not None
-        self.process.stdin.write(command + "\n")
-        self.process.stdin.flush()
-        return self.receive()
-
-    def receive(self) -> dict[str, Any]:
-        try:
-            line = self.lines.get(timeout=WAIT_S)
-        except queue.Empty:
-            raise AssertionError(f"the evaluator process answered nothing within {WAIT_S} s") from None
-        message: dict[str, Any] = json.loads(line)
-        assert "error" not in message, message
-        return message
+        return self.child.send(command)
 
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmittingApp]:
-    stderr = (tmp_path_factory.mktemp("app") / "stderr.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("_emitting_app.py"))],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-        text=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.put(line)
-
-    threading.Thread(target=pump, daemon=True).start()
-    try:
-        port = EmittingApp(process, lines, 0).receive()["port"]
-        yield EmittingApp(process, lines, port)
-    finally:
-        if process.poll() is None:
-            assert process.stdin is not None
-            process.stdin.write("exit\n")
-            process.stdin.close()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        stderr.close()
+    log = tmp_path_factory.mktemp("app") / "stderr.log"
+    with line_child(Path(__file__).with_name("_emitting_app.py"), log) as child:
+        yield EmittingApp(child, child.receive()["port"])
 
 
 def _outcomes_of(stats: dict[str, Any]) -> dict[tuple[str, str], int]:
