@@ -11,13 +11,16 @@ OpenTelemetry SDK ``MeterProvider`` with ``opentelemetry-exporter-prometheus``'s
 and ``prometheus_client``'s HTTP server on 127.0.0.1 (an OS-assigned port).
 
 The answers, per slice (``ANSWERS``): model-a under prompt v1 uses both relevant chunks; model-a under v2
-alternates between using both and using one; model-b ignores the context under both versions.
+alternates between using both and using one; model-b ignores the context under both versions. A third
+prompt version, v3, comes after v1 and v2 are established, with a bound of ``DIMENSION_MAX_VALUES`` = 2
+values per dimension: its results are reported as ``_OTHER`` and counted in ``ctxutil.dimension.overflow``.
 
 Protocol on stdin/stdout (one JSON object per line):
 
 * at start-up ``{"port": N}`` once the metrics endpoint listens;
-* ``run`` invokes every chain ``TURNS`` times (metadata ``prompt_version`` on the call), waits with
-  ``force_flush`` and prints ``{"flushed": bool, "stats": {...}}`` (the evaluator's cumulative counts);
+* ``run`` invokes every chain of v1 and v2 ``TURNS`` times (metadata ``prompt_version`` on the call), waits
+  with ``force_flush``, then the v3 chain as often, waits again, and prints
+  ``{"flushed": bool, "stats": {...}}`` (the evaluator's cumulative counts);
 * ``exit`` (or end of input) shuts down.
 """
 
@@ -63,10 +66,16 @@ ANSWERS: dict[tuple[str, str, str], tuple[str, ...]] = {
     ("model-a", "provider-a", "v2"): (BOTH, ONE),
     ("model-b", "provider-b", "v1"): (NONE,),
     ("model-b", "provider-b", "v2"): (NONE,),
+    ("model-a", "provider-a", "v3"): (BOTH,),
 }
+#: Distinct values kept per dimension: v1 and v2 of prompt_version; v3, seen third, becomes _OTHER.
+DIMENSION_MAX_VALUES = 2
+OVERFLOW_VERSIONS = ("v3",)
+OVERFLOW_VALUE = "_OTHER"
 PROMPTS = {
     "v1": "Answer from the context.\nContext: {context}\nQuestion: {question}",
     "v2": "Question: {question}\nUse this context if it helps: {context}",
+    "v3": "Context:\n{context}\n\nQ: {question}\nA:",
 }
 #: Interactions per slice and batch: even (model-a v2 alternates two answers), and enough that model-b's
 #: slices (one relevant chunk each) pass the alerts' minimum volume of 20 relevant chunks in one batch.
@@ -115,6 +124,7 @@ def main() -> int:
     handler = UtilizationCallbackHandler(
         judge="lexical",
         metric_dimensions="prompt_version",
+        dimension_max_values=DIMENSION_MAX_VALUES,
         application_name=APPLICATION_NAME,
         sample_rate=1.0,
         max_evaluations_per_second=0,
@@ -133,11 +143,15 @@ def main() -> int:
             if command != "run":
                 print(json.dumps({"error": f"unknown command {command!r}"}), flush=True)
                 continue
-            for _ in range(TURNS):
-                for (_, _, version), chain in chains.items():
-                    config: Any = {"callbacks": [handler], "metadata": {"prompt_version": version}}
-                    chain.invoke(QUESTION, config=config)
-            flushed = handler.evaluator.force_flush(30_000)
+            # v1 and v2 are emitted before any v3 (the bound keeps the first values it sees).
+            flushed = True
+            for late in (False, True):
+                for _ in range(TURNS):
+                    for (_, _, version), chain in chains.items():
+                        if (version in OVERFLOW_VERSIONS) is late:
+                            config: Any = {"callbacks": [handler], "metadata": {"prompt_version": version}}
+                            chain.invoke(QUESTION, config=config)
+                flushed = handler.evaluator.force_flush(30_000) and flushed
             stats = handler.stats()
             print(
                 json.dumps(

@@ -5,7 +5,8 @@ deploy/alerts.yaml, and the dashboard's queries evaluated against it.
 * ``_dimensions_app.py`` invokes four chains (model-a / model-b x prompt v1 / v2; root chain ``rag``,
   retriever ``docs``) through ``UtilizationCallbackHandler`` with ``metric_dimensions=prompt_version`` and
   the lexical judge; model-a uses its context (fully under v1, half the time partly under v2), model-b
-  ignores it under both versions.
+  ignores it under both versions. A fifth chain (model-a, prompt v3) arrives once the bound of two values
+  per dimension is full: its results carry prompt_version ``_OTHER`` and count as overflows.
 * Every chain runs twice as many turns in two identical batches. Prometheus starts only after the first
   batch is emitted, so every series' first sample holds a whole batch; the second batch doubles each
   series, and ``rate()`` extrapolates every series of a slice by the same factor: the recorded ratios are
@@ -17,7 +18,7 @@ Shown: every series carries the model, provider, chain, retriever and prompt ver
 recordings hold each slice's own utilization and relevancy; the dashboard's "by model" and "by prompt
 version" panels, its "Retrieval or generation?" and "share of relevant context" panels, and its model
 variable give the expected values; CtxutilUtilizationLow and CtxutilFailShareHigh fire for model-b's
-slices (each prompt version) and for no slice of model-a.
+slices (each prompt version) and for no slice of model-a; CtxutilDimensionOverflow names prompt_version.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from ._dimensions_app import (
     APPLICATION_NAME,
     CHAIN_NAME,
     CHUNKS,
+    OVERFLOW_VALUE,
+    OVERFLOW_VERSIONS,
     QUESTION,
     RETRIEVER_NAME,
     SERVICE_NAME,
@@ -64,7 +67,7 @@ DIMENSIONS = (
     "ctxutil_retriever_name",
     "ctxutil_metadata_prompt_version",
 )
-Slice = tuple[str, str]  # (model, prompt version)
+Slice = tuple[str, str]  # (model, prompt version as emitted)
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,7 @@ def _expected() -> dict[Slice, Expected]:
             relevant, utilized = relevant + r, utilized + u
             relevancy_sum += r / len(CHUNKS)
             utilization_sum += u / r
-        out[(model, version)] = Expected(
+        out[(model, OVERFLOW_VALUE if version in OVERFLOW_VERSIONS else version)] = Expected(
             relevant, utilized, TURNS * len(CHUNKS), relevancy_sum, utilization_sum, TURNS
         )
     return out
@@ -189,7 +192,14 @@ def test_every_series_carries_the_dimensions(prometheus: PrometheusServer) -> No
     )
     found = {tuple(series["metric"].get(label) for label in DIMENSIONS) for series in result}
     assert found == {
-        (model, provider, CHAIN_NAME, RETRIEVER_NAME, version) for model, provider, version in ANSWERS
+        (
+            model,
+            provider,
+            CHAIN_NAME,
+            RETRIEVER_NAME,
+            OVERFLOW_VALUE if version in OVERFLOW_VERSIONS else version,
+        )
+        for model, provider, version in ANSWERS
     }
     names = prometheus.query(
         f'count by (gen_ai_evaluation_name) (gen_ai_evaluation_score_count{{job="{JOB}"}})'
@@ -236,7 +246,7 @@ def test_utilization_by_model_and_by_prompt_version_panels(prometheus: Prometheu
     }
     assert by_version == {
         version: pytest.approx(pooled(lambda key, v=version: key[1] == v), rel=1e-9)
-        for version in ("v1", "v2")
+        for version in {key[1] for key in EXPECTED}
     }
     assert by_version["v1"] > by_version["v2"]
 
@@ -321,3 +331,25 @@ def test_alert_fires_for_the_failing_model_only(prometheus: PrometheusServer, al
         assert (
             f"[prompt_version={labels['ctxutil_metadata_prompt_version']}]" in alert["annotations"]["summary"]
         )
+
+
+def test_values_past_the_bound_are_other_and_counted(prometheus: PrometheusServer) -> None:
+    """v3 came third with a bound of two values: its results are the ``_OTHER`` slice (checked above), the
+    overflow counter counts each of them, the dashboard's overflow panel shows it and the info alert names
+    the dimension; no other dimension overflowed."""
+    overflows = {
+        s["metric"]["ctxutil_dimension_name"]: float(s["value"][1])
+        for s in prometheus.query(f'ctxutil_dimension_overflow_total{{job="{JOB}"}}')
+    }
+    assert overflows == {"ctxutil.metadata.prompt_version": EXPECTED[("model-a", OVERFLOW_VALUE)].scored * 2}
+    panel = prometheus.query(substitute_grafana_variables(_panel_expr("Dimension values over the bound")))
+    assert {s["metric"]["ctxutil_dimension_name"] for s in panel} == {"ctxutil.metadata.prompt_version"}
+    assert all(float(s["value"][1]) > 0 for s in panel)
+
+    def firing() -> set[str]:
+        result = prometheus.query(
+            f'ALERTS{{alertname="CtxutilDimensionOverflow", alertstate="firing", job="{JOB}"}}'
+        )
+        return {s["metric"]["ctxutil_dimension_name"] for s in result}
+
+    wait_until(lambda: firing() == {"ctxutil.metadata.prompt_version"}, WAIT_S, "CtxutilDimensionOverflow")
