@@ -193,7 +193,8 @@ def top_level_operands(expr: str) -> list[str]:
     """Split ``expr`` at comparison and set operators outside parentheses (with their ``bool`` /
     ``on (...)`` / ``group_left (...)`` modifiers) and return the operands that are not plain numbers.
 
-    ``a < 0.5 and b * 1800 >= 20`` -> ``["a", "b * 1800"]``. Arithmetic stays inside an operand.
+    ``a < 0.5 and b * 1800 >= 20`` -> ``["a", "b * 1800"]``. Arithmetic stays inside an operand; a
+    parenthesized condition between operators (``(a < b and c) or (d < e)``) is split the same way.
     """
     tokens = tokenize(expr)
     operands: list[str] = []
@@ -226,9 +227,16 @@ def top_level_operands(expr: str) -> list[str]:
     for op_start, op_end in [*cut_points, (len(expr), len(expr))]:
         piece = expr[position:op_start].strip()
         position = op_end
-        if piece and not _NUMBER.fullmatch(piece):
+        if piece and _parenthesized(piece) and cut_points:
+            operands.extend(top_level_operands(piece[1:-1]))  # a parenthesized condition: its operands
+        elif piece and not _NUMBER.fullmatch(piece):
             operands.append(piece)
     return operands
+
+
+def _parenthesized(piece: str) -> bool:
+    """``piece`` is one parenthesized group: ``(...)`` whose opening bracket closes at its end."""
+    return piece.startswith("(") and _skip_balanced(piece, 0, "(", ")") == len(piece)
 
 
 def strip_absent(expr: str) -> str:

@@ -134,15 +134,23 @@ def _slice_rules(path: Path = DEPLOY / "alerts.yaml") -> list[dict[str, str]]:
 def test_utilization_rules_group_by_every_dimension_in_one_order() -> None:
     """Every ``by (...)`` over utilization series is the whole slice (sender, evaluation name, dimensions),
     in one order ending with ctxutil_metadata_prompt_version (the documented recipe appends after it), so
-    no rule pools two models or prompt versions that an alert should tell apart."""
-    clauses = 0
+    no rule pools two models or prompt versions that an alert should tell apart; the only exception is the
+    service level (sender and evaluation name) that CtxutilUtilizationDropped falls back to, in recordings
+    named ``ctxutil:service_*`` and in that alert."""
+    service = (*SENDER_LABELS, "gen_ai_evaluation_name")
+    slices = service_level = 0
     for rule in _slice_rules():
+        name = rule.get("record") or rule["alert"]
         for clause in _by_clauses(rule["expr"]):
-            clauses += 1
             label = "gen_ai_evaluation_score_label"
             extra = (label,) if clause[0] == label else ()
-            assert clause == (*extra, *SLICE), rule.get("record") or rule["alert"]
-    assert clauses >= 15
+            if clause == service:
+                service_level += 1
+                assert name.startswith("ctxutil:service_") or name == "CtxutilUtilizationDropped", name
+            else:
+                slices += 1
+                assert clause == (*extra, *SLICE), name
+    assert slices >= 15 and service_level >= 4
 
 
 def test_documented_recipe_adds_a_dimension(promtool: str, tmp_path: Path) -> None:
@@ -162,4 +170,5 @@ def test_documented_recipe_adds_a_dimension(promtool: str, tmp_path: Path) -> No
     result = _run(promtool, "check", "rules", "alerts.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     clauses = [c for rule in _slice_rules(tmp_path / "alerts.yaml") for c in _by_clauses(rule["expr"])]
-    assert clauses and all("ctxutil_metadata_tenant" in clause for clause in clauses)
+    sliced = [c for c in clauses if "ctxutil_metadata_prompt_version" in c]
+    assert len(sliced) >= 15 and all(c[-1] == "ctxutil_metadata_tenant" for c in sliced)
