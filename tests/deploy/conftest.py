@@ -178,20 +178,20 @@ class LineChild:
     process: subprocess.Popen[str]
     lines: queue.Queue[str]
 
-    def send(self, command: str) -> dict[str, Any]:
+    def send(self, command: str, timeout_s: float = CHILD_ANSWER_S) -> dict[str, Any]:
         """Write ``command`` and return the answer (see :meth:`receive`)."""
         assert self.process.stdin is not None
         self.process.stdin.write(command + "\n")
         self.process.stdin.flush()
-        return self.receive()
+        return self.receive(timeout_s)
 
-    def receive(self) -> dict[str, Any]:
-        """The next JSON line; AssertionError when none comes within ``CHILD_ANSWER_S`` or it is an
+    def receive(self, timeout_s: float = CHILD_ANSWER_S) -> dict[str, Any]:
+        """The next JSON line; AssertionError when none comes within ``timeout_s`` or it is an
         ``{"error": ...}``."""
         try:
-            line = self.lines.get(timeout=CHILD_ANSWER_S)
+            line = self.lines.get(timeout=timeout_s)
         except queue.Empty:
-            raise AssertionError(f"the child process answered nothing within {CHILD_ANSWER_S} s") from None
+            raise AssertionError(f"the child process answered nothing within {timeout_s} s") from None
         message: dict[str, Any] = json.loads(line)
         assert "error" not in message, message
         return message

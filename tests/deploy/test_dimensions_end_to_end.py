@@ -59,6 +59,8 @@ if "metric_dimensions" not in Settings.model_fields:
 
 JOB = SERVICE_NAME
 WAIT_S = 30.0
+# A batch is 120 chain invocations and their evaluations: a generous bound on a loaded machine.
+BATCH_S = 180.0
 SCRAPE_TIMEOUT_MS = 1000  # conftest's Prometheus: a scrape's samples are appended within this
 DIMENSIONS = (
     "gen_ai_request_model",
@@ -118,7 +120,7 @@ def _rules_for_a_short_test() -> str:
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LineChild, int]]:
     log = tmp_path_factory.mktemp("dims-app") / "stderr.log"
     with line_child(Path(__file__).with_name("_dimensions_app.py"), log) as child:
-        yield child, child.receive()["port"]
+        yield child, child.receive(BATCH_S)["port"]
 
 
 def _scrape_times(server: PrometheusServer) -> list[float]:
@@ -138,7 +140,7 @@ def prometheus(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> PrometheusServer:
     child, port = app
-    first = child.send("run")  # answers after force_flush: the whole batch is emitted
+    first = child.send("run", BATCH_S)  # answers after force_flush: the whole batch is emitted
     assert first["flushed"] and first["stats"]["evaluated"] == len(ANSWERS) * TURNS, first
     rule_file = tmp_path_factory.mktemp("dims-rules") / "alerts.yaml"
     rule_file.write_text(_rules_for_a_short_test(), encoding="utf-8")
@@ -146,7 +148,7 @@ def prometheus(
         f"  - job_name: {JOB}\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n", [rule_file]
     )
     wait_until(lambda: _evaluated_in_prometheus(server) == first["stats"]["evaluated"], WAIT_S, "batch 1")
-    second = child.send("run")
+    second = child.send("run", BATCH_S)
     answered_ms = time.time() * 1000
     assert second["flushed"] and second["stats"]["evaluated"] == 2 * len(ANSWERS) * TURNS, second
     assert second["stats"]["captured"] == second["stats"]["evaluated"], second  # nothing dropped or failed
