@@ -82,8 +82,10 @@ def test_emitter_and_its_observables() -> None:
         assert child_finishes(lambda: emitter.failures)
     with held(emitter._observables._lock):
         assert child_finishes(lambda: emitter.observe(lambda: {}, lambda: 0))
-    with held(emitter._senders._lock):
-        assert child_finishes(lambda: emitter._senders.bounded({"ctxutil.evaluated.service.name": "a"}))
+    with held(emitter._limiter._lock):
+        assert child_finishes(
+            lambda: emitter._limiter.bound_group("ctxutil.evaluated.service.name", {"x": "a"})
+        )
 
 
 def test_cardinality_limiter() -> None:
