@@ -30,7 +30,6 @@ from ctxutil_otel.emit import Emitter
 from ctxutil_otel.emit import names as _names
 from ctxutil_otel.judges import ChunkVerdict, JudgeResult, TokenUsage
 
-
 UTILIZATION = _names.EVALUATION_CONTEXTUAL_UTILIZATION
 EVALUATION_NAME = _names.ATTR_EVALUATION_NAME
 
