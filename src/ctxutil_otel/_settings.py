@@ -300,7 +300,7 @@ class Settings(BaseSettings):
         description=(
             "Metadata keys added as dimensions to every evaluation result's metrics, span and event, as "
             "ctxutil.metadata.<key> (CTXUTIL_METRIC_DIMENSIONS, comma-separated, e.g. prompt_version,tenant; "
-            "default none): read from the LangChain root run's metadata, or from the span attributes <key> "
+            "empty by default): read from the LangChain root run's metadata, or from the span attributes <key> "
             "or metadata.<key>. Keys: letters, digits, _ . - only. The answering model, its provider, the "
             "root chain and the retriever are dimensions without configuration. See docs/slices.md."
         ),

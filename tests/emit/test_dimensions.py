@@ -147,3 +147,22 @@ def test_none_arguments_take_the_settings(monkeypatch: pytest.MonkeyPatch, telem
     emitter = telemetry.emitter()
     assert (emitter._limiter.max_values, emitter._limiter.max_chars) == (3, 5)
     assert emitter.chunk_metadata_keys == ("page",)
+
+
+def test_dimension_settings_from_the_environment_and_errors_name_the_field(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ctxutil_otel import Settings
+    from ctxutil_otel._settings import SettingsError
+
+    monkeypatch.setenv("CTXUTIL_METRIC_DIMENSIONS", " prompt_version, tenant ,prompt_version")
+    assert Settings().metric_dimensions == ("prompt_version", "tenant")
+    monkeypatch.setenv("CTXUTIL_METRIC_DIMENSIONS", "tenant,user id")
+    with pytest.raises(SettingsError, match="CTXUTIL_METRIC_DIMENSIONS") as caught:
+        Settings()
+    assert "'user id'" in str(caught.value)
+    monkeypatch.delenv("CTXUTIL_METRIC_DIMENSIONS")
+    with pytest.raises(SettingsError, match="dimension_max_values"):
+        Settings(dimension_max_values=0)
+    with pytest.raises(SettingsError, match="dimension_max_chars"):
+        Settings(dimension_max_chars=0)

@@ -374,7 +374,9 @@ def dimensions_of(root: RootRun, metadata_keys: Sequence[str] = ()) -> dict[str,
         metadata = kwargs.get("metadata") if isinstance(kwargs, Mapping) else None
         sources = [m for m in (metadata, llm_metadata) if isinstance(m, Mapping) and m]
         for key in metadata_keys:
-            value = next((v for m in sources if (v := _scalar(m.get(key))) is not None), None)
-            if value is not None:
-                out[f"{DIMENSION_METADATA_PREFIX}.{key}"] = value
+            for source in sources:
+                value = _scalar(source.get(key))
+                if value is not None:
+                    out[DIMENSION_METADATA_PREFIX + "." + key] = value
+                    break
     return out
