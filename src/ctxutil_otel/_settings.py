@@ -300,9 +300,9 @@ class Settings(BaseSettings):
         description=(
             "Metadata keys added as dimensions to every evaluation result's metrics, span and event, as "
             "ctxutil.metadata.<key> (CTXUTIL_METRIC_DIMENSIONS, comma-separated, e.g. prompt_version,tenant; "
-            "empty by default): read from the LangChain root run's metadata, or from the span attributes <key> "
-            "or metadata.<key>. Keys: letters, digits, _ . - only. The answering model, its provider, the "
-            "root chain and the retriever are dimensions without configuration. See docs/slices.md."
+            "empty by default): read from the LangChain root run's metadata, or from the span attributes "
+            "<key> or metadata.<key>. Keys: letters, digits, _ . - only. The answering model, its provider, "
+            "the root chain and the retriever are dimensions without configuration. See docs/slices.md."
         ),
     )
     dimension_max_values: int = Field(
