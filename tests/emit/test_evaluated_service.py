@@ -51,3 +51,9 @@ def test_distinct_senders_are_bounded(telemetry: Telemetry) -> None:
     assert n.EVALUATED_SERVICE_OTHER in names and "app-0" in names
     assert emitter.dimension_overflows == {n.ATTR_EVALUATED_SERVICE_NAME: 5}
     assert n.ATTR_EVALUATED_SERVICE_NAME not in emitter.failures  # a bound, not a failure
+
+
+def test_the_default_bound_is_the_dimension_setting_default() -> None:
+    from ctxutil_otel import Settings
+
+    assert Settings.model_fields["dimension_max_values"].default == n.MAX_EVALUATED_SERVICES

@@ -231,7 +231,8 @@ ATTR_APPLICATION_NAME: Final = "ctxutil.application.name"
 ATTR_EVALUATED_SERVICE_NAME: Final = "ctxutil.evaluated.service.name"
 """string, spans, events and metrics: the ``service.name`` of the application whose spans were evaluated
 (their Resource; set on the span-processor path, so ``serve`` names each sender). Bounded: at most
-:data:`MAX_EVALUATED_SERVICES` distinct identities per process, then ``_OTHER``."""
+``dimension_max_values`` (default :data:`MAX_EVALUATED_SERVICES`) distinct identities per process, then
+``_OTHER``."""
 ATTR_EVALUATED_SERVICE_NAMESPACE: Final = "ctxutil.evaluated.service.namespace"
 """string, as ``ctxutil.evaluated.service.name``: the sender's ``service.namespace`` when it has one."""
 ATTR_EVALUATED_DEPLOYMENT_ENVIRONMENT: Final = "ctxutil.evaluated.deployment.environment.name"
@@ -246,7 +247,8 @@ EVALUATED_SERVICE_FROM_RESOURCE: Final = {
 """Sender Resource attribute -> the attribute naming it on results (the first of the two environment keys
 present wins)."""
 MAX_EVALUATED_SERVICES: Final = 100
-"""Distinct evaluated-service identities one emitter labels; results of further senders get
+"""Distinct evaluated-service identities one emitter labels by default (the default of the setting
+``dimension_max_values``, which bounds them with the other dimensions); results of further senders get
 ``ctxutil.evaluated.service.name=_OTHER`` (and no namespace or environment)."""
 DIMENSION_OTHER: Final = "_OTHER"
 """The value of a dimension beyond its bound (``dimension_max_values`` distinct values per process), and of
