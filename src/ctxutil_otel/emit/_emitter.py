@@ -165,7 +165,9 @@ class Emitter:
         *,
         item: DatasetItem | None = None,
     ) -> None:
-        """Emit the evaluation span, the ``gen_ai.evaluation.result`` log record and the metrics.
+        """Emit the evaluation span, the ``gen_ai.evaluation.result`` log record and the metrics, all with
+        the interaction's bounded dimensions; for a result with verdicts also the ``contextual_relevancy``
+        event and score point (``_relevancy``).
 
         Args:
             interaction: The evaluated interaction: ``parent`` (the evaluated span's context) or, when
