@@ -1,6 +1,7 @@
-"""Cost of selection rules for an interaction no rule selects (issue 12, "Speed").
+"""Cost of selection rules for an interaction no rule selects, and of dimensions on the capture path
+(issue 12, "Speed").
 
-Two measurements, each interleaved (A B A B ...) in one run so that machine load hits both alike:
+Measurements, each interleaved (A B A B ...) in one run so that machine load hits both alike:
 
 * ``callback``: an LCEL RAG chain (real LangChain runnables, a fake chat model replaying text) invoked with
   ``UtilizationCallbackHandler`` at ``sample_rate`` 0 (every interaction unselected), without rules vs with
@@ -9,6 +10,13 @@ Two measurements, each interleaved (A B A B ...) in one run so that machine load
   above the baseline) with rules to without.
 * ``admit``: ``Evaluator.admit(trace_id)`` (the fast path) vs ``Evaluator.admit(trace_id, facts)`` with the
   three rules, nanoseconds per call.
+* ``dimensions``: the same chain, every interaction SAMPLED and captured (query, answer, documents and
+  dimensions read at the root's end, then submitted: the worker is held to a tiny CPU budget with a
+  one-slot queue, so the queue is full and the submissions are dropped ``queue_full`` after capture did
+  all its work), without ``metric_dimensions`` vs with two keys (``prompt_version``, ``tenant``) present
+  in the run's metadata; the model, provider, chain and retriever dimensions are read in both. Reported:
+  ms per invocation, the ratio of the handler's own cost with keys to without, and the nanoseconds of
+  reading one interaction's dimensions (``_extract.dimensions_of``, without / with the keys).
 
     python benchmarks/bench_selection.py [--iterations 400] [--rounds 5]
 """
@@ -19,6 +27,7 @@ import argparse
 import random
 import statistics
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +39,10 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnablePassthrough
 
+from ctxutil_otel import ContextualUtilization, LexicalJudge
 from ctxutil_otel.capture import UtilizationCallbackHandler
+from ctxutil_otel.capture._extract import dimensions_of
+from ctxutil_otel.capture._runs import RootRun
 from ctxutil_otel.sampling._rules import SelectionFacts
 from ctxutil_otel.worker import Evaluator
 
@@ -48,9 +60,15 @@ class Retriever(BaseRetriever):
         return [Document(page_content=f"chunk {i} about {query}") for i in range(4)]
 
 
+class ChatBench(FakeListChatModel):
+    """A chat model with a model name: LangChain sets ``ls_model_name`` / ``ls_provider`` for it."""
+
+    model: str = "bench-model"
+
+
 def chain() -> Runnable[Any, str]:
     prompt = ChatPromptTemplate.from_template("Context: {context}\nQuestion: {question}")
-    model = FakeListChatModel(responses=["an answer"])
+    model = ChatBench(responses=["an answer"])
     return {"context": Retriever(), "question": RunnablePassthrough()} | prompt | model | StrOutputParser()
 
 
@@ -106,6 +124,72 @@ def main() -> None:
     print(f"admit without rules {a:8.0f} ns; with 3 rules matching nothing {b:8.0f} ns; ratio {b / a:.2f}")
     for closable in (plain, ruled, fast, slow):
         closable.shutdown(5_000)
+    bench_dimensions(rag, args.iterations, args.rounds)
+
+
+def _captured(keys: tuple[str, ...]) -> UtilizationCallbackHandler:
+    """A handler that captures every interaction; its worker barely runs (see the module docstring)."""
+    evaluator = Evaluator(
+        ContextualUtilization(judge=LexicalJudge()),
+        sample_rate=1.0,
+        max_evaluations_per_second=0,
+        max_queue_size=1,
+        max_worker_cpu_fraction=0.0001,
+        metric_dimensions=keys,
+    )
+    return UtilizationCallbackHandler(evaluator)
+
+
+def bench_dimensions(rag: Runnable[Any, str], iterations: int, rounds: int) -> None:
+    keys = ("prompt_version", "tenant")
+    without, with_keys = _captured(()), _captured(keys)
+    meta = {"metadata": {"prompt_version": "v3", "tenant": "acme", "k": "v"}, "run_name": "rag"}
+    configs: dict[str, Any] = {
+        "baseline": dict(meta),
+        "dims_builtin": {"callbacks": [without], **meta},
+        "dims_with_keys": {"callbacks": [with_keys], **meta},
+    }
+    for config in configs.values():  # warm-up
+        for _ in range(20):
+            rag.invoke("q", config=config)
+    means: dict[str, list[float]] = {name: [] for name in configs}
+    order = list(configs)
+    for r in range(rounds):
+        for name in order[r % 3 :] + order[: r % 3]:
+            config = configs[name]
+            means[name].append(timed(lambda c=config: rag.invoke("q", config=c), iterations))
+    ms = {name: statistics.median(values) * 1000 for name, values in means.items()}
+    own = {name: ms[name] - ms["baseline"] for name in ("dims_builtin", "dims_with_keys")}
+    for name, value in ms.items():
+        print(f"captured {name:15s} {value:8.3f} ms/invoke")
+    ratio = own["dims_with_keys"] / own["dims_builtin"]
+    print(f"captured handler cost with 2 metadata keys / without: {ratio:.2f}")
+    print(f"captured invoke with 2 metadata keys / without: {ms['dims_with_keys'] / ms['dims_builtin']:.2f}")
+    for handler in (without, with_keys):
+        stats = handler.stats()
+        assert stats.captured > 0 and stats.sampled_out == 0, stats
+
+    root = RootRun(
+        run_id=uuid.uuid4(),
+        trace_id=1,
+        parent=None,
+        start_time_ns=0,
+        started_at=0.0,
+        inputs="q",
+        serialized={"name": "RunnableSequence"},
+        start_kwargs={"name": "rag", "metadata": meta["metadata"]},
+        retriever_name="Retriever",
+        llm_start={"metadata": {"ls_model_name": "bench-model", "ls_provider": "bench"}},
+    )
+    n = iterations * 50
+    ns: dict[str, list[float]] = {"none": [], "keys": []}
+    for _ in range(rounds):
+        ns["none"].append(timed(lambda: dimensions_of(root, ()), n) * 1e9)
+        ns["keys"].append(timed(lambda: dimensions_of(root, keys), n) * 1e9)
+    a, b = statistics.median(ns["none"]), statistics.median(ns["keys"])
+    print(f"dimensions_of per interaction: built-in only {a:6.0f} ns; with 2 metadata keys {b:6.0f} ns")
+    for handler in (without, with_keys):
+        handler.shutdown(5_000)
 
 
 if __name__ == "__main__":

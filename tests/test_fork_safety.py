@@ -82,8 +82,10 @@ def test_emitter_and_its_observables() -> None:
         assert child_finishes(lambda: emitter.failures)
     with held(emitter._observables._lock):
         assert child_finishes(lambda: emitter.observe(lambda: {}, lambda: 0))
-    with held(emitter._senders._lock):
-        assert child_finishes(lambda: emitter._senders.bounded({"ctxutil.evaluated.service.name": "a"}))
+    with held(emitter._limiter._lock):
+        assert child_finishes(
+            lambda: emitter._limiter.bound_group("ctxutil.evaluated.service.name", {"x": "a"})
+        )
 
 
 def test_cardinality_limiter() -> None:
@@ -108,4 +110,6 @@ def test_judge_format_negotiation() -> None:
     with held(_negotiate._registry_lock):
         assert child_finishes(lambda: _negotiate.negotiation_for("http://127.0.0.1:1/v1", "m"))
     with held(negotiation._lock):
-        assert child_finishes(lambda: negotiation.step_format(negotiation.format))
+        refusal = _negotiate.FeatureRefused(500, "format", "json_schema unsupported")
+        fmt = negotiation.format
+        assert child_finishes(lambda: negotiation.on_refusal(refusal, fmt, "max_tokens") != "fail")

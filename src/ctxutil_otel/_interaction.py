@@ -36,6 +36,11 @@ class Interaction:
         service: Which application produced the evaluated spans, from their Resource: ``service.name``,
             ``service.namespace``, ``deployment.environment.name`` (those present; the span processor fills
             it, so ``serve`` can name each sender); ``None`` when unknown.
+        dimensions: Raw dimension values read once by capture (docs/slices.md), keyed by the attribute
+            they become: ``gen_ai.request.model``, ``gen_ai.provider.name``, ``ctxutil.chain.name``,
+            ``ctxutil.retriever.name``, ``ctxutil.metadata.<key>``; absent keys are unknown. Not truncated
+            nor bounded here: the emitter does that, per process (``dimension_max_values`` /
+            ``dimension_max_chars``). ``None`` when capture read none.
     """
 
     query: str | None
@@ -50,3 +55,4 @@ class Interaction:
     metadata: dict[str, object] = field(default_factory=dict)
     response_id: str | None = None
     service: Mapping[str, str] | None = None
+    dimensions: Mapping[str, str] | None = None

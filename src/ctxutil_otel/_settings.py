@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
@@ -35,6 +36,8 @@ OTEL_CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 _OTEL_CAPTURE_ON = frozenset({"true", "span_only", "event_only", "span_and_event"})
 # Fields whose values are never echoed in errors: the key, and the base URL (credentials in it are
 # rejected, but a rejected value may hold them: user:password@host, Azure's ?api-key=).
+# A metric_dimensions key: part of an attribute name and, with . and - as _, of a Prometheus label.
+_DIMENSION_KEY = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 _SECRET_FIELDS = frozenset({"judge_api_key", "judge_base_url"})
 
 
@@ -292,6 +295,35 @@ class Settings(BaseSettings):
             "source). Empty (CTXUTIL_CHUNK_METADATA_KEYS= set to nothing) emits neither ids nor metadata."
         ),
     )
+    metric_dimensions: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(),
+        description=(
+            "Metadata keys added as dimensions to every evaluation result's metrics, span and event, as "
+            "ctxutil.metadata.<key> (CTXUTIL_METRIC_DIMENSIONS, comma-separated, e.g. prompt_version,tenant; "
+            "empty by default): read from the LangChain root run's metadata, or from the span attributes "
+            "<key> or metadata.<key>. Keys: letters, digits, _ . - only. The answering model, its provider, "
+            "the root chain and the retriever are dimensions without configuration. See docs/slices.md."
+        ),
+    )
+    dimension_max_values: int = Field(
+        default=100,
+        ge=1,
+        le=100_000,
+        description=(
+            "Distinct values kept per dimension per process (CTXUTIL_DIMENSION_MAX_VALUES, default 100); "
+            "later new values are reported as _OTHER, counted in ctxutil.dimension.overflow and warned once "
+            "per dimension. Also bounds the evaluated-service identities. See docs/slices.md for sizing."
+        ),
+    )
+    dimension_max_chars: int = Field(
+        default=64,
+        ge=1,
+        le=1024,
+        description=(
+            "Characters kept of each dimension value (CTXUTIL_DIMENSION_MAX_CHARS, default 64); longer "
+            "values are cut before they are counted against dimension_max_values."
+        ),
+    )
     # --- capture state (used by the capture paths) ----------------------------------------------
     run_ttl_s: float = Field(
         default=300.0,
@@ -350,7 +382,7 @@ class Settings(BaseSettings):
             return tuple(parse_rules(value))  # errors name the rule and the field
         return value
 
-    @field_validator("chunk_metadata_keys", mode="before")
+    @field_validator("chunk_metadata_keys", "metric_dimensions", mode="before")
     @classmethod
     def _key_list(cls, value: object) -> object:
         if isinstance(value, str):  # the environment's comma-separated form
@@ -363,6 +395,17 @@ class Settings(BaseSettings):
         if any(not key.strip() for key in value):
             raise ValueError("metadata keys must not be blank")
         return tuple(dict.fromkeys(key.strip() for key in value))
+
+    @field_validator("metric_dimensions")
+    @classmethod
+    def _dimension_keys(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for key in value:
+            if not _DIMENSION_KEY.fullmatch(key):
+                raise ValueError(
+                    f"metadata key {key!r} must be letters, digits, '_', '.' or '-' (it becomes the metric "
+                    f"attribute ctxutil.metadata.<key> and a Prometheus label)"
+                )
+        return tuple(dict.fromkeys(value))
 
     @field_validator("judge_base_url")
     @classmethod

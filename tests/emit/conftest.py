@@ -27,7 +27,11 @@ from opentelemetry.trace import SpanContext
 from ctxutil_otel import ContextualUtilization, DatasetItem, MetricEvaluationResult
 from ctxutil_otel.capture import Interaction
 from ctxutil_otel.emit import Emitter
+from ctxutil_otel.emit import names as _names
 from ctxutil_otel.judges import ChunkVerdict, JudgeResult, TokenUsage
+
+UTILIZATION = _names.EVALUATION_CONTEXTUAL_UTILIZATION
+EVALUATION_NAME = _names.ATTR_EVALUATION_NAME
 
 
 @dataclass
@@ -45,8 +49,15 @@ class Telemetry:
         """Finished spans, optionally only those called ``name``."""
         return [s for s in self.span_exporter.get_finished_spans() if name is None or s.name == name]
 
-    def logs(self) -> list[ReadableLogRecord]:
-        return list(self.log_exporter.get_finished_logs())
+    def logs(self, evaluation: str | None = UTILIZATION) -> list[ReadableLogRecord]:
+        """Finished log records; by default only the utilization results (each evaluation with verdicts
+        also emits a ``contextual_relevancy`` event); ``evaluation=None``: all of them."""
+        return [
+            r
+            for r in self.log_exporter.get_finished_logs()
+            if evaluation is None
+            or (r.log_record.attributes or {}).get(EVALUATION_NAME, evaluation) == evaluation
+        ]
 
     def metrics(self) -> dict[str, Metric]:
         """Collect now; ``{instrument name: Metric}`` across all scopes."""
@@ -60,10 +71,18 @@ class Telemetry:
                     out[metric.name] = metric
         return out
 
-    def points(self, name: str) -> list[Any]:
-        """Data points of metric ``name`` in one fresh collection (empty list when absent)."""
+    def points(self, name: str, evaluation: str | None = UTILIZATION) -> list[Any]:
+        """Data points of metric ``name`` in one fresh collection (empty list when absent); by default
+        without the points of other evaluations (the ``contextual_relevancy`` score points);
+        ``evaluation=None``: all of them."""
         metric = self.metrics().get(name)
-        return [] if metric is None else list(metric.data.data_points)
+        if metric is None:
+            return []
+        return [
+            p
+            for p in metric.data.data_points
+            if evaluation is None or (p.attributes or {}).get(EVALUATION_NAME, evaluation) == evaluation
+        ]
 
     def emitter(self, **kwargs: Any) -> Emitter:
         """An Emitter on these three providers; ``kwargs`` are the other Emitter arguments."""

@@ -50,3 +50,17 @@ def test_never_more_than_the_budget_under_threads() -> None:
 def test_bounds_are_validated() -> None:
     with pytest.raises(ValueError, match="max_values"):
         CardinalityLimiter(max_values=0)
+
+
+def test_overflow_is_the_shared_other_value_and_reported() -> None:
+    reported: list[str] = []
+    limiter = CardinalityLimiter(max_values=1, on_overflow=reported.append)
+    assert OVERFLOW_VALUE == "_OTHER"
+    assert limiter.bound({"m": "a"}) == {"m": "a"}
+    assert limiter.bound({"m": "b"}) == {"m": "_OTHER"}
+    group = {"ctxutil.evaluated.service.name": "x", "ctxutil.evaluated.service.namespace": "ns"}
+    assert limiter.bound_group("svc", group) == group
+    assert limiter.bound_group("svc", group) == group  # seen before: kept
+    assert limiter.bound_group("svc", {"ctxutil.evaluated.service.name": "y"}) == {"svc": "_OTHER"}
+    assert reported == ["m", "svc"]
+    assert limiter.overflowed() == {"m": 1, "svc": 1}

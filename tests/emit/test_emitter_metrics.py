@@ -32,6 +32,8 @@ def test_score_histogram_uses_exactly_the_explicit_buckets(telemetry: Telemetry)
     assert metric.unit == "1"
     points: list[HistogramDataPoint] = list(metric.data.data_points)  # type: ignore[arg-type]
     assert {tuple(p.explicit_bounds) for p in points} == {n.SCORE_BUCKETS}
+    # the utilization points (the relevancy ones share the histogram: tests/emit/test_dimensions.py)
+    points = [p for p in points if (p.attributes or {})[n.ATTR_EVALUATION_NAME] == "contextual_utilization"]
     assert n.SCORE_BUCKETS == (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
     by_label = {str((p.attributes or {})[n.ATTR_EVALUATION_SCORE_LABEL]): p for p in points}
     passed, failed = by_label["pass"], by_label["fail"]
@@ -107,7 +109,11 @@ def test_metric_attributes_are_only_the_bounded_set(telemetry: Telemetry) -> Non
         n.METRIC_EVALUATION_DURATION,
     ):
         for point in metrics[name].data.data_points:
-            assert set((point.attributes or {}).keys()) == BOUNDED, name
+            attributes = point.attributes or {}
+            if attributes[n.ATTR_EVALUATION_NAME] == "contextual_relevancy":  # no score label: no threshold
+                assert set(attributes) == BOUNDED - {n.ATTR_EVALUATION_SCORE_LABEL}, name
+                continue
+            assert set(attributes.keys()) == BOUNDED, name
             assert (point.attributes or {})[n.ATTR_APPLICATION_NAME] == "faq-bot"
     for point in metrics[n.METRIC_JUDGE_TOKENS].data.data_points:
         assert set((point.attributes or {}).keys()) == {

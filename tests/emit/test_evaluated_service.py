@@ -49,4 +49,11 @@ def test_distinct_senders_are_bounded(telemetry: Telemetry) -> None:
     names = {p.attributes[n.ATTR_EVALUATED_SERVICE_NAME] for p in telemetry.points(n.METRIC_CHUNKS_RELEVANT)}
     assert len(names) == n.MAX_EVALUATED_SERVICES + 1
     assert n.EVALUATED_SERVICE_OTHER in names and "app-0" in names
-    assert emitter.failures[n.ATTR_EVALUATED_SERVICE_NAME] == 5
+    assert emitter.dimension_overflows == {n.ATTR_EVALUATED_SERVICE_NAME: 5}
+    assert n.ATTR_EVALUATED_SERVICE_NAME not in emitter.failures  # a bound, not a failure
+
+
+def test_the_default_bound_is_the_dimension_setting_default() -> None:
+    from ctxutil_otel import Settings
+
+    assert Settings.model_fields["dimension_max_values"].default == n.MAX_EVALUATED_SERVICES

@@ -30,12 +30,17 @@ def exposition() -> Iterator[tuple[str, list[Sample], dict[str, str]]]:
     registry = CollectorRegistry()
     reader = PrometheusMetricReader(registry=registry)
     provider = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
-    emitter = Emitter(meter_provider=provider, application_name="faq-bot")
-    interaction = Interaction(query="q", answer="a", documents=["c"], trace_id=3)
+    emitter = Emitter(meter_provider=provider, application_name="faq-bot", dimension_max_values=1)
+    interaction = Interaction(
+        query="q", answer="a", documents=["c"], trace_id=3, dimensions={n.ATTR_REQUEST_MODEL: "m1"}
+    )
+    second_model = Interaction(  # past the bound of 1 model: _OTHER, counted in ctxutil.dimension.overflow
+        query="q", answer="a", documents=["c"], trace_id=3, dimensions={n.ATTR_REQUEST_MODEL: "m2"}
+    )
     usage = TokenUsage(input_tokens=50, output_tokens=5)
     emitter.emit(interaction, evaluate(GREEN_TEA, GREEN_TEA_MARKS, usage=usage), 0.3)  # pass 0.667
     emitter.emit(interaction, evaluate(GREEN_TEA, ["RU", "R", "R", ""]), 0.2)  # fail 0.333
-    emitter.emit(interaction, evaluate(GREEN_TEA, ["", "", "", ""]), 0.1)  # not applicable
+    emitter.emit(second_model, evaluate(GREEN_TEA, ["", "", "", ""]), 0.1)  # not applicable
     emitter.emit(interaction, evaluate_failing(GREEN_TEA), 5.0)  # error
     emitter.observe(
         lambda: {("evaluated", None): 2, ("failed", "timeout"): 1, ("dropped", "queue_full"): 4},
@@ -60,8 +65,10 @@ def test_every_instrument_maps_to_the_documented_prometheus_names(
         n.METRIC_EVALUATION_SCORE,
         n.METRIC_CHUNKS_RELEVANT,
         n.METRIC_CHUNKS_UTILIZED,
+        n.METRIC_CHUNKS_JUDGED,
         n.METRIC_EVALUATION_DURATION,
         n.METRIC_JUDGE_TOKENS,
+        n.METRIC_DIMENSION_OVERFLOW,
         n.METRIC_EVALUATIONS,
         n.METRIC_QUEUE_SIZE,
         n.METRIC_WORKER_CPU_THROTTLED,
@@ -88,15 +95,29 @@ def _labels(samples: list[Sample], name: str) -> set[frozenset[str]]:
 def test_label_names(exposition: tuple[str, list[Sample], dict[str, str]]) -> None:
     _text, samples, _types = exposition
     per_result = frozenset(
-        {"gen_ai_evaluation_name", "gen_ai_evaluation_score_label", "ctxutil_application_name"}
+        {
+            "gen_ai_evaluation_name",
+            "gen_ai_evaluation_score_label",
+            "ctxutil_application_name",
+            "gen_ai_request_model",
+        }
     )
     assert _labels(samples, "gen_ai_evaluation_score_bucket") == {per_result | {"le"}}
     assert _labels(samples, "gen_ai_evaluation_score_count") == {per_result}
     assert _labels(samples, "ctxutil_chunks_relevant_total") == {per_result}
+    assert _labels(samples, "ctxutil_chunks_judged_total") == {per_result}
     assert _labels(samples, "ctxutil_evaluation_duration_seconds_sum") == {per_result}
     assert _labels(samples, "ctxutil_judge_tokens_total") == {
-        frozenset({"gen_ai_evaluation_name", "gen_ai_token_type", "ctxutil_application_name"})
+        frozenset(
+            {
+                "gen_ai_evaluation_name",
+                "gen_ai_token_type",
+                "ctxutil_application_name",
+                "gen_ai_request_model",
+            }
+        )
     }
+    assert _labels(samples, "ctxutil_dimension_overflow_total") == {frozenset({"ctxutil_dimension_name"})}
     # One family has one label set: absent attributes are exported as empty labels, which Prometheus
     # treats as no label at all.
     assert _labels(samples, "ctxutil_evaluations_total") == {
@@ -136,10 +157,22 @@ def test_values_and_bucket_bounds(exposition: tuple[str, list[Sample], dict[str,
     assert value("ctxutil_evaluations_total", outcome="dropped", reason="queue_full") == 4
     assert value("ctxutil_queue_size") == 3
     assert value("ctxutil_worker_cpu_throttled_seconds_total") == 12.5
+    assert value("ctxutil_chunks_judged_total", gen_ai_evaluation_score_label="not_applicable") == 4
+    assert value("ctxutil_chunks_relevant_total", gen_ai_request_model="_OTHER") == 0
+    assert value("ctxutil_dimension_overflow_total", ctxutil_dimension_name="gen_ai.request.model") == 1
+    # The retrieval half shares the histogram under its own name (pass 0.75, fail 0.75, n/a 0.0).
+    relevancy = [
+        s.value
+        for s in samples
+        if s.name == "gen_ai_evaluation_score_count"
+        and s.labels["gen_ai_evaluation_name"] == "contextual_relevancy"
+    ]
+    assert sum(relevancy) == 3
     # Score labels seen on the histogram: only scored results.
     labels = {
         s.labels["gen_ai_evaluation_score_label"]
         for s in samples
         if s.name == "gen_ai_evaluation_score_count"
+        and s.labels["gen_ai_evaluation_name"] == "contextual_utilization"
     }
     assert labels == {"pass", "fail"}

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from ctxutil_otel.cli import main
 from tests.support.env import environ_without_settings
 from tests.support.net import free_port
-from tests.support.otlp_receiver import OTLPReceiver
+from tests.support.otlp_receiver import OTLPReceiver, attributes_of
 
 from .conftest import record_rag_trace
 
@@ -120,7 +120,12 @@ def test_sigterm_flushes_evaluations_and_exits_zero(
     assert sink.wait_for(delivered, timeout_s=10)  # exported before the process exited; a bound only
     (evaluation,) = sink.spans("contextual_utilization")
     assert int.from_bytes(evaluation.parent_span_id, "big") == trace.llm_span_id
-    assert [r.event_name for r in sink.log_records()] == ["gen_ai.evaluation.result"]
+    events = {
+        attributes_of(r)["gen_ai.evaluation.name"]: r.event_name for r in sink.log_records()
+    }  # the utilization result and its retrieval half
+    assert events == dict.fromkeys(
+        ["contextual_utilization", "contextual_relevancy"], "gen_ai.evaluation.result"
+    )
     assert sink.metrics("gen_ai.evaluation.score")
     assert {r.get("service.name") for r in sink.resources()} == {"ctxutil-otel"}
     assert set(sink.transports) == {"http"}

@@ -63,11 +63,13 @@ async def test_real_export_is_evaluated_and_delivered(
         if r.event_name == "gen_ai.evaluation.result"
         and int.from_bytes(r.trace_id, "big") == rag_trace.trace_id
     ]
-    assert len(records) == 1
-    assert int.from_bytes(records[0].span_id, "big") == rag_trace.llm_span_id
+    names = sorted(attributes_of(r)["gen_ai.evaluation.name"] for r in records)
+    assert names == ["contextual_relevancy", "contextual_utilization"]  # the result and its retrieval half
+    assert {int.from_bytes(r.span_id, "big") for r in records} == {rag_trace.llm_span_id}
 
     (score,) = sink.metrics("gen_ai.evaluation.score")[-1:]
-    assert sum(point.count for point in score.histogram.data_points) == 1
+    counts = {attributes_of(p)["gen_ai.evaluation.name"]: p.count for p in score.histogram.data_points}
+    assert counts == {"contextual_utilization": 1, "contextual_relevancy": 1}
     outcomes = {
         attributes_of(point).get("outcome"): point.as_int
         for metric in sink.metrics("ctxutil.evaluations")[-1:]

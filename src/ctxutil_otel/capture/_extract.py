@@ -13,6 +13,9 @@ Shapes understood (LangChain 0.3 / 1.x):
   a list of content blocks whose ``text`` parts are joined); streamed tokens; a root output that is a
   ``str``, a message, or a mapping with ``answer`` / ``output`` / ``result`` / ``text`` / ...
 * selection facts (:func:`selection_facts`, at a root's start): its name, tags and metadata.
+* dimensions (:func:`dimensions_of`, once per interaction at the root's end, from references kept at
+  the starts): the answering model and its provider, the root's name, the first retriever's name and
+  the ``metric_dimensions`` keys of the root's metadata.
 * documents: retriever outputs (any sequence, kept as is); a root output mapping with
   ``source_documents`` / ``documents`` / ``context`` / ``docs`` holding LangChain ``Document`` objects.
 
@@ -27,6 +30,13 @@ from typing import Any, TypeVar
 
 from .._interaction import Interaction
 from .._selection import SelectionFacts
+from ..emit._names import (
+    ATTR_CHAIN_NAME,
+    ATTR_PROVIDER_NAME,
+    ATTR_REQUEST_MODEL,
+    ATTR_RETRIEVER_NAME,
+    DIMENSION_METADATA_PREFIX,
+)
 from ._runs import RootRun
 
 __all__ = [
@@ -34,12 +44,14 @@ __all__ = [
     "answer_from_llm_result",
     "answer_from_output",
     "answer_from_tokens",
+    "dimensions_of",
     "documents_from_output",
     "documents_of",
     "interaction_of",
     "merge_documents",
     "query_from_inputs",
     "response_id_from_llm_result",
+    "run_name",
     "selection_facts",
     "text_of_content",
 ]
@@ -253,13 +265,15 @@ def interaction_of(
     outputs: object,
     end_inputs: object,
     on_error: OnError,
+    metadata_keys: Sequence[str] = (),
 ) -> Interaction | None:
     """The :class:`Interaction` of a finished root run, or ``None`` when it has no query or no answer
     (not evaluable).
 
     Preferences: query from the root's inputs > the inputs reported with its end (streamed runs) >
     the first retriever's query; answer as in :func:`_answer`. Each extractor that raises is reported
-    to ``on_error`` and counts as having found nothing.
+    to ``on_error`` and counts as having found nothing. ``metadata_keys``: the ``metric_dimensions``
+    (see :func:`dimensions_of`).
     """
     end_time_ns = time.time_ns()
     query = (
@@ -283,23 +297,86 @@ def interaction_of(
         response_id=_safe(on_error, response_id_from_llm_result, root.llm_response)
         if root.llm_ended
         else None,
+        dimensions=_safe(on_error, lambda r: dimensions_of(r, metadata_keys), root) or None,
     )
+
+
+def run_name(serialized: object, kwargs: object) -> str | None:
+    """A run's name from its start callback: its ``name`` keyword (the ``run_name``, or the runnable's
+    name), else the serialized runnable's ``name``, else the last part of its ``id``."""
+    name = kwargs.get("name") if isinstance(kwargs, Mapping) else None
+    if not isinstance(name, str) and isinstance(serialized, Mapping):
+        name = serialized.get("name")
+        if not isinstance(name, str):
+            ids = serialized.get("id")
+            name = ids[-1] if isinstance(ids, list) and ids else None
+    return name if isinstance(name, str) else None
 
 
 def selection_facts(serialized: dict[str, Any] | None, kwargs: dict[str, Any]) -> SelectionFacts:
     """What the selection rules see of a root run, from its start callback: the run's ``name`` (its
     ``run_name``, else the serialized runnable's name), its ``tags`` and ``metadata`` (as LangChain
     passes them: the config's plus the runnable's own)."""
-    name = kwargs.get("name")
-    if not isinstance(name, str) and isinstance(serialized, dict):
-        name = serialized.get("name")
-        if not isinstance(name, str):
-            ids = serialized.get("id")
-            name = ids[-1] if isinstance(ids, list) and ids else None
+    name = run_name(serialized, kwargs)
     tags = kwargs.get("tags")
     metadata = kwargs.get("metadata")
     return SelectionFacts(
-        root_name=name if isinstance(name, str) else None,
+        root_name=name,
         tags=tags if isinstance(tags, list) else None,
         metadata=metadata if isinstance(metadata, dict) else None,
     )
+
+
+# Answering model: LangChain's standard params (``ls_model_name``, set by every chat model in the run's
+# metadata), else what the integration put in its invocation params.
+_MODEL_PARAMS = ("model", "model_name", "model_id", "deployment_name")
+
+
+def _scalar(value: object) -> str | None:
+    """A dimension value: a non-empty ``str``, or an ``int`` / ``float`` / ``bool`` as text; else ``None``."""
+    if isinstance(value, str):
+        return value or None
+    if isinstance(value, (bool, int, float)):
+        return str(value)
+    return None
+
+
+def dimensions_of(root: RootRun, metadata_keys: Sequence[str] = ()) -> dict[str, str]:
+    """The dimensions of a finished root run (docs/slices.md), read once, from references kept at the
+    starts: ``gen_ai.request.model`` / ``gen_ai.provider.name`` from the answering model run's metadata
+    (``ls_model_name`` / ``ls_provider``; the model also from its ``invocation_params``),
+    ``ctxutil.chain.name`` (the root's name), ``ctxutil.retriever.name`` (the first outermost retriever's)
+    and ``ctxutil.metadata.<key>`` for ``metadata_keys`` found in the root's metadata (else the answering
+    model run's, which LangChain passes the config's metadata to). Raw values: the emitter bounds them.
+    Unknown ones are absent."""
+    out: dict[str, str] = {}
+    start = root.llm_start if isinstance(root.llm_start, Mapping) else {}
+    llm_metadata = start.get("metadata")
+    llm_metadata = llm_metadata if isinstance(llm_metadata, Mapping) else {}
+    model = _scalar(llm_metadata.get("ls_model_name"))
+    if model is None:
+        params = start.get("invocation_params")
+        if isinstance(params, Mapping):
+            model = next((m for key in _MODEL_PARAMS if (m := _scalar(params.get(key)))), None)
+    if model is not None:
+        out[ATTR_REQUEST_MODEL] = model
+    provider = _scalar(llm_metadata.get("ls_provider"))
+    if provider is not None:
+        out[ATTR_PROVIDER_NAME] = provider
+    chain = root.facts.root_name if root.facts is not None else run_name(root.serialized, root.start_kwargs)
+    if chain:
+        out[ATTR_CHAIN_NAME] = chain
+    retriever = _scalar(root.retriever_name)
+    if retriever is not None:
+        out[ATTR_RETRIEVER_NAME] = retriever
+    if metadata_keys:
+        kwargs = root.start_kwargs
+        metadata = kwargs.get("metadata") if isinstance(kwargs, Mapping) else None
+        sources = [m for m in (metadata, llm_metadata) if isinstance(m, Mapping) and m]
+        for key in metadata_keys:
+            for source in sources:
+                value = _scalar(source.get(key))
+                if value is not None:
+                    out[DIMENSION_METADATA_PREFIX + "." + key] = value
+                    break
+    return out

@@ -128,7 +128,9 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
             clock=clock or time.monotonic,
         )
         self._errors = ErrorCounter()
-        self._outcomes = RootAccounting(evaluator, self._errors)
+        self._outcomes = RootAccounting(
+            evaluator, self._errors, metadata_keys=getattr(settings, "metric_dimensions", ())
+        )
         self._root_of = self._runs.root_of
         self._standalone = 0
         self._standalone_lock = threading.Lock()
@@ -275,7 +277,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         root = self._runs.root_of(enclosing)
         if root is not None:
             self._account(
-                self._runs.add_retrieval(run_id, enclosing.int, root, query, self._decide)
+                self._runs.add_retrieval(run_id, enclosing.int, root, query, self._decide, kwargs.get("name"))
             )
 
     @on_tracked_run
@@ -307,7 +309,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        self._start_llm(run_id, parent_run_id)
+        self._start_llm(run_id, parent_run_id, kwargs)
 
     @stop_on_exception
     def on_chat_model_start(
@@ -319,7 +321,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        self._start_llm(run_id, parent_run_id)
+        self._start_llm(run_id, parent_run_id, kwargs)
 
     @on_tracked_run
     def on_llm_new_token(
@@ -386,17 +388,25 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         enclosing = self._enclosing(parent_run_id)
         if enclosing is None:
             facts = _extract.selection_facts(serialized, kwargs) if self._select else None
-            self._start_root(run_id, inputs, facts)
+            self._start_root(run_id, inputs, facts, serialized, kwargs)
         elif (root := self._runs.root_of(enclosing)) is not None:
             self._account(self._runs.add_child(run_id, enclosing.int, root))
 
-    def _start_llm(self, run_id: UUID, parent_run_id: UUID | None) -> None:
-        # A root model run (no parent, none in its context) retrieves nothing: never tracked.
+    def _start_llm(self, run_id: UUID, parent_run_id: UUID | None, kwargs: dict[str, Any]) -> None:
+        # A root model run (no parent, none in its context) retrieves nothing: never tracked. Its start
+        # kwargs (model name, provider) are kept as a reference, read once if it gives the answer.
         enclosing = self._enclosing(parent_run_id)
         if enclosing is not None and (root := self._runs.root_of(enclosing)) is not None:
-            self._account(self._runs.add_child(run_id, enclosing.int, root, llm=True))
+            self._account(self._runs.add_child(run_id, enclosing.int, root, llm=True, start=kwargs))
 
-    def _start_root(self, run_id: UUID, inputs: object, facts: SelectionFacts | None) -> None:
+    def _start_root(
+        self,
+        run_id: UUID,
+        inputs: object,
+        facts: SelectionFacts | None,
+        serialized: dict[str, Any] | None,
+        kwargs: dict[str, Any],
+    ) -> None:
         context = trace.get_current_span().get_span_context()
         if context.is_valid:
             trace_id, parent = context.trace_id, context
@@ -410,6 +420,8 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
             started_at=self._runs.now(),
             inputs=inputs,
             facts=facts,
+            serialized=serialized,
+            start_kwargs=kwargs,
         )
         adopt_run_span(root)  # found here when the other instrumentation's handler ran before ours
         self._account(self._runs.start_root(root)[1])

@@ -35,11 +35,14 @@ CAPTURE_ERROR: Final[DropReason] = "capture_error"
 class RootAccounting:
     """Counts each root run's outcome in ``evaluator``; errors of its own go to ``failed(name, exc)``."""
 
-    __slots__ = ("_failed", "evaluator")
+    __slots__ = ("_failed", "_metadata_keys", "evaluator")
 
-    def __init__(self, evaluator: Evaluator, failed: _extract.OnError) -> None:
+    def __init__(
+        self, evaluator: Evaluator, failed: _extract.OnError, *, metadata_keys: Sequence[str] = ()
+    ) -> None:
         self.evaluator = evaluator
         self._failed = failed
+        self._metadata_keys = tuple(metadata_keys)  # metric_dimensions: read into each interaction
 
     def sample(self, trace_id: int, facts: SelectionFacts | None = None) -> bool:
         """``Evaluator.admit`` (``facts``: the root's, for the selection rules): counts the root captured;
@@ -93,7 +96,9 @@ class RootAccounting:
                 self.evaluator.abandon(CHAIN_ERROR)
             return
         try:
-            interaction = _extract.interaction_of(root, retrievals, outputs, end_inputs, self._failed)
+            interaction = _extract.interaction_of(
+                root, retrievals, outputs, end_inputs, self._failed, self._metadata_keys
+            )
         except Exception as exc:
             self._failed("interaction_of", exc)
             interaction, reason = None, CAPTURE_ERROR

@@ -55,6 +55,9 @@ class RootRun:
         inputs: The root's inputs as LangChain passed them.
         facts: What selection rules see of the root (its name, tags, metadata), read once at its start;
             ``None`` when no rules are configured.
+        serialized / start_kwargs: The root's start callback arguments, kept as references (nothing is
+            read from them on the request path): the root's name and metadata, read once per interaction
+            for its dimensions (``_extract.dimensions_of``).
         decision: ``UNDECIDED`` until the first retrieval under the root, then ``SAMPLED`` (an
             unsampled root is removed from the table at once).
         runs: Descendant ``run_id.int`` still running -> its parent's ``run_id.int`` (freed at the
@@ -66,13 +69,16 @@ class RootRun:
         retrievals: Each outermost retrieval step's documents, in start order (``None`` until it
             ends, or when discarded: under a failed run, or replaced by an enclosing step's output).
         retriever_query: The first retriever's query.
+        retriever_name: The first outermost retriever's run name (LangChain passes it as ``name``).
         tokens: Streamed tokens per answer-LLM ``run_id.int`` until that LLM run ends.
         llm_open: Answer-LLM runs started and not ended (a root that ends with one open was abandoned
-            mid-stream).
+            mid-stream) -> their start callback's keyword arguments (a reference: metadata with
+            ``ls_model_name`` / ``ls_provider``, ``invocation_params``).
         llm_ended: An answer-LLM run under the root has ended.
         llm_response: The last ended answer-LLM run's ``LLMResult``.
         llm_tokens: The tokens that LLM run streamed, if any.
         llm_lineage: The ancestors of that LLM run (to forget its answer if one of them fails).
+        llm_start: That LLM run's start keyword arguments (see ``llm_open``).
         alive: ``False`` once the root left the table (finished, unsampled or evicted).
     """
 
@@ -83,6 +89,8 @@ class RootRun:
     started_at: float
     inputs: object
     facts: SelectionFacts | None = None
+    serialized: object = None
+    start_kwargs: object = None
     decision: int = UNDECIDED
     runs: dict[int, int] = field(default_factory=dict)
     inner: set[int] = field(default_factory=set)
@@ -90,12 +98,14 @@ class RootRun:
     lineage: list[tuple[int, ...]] = field(default_factory=list)
     retrievals: list[Sequence[object] | None] = field(default_factory=list)
     retriever_query: object = None
+    retriever_name: object = None
     tokens: dict[int, list[object]] = field(default_factory=dict)
-    llm_open: set[int] = field(default_factory=set)
+    llm_open: dict[int, object] = field(default_factory=dict)
     llm_ended: bool = False
     llm_response: object = None
     llm_tokens: list[object] | None = None
     llm_lineage: tuple[int, ...] = ()
+    llm_start: object = None
     alive: bool = True
 
     def ancestors(self, key: int) -> tuple[int, ...]:
@@ -183,9 +193,12 @@ class RunTable:
             self._owner[key] = root
         return root, evicted
 
-    def add_child(self, run_id: UUID, parent_key: int, root: RootRun, *, llm: bool = False) -> Evicted:
+    def add_child(
+        self, run_id: UUID, parent_key: int, root: RootRun, *, llm: bool = False, start: object = None
+    ) -> Evicted:
         """Track ``run_id`` as a child of the run ``parent_key`` under ``root`` (no-op when the root has
-        left the table). ``llm``: a model run (an answer candidate unless inside a retrieval).
+        left the table). ``llm``: a model run (an answer candidate unless inside a retrieval), ``start``
+        its start callback's keyword arguments (kept as a reference).
 
         Returns:
             ``(root, reason)`` pairs evicted to make room within ``max_pending_runs``: the expired
@@ -202,7 +215,7 @@ class RunTable:
                 if parent_key in root.inner:
                     root.inner.add(key)
                 elif llm:
-                    root.llm_open.add(key)
+                    root.llm_open[key] = start
         return evicted
 
     def add_retrieval(
@@ -212,6 +225,7 @@ class RunTable:
         root: RootRun,
         query: object,
         sample: Callable[[RootRun], bool],
+        name: object = None,
     ) -> Evicted:
         """Track a retriever run under ``root``, a child of the run ``parent_key``. Inside another
         retrieval (a retriever, or a run under one) it is part of that one and gets no slot; otherwise it
@@ -219,6 +233,7 @@ class RunTable:
         sampling decision with ``sample(root)`` (which counts the root as captured). It runs inside
         the lock so that concurrent retrievers of one root (``RunnableParallel`` on a thread pool)
         decide exactly once. An unsampled root is removed from the table with all its runs at once.
+        ``name``: the retriever run's name, kept for the first one (a dimension).
 
         Returns:
             ``(root, reason)`` pairs evicted to make room within ``max_pending_runs`` (as
@@ -246,6 +261,7 @@ class RunTable:
             root.lineage.append(root.ancestors(parent_key))
             if root.decision == UNDECIDED:
                 root.retriever_query = query
+                root.retriever_name = name
                 if sample(root):
                     root.decision = SAMPLED
                 else:
@@ -277,7 +293,7 @@ class RunTable:
         with self._lock:
             key = run_id.int
             if root.alive and key in root.llm_open:
-                root.llm_open.discard(key)
+                root.llm_start = root.llm_open.pop(key)
                 root.llm_ended = True
                 root.llm_response = response
                 root.llm_tokens = root.tokens.pop(key, None)
@@ -304,7 +320,7 @@ class RunTable:
         with self._lock:
             key = run_id.int
             if root.alive:
-                root.llm_open.discard(key)
+                root.llm_open.pop(key, None)
                 root.tokens.pop(key, None)
                 for i, lineage in enumerate(root.lineage):
                     if key in lineage:
@@ -312,6 +328,7 @@ class RunTable:
                         root.lineage[i] = ()
                 if key in root.llm_lineage:
                     root.llm_ended, root.llm_response, root.llm_tokens = False, None, None
+                    root.llm_start = None
                     root.llm_lineage = ()
             self._forget(key, root)
 

@@ -3,27 +3,34 @@
 Metric attributes become time series in the backend (one series per distinct combination), so a dimension
 fed from user data (a tenant, a prompt version, a model name a gateway rewrites) must not grow without
 bound. Each dimension keeps the first ``max_values`` distinct values it sees; later new values are reported
-as :data:`OVERFLOW_VALUE` (the OpenTelemetry metrics SDK's own cardinality-limit convention is an overflow
-series marked ``otel.metric.overflow=true``; a fixed value per attribute keeps the other dimensions of the
-point intact), counted per dimension and warned once per dimension.
+as :data:`OVERFLOW_VALUE` (``_OTHER``; the OpenTelemetry metrics SDK's own cardinality-limit convention is
+an overflow series marked ``otel.metric.overflow=true``; a fixed value per attribute keeps the other
+dimensions of the point intact), counted per dimension (:meth:`CardinalityLimiter.overflowed`, and
+``on_overflow`` for the ``ctxutil.dimension.overflow`` counter) and warned once per dimension.
+
+One limiter bounds both the evaluation dimensions (:meth:`~CardinalityLimiter.bound`) and the evaluated
+service's identity (:meth:`~CardinalityLimiter.bound_group`: name, namespace and environment count as one
+value of the dimension ``ctxutil.evaluated.service.name``).
 
 The cardinality budget: the number of series of one instrument is at most the product of
-``max_values + 1`` over its dimensions (times the label/outcome values), so size ``max_values`` from the
-budget your backend allows, e.g. 3 dimensions at 20 values: 21**3 = 9,261 series at most per label.
+``max_values + 1`` over its dimensions (times the label/outcome values); docs/slices.md sizes it.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+
+from opentelemetry.util.types import AttributeValue
 
 from .._fork import reinit_after_fork
+from ._names import DIMENSION_OTHER
 
 __all__ = ["OVERFLOW_VALUE", "CardinalityLimiter"]
 
-OVERFLOW_VALUE = "_other"
-"""The value reported for a dimension's values beyond its budget."""
+OVERFLOW_VALUE = DIMENSION_OTHER
+"""The value reported for a dimension's values beyond its budget (``_OTHER``)."""
 
 _log = logging.getLogger("ctxutil_otel.emit")
 
@@ -35,48 +42,66 @@ class CardinalityLimiter:
         max_values: Distinct values kept per dimension (>= 1); later ones become :data:`OVERFLOW_VALUE`.
         max_chars: Longest value kept, in characters (>= 1); longer values are cut (before counting, so
             values differing only past the cut are one value).
+        on_overflow: Called (outside the lock, never raising into the caller) with the dimension's name
+            each time a value is reported as :data:`OVERFLOW_VALUE`.
 
     Raises:
         ValueError: when a bound is below 1.
     """
 
-    def __init__(self, *, max_values: int = 20, max_chars: int = 64) -> None:
+    def __init__(
+        self,
+        *,
+        max_values: int = 100,
+        max_chars: int = 64,
+        on_overflow: Callable[[str], None] | None = None,
+    ) -> None:
         if max_values < 1 or max_chars < 1:
             raise ValueError(f"max_values and max_chars must be >= 1, got {max_values}, {max_chars}")
-        self._max_values = max_values
-        self._max_chars = max_chars
-        self._seen: dict[str, set[str]] = {}
+        self.max_values = max_values
+        self.max_chars = max_chars
+        self._on_overflow = on_overflow
+        self._seen: dict[str, set[object]] = {}
         self._overflowed: dict[str, int] = {}
         self._lock = threading.Lock()
         reinit_after_fork(self.reinit_after_fork)
 
-    def bound(self, dimensions: Mapping[str, object]) -> dict[str, str]:
+    def bound(self, dimensions: Mapping[str, object] | None) -> dict[str, str]:
         """The dimensions as metric attributes: values as strings, truncated, overflowed past the budget.
-        ``None`` values are left out."""
+        ``None`` and empty values are left out."""
+        if not dimensions:
+            return {}
         out: dict[str, str] = {}
+        overflowed: list[str] = []
+        max_chars = self.max_chars
         with self._lock:
             for name, raw in dimensions.items():
                 if raw is None:
                     continue
-                value = str(raw)[: self._max_chars]
-                seen = self._seen.setdefault(name, set())
-                if value not in seen:
-                    if len(seen) >= self._max_values:
-                        count = self._overflowed.get(name, 0)
-                        self._overflowed[name] = count + 1
-                        if count == 0:
-                            _log.warning(
-                                "ctxutil: metric dimension %r has more than %d distinct values; later "
-                                "ones are reported as %r (raise the limit or drop the dimension)",
-                                name,
-                                self._max_values,
-                                OVERFLOW_VALUE,
-                            )
-                        value = OVERFLOW_VALUE
-                    else:
-                        seen.add(value)
-                out[name] = value
+                value = str(raw)[:max_chars]
+                if not value:
+                    continue
+                if self._admit(name, value):
+                    out[name] = value
+                else:
+                    out[name] = OVERFLOW_VALUE
+                    overflowed.append(name)
+        self._report(overflowed)
         return out
+
+    def bound_group(self, name: str, attributes: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
+        """``attributes`` as given while their combination is one of the first ``max_values`` seen for
+        dimension ``name`` (or was seen before), else ``{name: _OTHER}`` (counted as an overflow of
+        ``name``). ``{}`` stays ``{}``."""
+        if not attributes:
+            return attributes
+        identity = tuple(sorted((k, str(v)) for k, v in attributes.items()))
+        with self._lock:
+            admitted = self._admit(name, identity)
+        if admitted:
+            return attributes
+        self._report([name])
+        return {name: OVERFLOW_VALUE}
 
     def overflowed(self) -> dict[str, int]:
         """Values reported as :data:`OVERFLOW_VALUE`, per dimension, since this limiter was made."""
@@ -86,3 +111,38 @@ class CardinalityLimiter:
     def reinit_after_fork(self) -> None:
         """A fresh lock in a forked child (the parent's may have been held by another thread)."""
         self._lock = threading.Lock()
+
+    # --- internals --------------------------------------------------------------------------------
+    def _admit(self, name: str, value: object) -> bool:
+        """Lock held: whether ``value`` is (now) one of dimension ``name``'s kept values; counts a
+        refusal and warns on the first one of the dimension."""
+        seen = self._seen.get(name)
+        if seen is None:
+            seen = self._seen[name] = set()
+        if value in seen:
+            return True
+        if len(seen) < self.max_values:
+            seen.add(value)
+            return True
+        count = self._overflowed.get(name, 0)
+        self._overflowed[name] = count + 1
+        if count == 0:
+            _log.warning(
+                "ctxutil: metric dimension %r has more than %d distinct values (dimension_max_values); "
+                "later ones are reported as %r and counted in ctxutil.dimension.overflow (raise the limit, "
+                "or drop the dimension from metric_dimensions: docs/slices.md)",
+                name,
+                self.max_values,
+                OVERFLOW_VALUE,
+            )
+        return False
+
+    def _report(self, names: list[str]) -> None:
+        callback = self._on_overflow
+        if callback is None:
+            return
+        for name in names:
+            try:
+                callback(name)
+            except Exception:  # a failing counter must not lose the point
+                _log.debug("ctxutil: counting a dimension overflow failed", exc_info=True)

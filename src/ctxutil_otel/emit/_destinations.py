@@ -11,14 +11,24 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
+from collections.abc import Callable, Iterable
 
 from opentelemetry import _logs, metrics, trace
 from opentelemetry._logs import NoOpLoggerProvider
 from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.sdk.environment_variables import OTEL_SDK_DISABLED
+from opentelemetry.sdk.trace import SpanLimits
 from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider
 
-__all__ = ["nowhere", "resolved_providers", "sdk_disabled", "warn_once"]
+__all__ = [
+    "flush_providers",
+    "nowhere",
+    "resolved_providers",
+    "sdk_disabled",
+    "span_attribute_limit",
+    "warn_once",
+]
 
 _log = logging.getLogger("ctxutil_otel")
 _warned: set[str] = set()
@@ -67,6 +77,35 @@ def resolved_providers(
         meter_provider or metrics.get_meter_provider(),
         logger_provider or _logs.get_logger_provider(),
     )
+
+
+def flush_providers(
+    providers: Iterable[object], timeout_millis: int, on_error: Callable[[str, BaseException], None]
+) -> bool:
+    """``force_flush`` each provider that has one, all within ``timeout_millis``; ``True`` when every one
+    flushed in time. A provider that raises is reported as ``force_flush`` and counts as not flushed."""
+    deadline = time.monotonic() + timeout_millis / 1000
+    ok = True
+    for provider in providers:
+        flush = getattr(provider, "force_flush", None)
+        if flush is None:
+            continue
+        remaining = max(0, int((deadline - time.monotonic()) * 1000))
+        try:
+            ok = bool(flush(remaining)) and ok
+        except Exception as exc:
+            on_error("force_flush", exc)
+            ok = False
+    return ok
+
+
+def span_attribute_limit(provider: object) -> int | None:
+    """The span attribute count limit of an SDK ``TracerProvider`` (``None``: unlimited); the environment's
+    (``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT`` / ``OTEL_ATTRIBUTE_COUNT_LIMIT``) for any other provider."""
+    limits = getattr(provider, "_span_limits", None)  # SDK TracerProvider; not part of the API
+    if not isinstance(limits, SpanLimits):
+        limits = SpanLimits()
+    return limits.max_span_attributes
 
 
 def nowhere(

@@ -11,13 +11,12 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from opentelemetry import _logs, metrics, trace
 from opentelemetry._logs import LogRecord, SeverityNumber
 from opentelemetry.context import Context
-from opentelemetry.sdk.trace import SpanLimits
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
@@ -30,35 +29,28 @@ from ._attributes import (
     RESULT_EXTRACTORS,
     chunk_attributes,
     content_attributes,
-    count,
     extract,
-    finite,
     interaction_attributes,
     metric_attributes,
     text_source,
     valid_duration,
 )
-from ._destinations import resolved_providers, warn_if_nowhere
-from ._identity import EvaluatedServices, document_source, evaluated_service_attributes
+from ._cardinality import CardinalityLimiter
+from ._destinations import flush_providers, resolved_providers, span_attribute_limit, warn_if_nowhere
+from ._identity import document_source, evaluated_service_attributes
+from ._instruments import EvaluationInstruments
 from ._names import (
     ATTR_APPLICATION_NAME,
     ATTR_EVALUATED_SERVICE_NAME,
     ATTR_EVALUATION_NAME,
-    ATTR_TOKEN_TYPE,
-    DURATION_BUCKETS,
     EVENT_EVALUATION_RESULT,
     INSTRUMENTATION_SCOPE,
-    MAX_EVALUATED_SERVICES,
-    METRIC_CHUNKS_RELEVANT,
-    METRIC_CHUNKS_UTILIZED,
-    METRIC_EVALUATION_DURATION,
-    METRIC_EVALUATION_SCORE,
-    METRIC_JUDGE_TOKENS,
-    SCORE_BUCKETS,
     SPAN_EVALUATION,
     SPAN_INTERACTION,
 )
 from ._observables import ObservableInstruments, OutcomeCounts
+from ._options import EmitterOptions, check_int
+from ._relevancy import relevancy_attributes, relevancy_of
 
 __all__ = ["Emitter", "OutcomeCounts"]
 
@@ -85,14 +77,6 @@ class Emitter:
         application_name: Bounded name of the application / chain, added as ``ctxutil.application.name``
             to spans, log records and every metric.
         max_content_chars: Truncation length for captured text, >= 1.
-
-        ``None`` (the default) for any of these three takes the setting of the same name
-        (``CTXUTIL_CAPTURE_CONTENT`` / ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``,
-        ``CTXUTIL_APPLICATION_NAME``, ``CTXUTIL_MAX_CONTENT_CHARS``, else off / none / 1000), as every
-        other construction path does.
-
-    The first result checks where results go: when a signal's provider (given, else the global one) is
-    the API's no-op, or ``OTEL_SDK_DISABLED=true``, a warning says so once per process, with the fix.
         max_chunk_attributes: At most this many chunks get ``ctxutil.chunks.{i}.*`` span attributes, >= 0.
             Fewer are emitted when the span attribute count limit (``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``,
             default 128; the SDK silently evicts the *oldest* attributes beyond it) leaves no room;
@@ -101,10 +85,22 @@ class Emitter:
             ``ctxutil.chunks.{i}.id`` (the document's id) and ``ctxutil.chunks.{i}.metadata.{key}`` for these
             keys of its metadata (default ``source``), truncated to 256 characters, never the chunk text.
             Empty: neither ids nor metadata.
+        dimension_max_values / dimension_max_chars: The bound of every dimension (docs/slices.md): at most
+            this many distinct values per dimension per emitter (then ``_OTHER``, counted in
+            ``ctxutil.dimension.overflow`` and :attr:`dimension_overflows`, warned once per dimension),
+            each cut to this many characters; the evaluated-service identity shares the value bound.
+
+        ``None`` (the default) for an argument of ``_options.SETTINGS_ARGS`` (all but the providers and
+        ``max_chunk_attributes``) takes the setting of the same name (``CTXUTIL_*``), as every other
+        construction path does (``build_emitter`` passes them all).
+
+    The first result checks where results go: when a signal's provider (given, else the global one) is
+    the API's no-op, or ``OTEL_SDK_DISABLED=true``, a warning says so once per process, with the fix.
 
     Raises:
-        ValueError: naming the argument, for ``max_content_chars < 1``, ``max_chunk_attributes < 0``, a
-            non-string ``application_name`` or ``chunk_metadata_keys`` that are not non-empty strings.
+        ValueError: naming the argument, for ``max_content_chars < 1``, ``max_chunk_attributes < 0``,
+            ``dimension_max_values < 1``, ``dimension_max_chars < 1``, a non-string ``application_name``
+            or ``chunk_metadata_keys`` that are not non-empty strings.
     """
 
     def __init__(
@@ -117,30 +113,24 @@ class Emitter:
         application_name: str | None = None,
         max_content_chars: int | None = None,
         max_chunk_attributes: int = 64,
-        chunk_metadata_keys: Sequence[str] = ("source",),
+        chunk_metadata_keys: Sequence[str] | None = None,
+        dimension_max_values: int | None = None,
+        dimension_max_chars: int | None = None,
     ) -> None:
-        if capture_content is None or application_name is None or max_content_chars is None:
-            from .._settings import Settings
-
-            settings = Settings()
-            capture_content = settings.capture_content if capture_content is None else capture_content
-            application_name = settings.application_name if application_name is None else application_name
-            max_content_chars = settings.max_content_chars if max_content_chars is None else max_content_chars
-        _check_int("max_content_chars", max_content_chars, 1)
-        _check_int("max_chunk_attributes", max_chunk_attributes, 0)
-        if application_name is not None and not isinstance(application_name, str):
-            raise ValueError(f"application_name must be a str or None, got {type(application_name).__name__}")
-        self.capture_content = bool(capture_content)
-        self.application_name = application_name or None
-        self.max_content_chars = max_content_chars
+        options = EmitterOptions.resolve(
+            capture_content=capture_content,
+            application_name=application_name,
+            max_content_chars=max_content_chars,
+            chunk_metadata_keys=chunk_metadata_keys,
+            dimension_max_values=dimension_max_values,
+            dimension_max_chars=dimension_max_chars,
+        )
+        check_int("max_chunk_attributes", max_chunk_attributes, 0)
+        self.capture_content = options.capture_content
+        self.application_name = options.application_name
+        self.max_content_chars = options.max_content_chars
         self.max_chunk_attributes = max_chunk_attributes
-        if isinstance(chunk_metadata_keys, str) or not all(
-            isinstance(key, str) and key for key in chunk_metadata_keys
-        ):
-            raise ValueError(
-                f"chunk_metadata_keys must be a sequence of non-empty str, got {chunk_metadata_keys!r}"
-            )
-        self.chunk_metadata_keys = tuple(chunk_metadata_keys)
+        self.chunk_metadata_keys = options.chunk_metadata_keys
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
         self._logger_provider = logger_provider
@@ -150,32 +140,14 @@ class Emitter:
             INSTRUMENTATION_SCOPE, _VERSION or "", logger_provider=logger_provider
         )
         self._meter = metrics.get_meter(INSTRUMENTATION_SCOPE, _VERSION or "", meter_provider=meter_provider)
-        self._score = self._meter.create_histogram(
-            METRIC_EVALUATION_SCORE,
-            unit="1",
-            description="Contextual utilization score of each scored evaluation, 0..1.",
-            explicit_bucket_boundaries_advisory=SCORE_BUCKETS,
-        )
-        self._relevant = self._meter.create_counter(
-            METRIC_CHUNKS_RELEVANT, unit="{chunk}", description="Distinct retrieved chunks judged relevant."
-        )
-        self._utilized = self._meter.create_counter(
-            METRIC_CHUNKS_UTILIZED,
-            unit="{chunk}",
-            description="Distinct relevant chunks the answer used.",
-        )
-        self._duration = self._meter.create_histogram(
-            METRIC_EVALUATION_DURATION,
-            unit="s",
-            description="Wall-clock duration of one evaluation, judge call included.",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-        )
-        self._tokens = self._meter.create_counter(
-            METRIC_JUDGE_TOKENS, unit="{token}", description="Tokens spent by the judge."
+        self._instruments = EvaluationInstruments(self._meter, self._on_error)
+        self._limiter = CardinalityLimiter(
+            max_values=options.dimension_max_values,
+            max_chars=options.dimension_max_chars,
+            on_overflow=self._instruments.count_overflow,
         )
         self._lock = threading.Lock()
         self._failures: Counter[str] = Counter()
-        self._senders = EvaluatedServices(MAX_EVALUATED_SERVICES)
         self._observables = ObservableInstruments(self._meter, self.application_name, self._on_error)
         reinit_after_fork(self._new_locks)
 
@@ -183,7 +155,6 @@ class Emitter:
         """Fresh locks in a forked child: the parent's worker thread may have held one at the fork."""
         self._lock = threading.Lock()
         self._observables.new_lock()
-        self._senders.new_lock()
 
     # ------------------------------------------------------------------------------------------ emit
     def emit(
@@ -194,7 +165,9 @@ class Emitter:
         *,
         item: DatasetItem | None = None,
     ) -> None:
-        """Emit the evaluation span, the ``gen_ai.evaluation.result`` log record and the metrics.
+        """Emit the evaluation span, the ``gen_ai.evaluation.result`` log record and the metrics, all with
+        the interaction's bounded dimensions; for a result with verdicts also the ``contextual_relevancy``
+        event and score point (``_relevancy``).
 
         Args:
             interaction: The evaluated interaction: ``parent`` (the evaluated span's context) or, when
@@ -216,11 +189,10 @@ class Emitter:
             end_ns = time.time_ns()
             duration = valid_duration(duration_s)
             common = extract(RESULT_EXTRACTORS, result, self._on_error)
-            common.update(interaction_attributes(interaction, self.application_name))
-            sender, limited = self._senders.bounded(evaluated_service_attributes(interaction))
-            if limited:
-                self._on_error(ATTR_EVALUATED_SERVICE_NAME, ValueError("too many evaluated services"))
-            common.update(sender)
+            bounded = self._dimensions(interaction)
+            context = interaction_attributes(interaction, self.application_name)
+            context.update(bounded)
+            common.update(context)
             content = (
                 content_attributes(interaction, item, self.max_content_chars) if self.capture_content else {}
             )
@@ -232,8 +204,28 @@ class Emitter:
             "span",
             lambda: self._emit_span(result, evaluated, common, content, interaction, item, end_ns, duration),
         )
-        self._guard("log", lambda: self._emit_log(result, evaluated, common, content, end_ns))
-        self._record_metrics(result, duration, sender)
+        self._guard("log", lambda: self._emit_log(evaluated, {**common, **content}, end_ns, result.label))
+        relevancy: float | None = None
+        try:
+            relevancy = relevancy_of(result)
+            if relevancy is not None:
+                attributes = relevancy_attributes(relevancy, result, common, context)
+                self._guard("log", lambda: self._emit_log(evaluated, attributes, end_ns, "relevancy"))
+        except Exception as exc:
+            relevancy = None
+            self._on_error("relevancy", exc)
+        self._record_metrics(result, duration, relevancy, bounded)
+
+    def _dimensions(self, interaction: Interaction) -> dict[str, AttributeValue]:
+        """The interaction's dimensions and sender identity, bounded (safe as metric attributes)."""
+        bounded: dict[str, AttributeValue] = {}
+        dimensions = getattr(interaction, "dimensions", None)
+        if isinstance(dimensions, Mapping) and dimensions:
+            bounded.update(self._limiter.bound(dimensions))
+        sender = evaluated_service_attributes(interaction)
+        if sender:
+            bounded.update(self._limiter.bound_group(ATTR_EVALUATED_SERVICE_NAME, sender))
+        return bounded
 
     def _emit_span(
         self,
@@ -251,7 +243,7 @@ class Emitter:
             1 + len(self.chunk_metadata_keys) if self.chunk_metadata_keys else 0
         )
         room = self.max_chunk_attributes
-        limit = self._span_attribute_limit()
+        limit = span_attribute_limit(self._tracer_provider or trace.get_tracer_provider())
         if limit is not None:
             room = min(room, max(0, (limit - len(attributes) - 1) // per_chunk))
         attributes.update(
@@ -283,58 +275,36 @@ class Emitter:
             span.end(end_time=end_ns)
 
     def _emit_log(
-        self,
-        result: MetricEvaluationResult,
-        evaluated: SpanContext,
-        common: dict[str, AttributeValue],
-        content: dict[str, AttributeValue],
-        end_ns: int,
+        self, evaluated: SpanContext, attributes: dict[str, AttributeValue], end_ns: int, label: str
     ) -> None:
-        error = result.label == "error"
+        error = label == "error"
         record = LogRecord(
             timestamp=end_ns,
             context=trace.set_span_in_context(NonRecordingSpan(evaluated)),
             severity_number=SeverityNumber.WARN if error else SeverityNumber.INFO,
             severity_text="WARN" if error else "INFO",
-            attributes={**common, **content},
+            attributes=attributes,
             event_name=EVENT_EVALUATION_RESULT,
         )
         self._logger.emit(record)
 
     def _record_metrics(
-        self, result: MetricEvaluationResult, duration: float | None, sender: dict[str, AttributeValue]
+        self,
+        result: MetricEvaluationResult,
+        duration: float | None,
+        relevancy: float | None,
+        bounded: dict[str, AttributeValue],
     ) -> None:
         try:
-            attributes = {**metric_attributes(result, self.application_name), **sender}
+            attributes = {**metric_attributes(result, self.application_name), **bounded}
+            base: dict[str, AttributeValue] = {ATTR_EVALUATION_NAME: str(result.metric_name), **bounded}
+            if self.application_name:
+                base[ATTR_APPLICATION_NAME] = self.application_name
         except Exception as exc:
             self._on_error("metrics", exc)
             return
-        if duration is not None:
-            self._guard(METRIC_EVALUATION_DURATION, lambda: self._duration.record(duration, attributes))
-        if result.label != "error":
-            score = result.score
-            if score is not None:
-                self._guard(METRIC_EVALUATION_SCORE, lambda: self._score.record(finite(score), attributes))
-            self._guard(
-                METRIC_CHUNKS_RELEVANT,
-                lambda: self._relevant.add(count(result.signals.total_relevant_chunks), attributes),
-            )
-            self._guard(
-                METRIC_CHUNKS_UTILIZED,
-                lambda: self._utilized.add(count(result.signals.utilized_chunks), attributes),
-            )
-        if result.usage is not None:
-            self._guard(METRIC_JUDGE_TOKENS, lambda: self._record_tokens(result, sender))
-
-    def _record_tokens(self, result: MetricEvaluationResult, sender: dict[str, AttributeValue]) -> None:
-        usage = result.usage
-        if usage is None:
-            return
-        base: dict[str, AttributeValue] = {ATTR_EVALUATION_NAME: str(result.metric_name), **sender}
-        if self.application_name:
-            base[ATTR_APPLICATION_NAME] = self.application_name
-        self._tokens.add(count(usage.input_tokens), {**base, ATTR_TOKEN_TYPE: "input"})
-        self._tokens.add(count(usage.output_tokens), {**base, ATTR_TOKEN_TYPE: "output"})
+        self._instruments.record(result, duration, relevancy, attributes)
+        self._instruments.record_tokens(result, base)
 
     # ------------------------------------------------------------------------------- observables
     def observe(
@@ -371,22 +341,8 @@ class Emitter:
         Returns ``True`` when every provider that supports ``force_flush`` flushed in time; providers
         without it (API no-op / proxy providers) are skipped. Never raises.
         """
-        deadline = time.monotonic() + timeout_millis / 1000
-        providers: list[object] = list(
-            resolved_providers(self._tracer_provider, self._meter_provider, self._logger_provider)
-        )
-        ok = True
-        for provider in providers:
-            flush = getattr(provider, "force_flush", None)
-            if flush is None:
-                continue
-            remaining = max(0, int((deadline - time.monotonic()) * 1000))
-            try:
-                ok = bool(flush(remaining)) and ok
-            except Exception as exc:
-                self._on_error("force_flush", exc)
-                ok = False
-        return ok
+        providers = resolved_providers(self._tracer_provider, self._meter_provider, self._logger_provider)
+        return flush_providers(providers, timeout_millis, self._on_error)
 
     @property
     def tracer_provider(self) -> trace.TracerProvider:
@@ -401,6 +357,12 @@ class Emitter:
         """How often each part failed (attribute key, ``span``, ``log``, a metric name, ``emit``)."""
         with self._lock:
             return dict(self._failures)
+
+    @property
+    def dimension_overflows(self) -> dict[str, int]:
+        """Values reported as ``_OTHER`` per dimension (attribute name) since this emitter was made; also
+        exported as the ``ctxutil.dimension.overflow`` counter."""
+        return self._limiter.overflowed()
 
     # ----------------------------------------------------------------------------------- helpers
     def _on_error(self, key: str, exc: BaseException) -> None:
@@ -434,16 +396,3 @@ class Emitter:
         )
         root.end(end_time=end)
         return root.get_span_context()
-
-    def _span_attribute_limit(self) -> int | None:
-        """The span attribute count limit of the SDK TracerProvider in use (None: unlimited)."""
-        provider = self._tracer_provider or trace.get_tracer_provider()
-        limits = getattr(provider, "_span_limits", None)  # SDK TracerProvider; not part of the API
-        if not isinstance(limits, SpanLimits):
-            limits = SpanLimits()  # reads OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT / OTEL_ATTRIBUTE_COUNT_LIMIT
-        return limits.max_span_attributes
-
-
-def _check_int(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")

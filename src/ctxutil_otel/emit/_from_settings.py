@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._emitter import Emitter
+from ._options import SETTINGS_ARGS
 
 if TYPE_CHECKING:
     from opentelemetry import _logs, metrics, trace
@@ -21,15 +22,13 @@ def build_emitter(
     meter_provider: metrics.MeterProvider | None = None,
     logger_provider: _logs.LoggerProvider | None = None,
 ) -> Emitter:
-    """Build the :class:`~ctxutil_otel.emit.Emitter` the settings configure (``capture_content``,
-    ``application_name``, ``max_content_chars``, ``chunk_metadata_keys``) on the given providers
+    """Build the :class:`~ctxutil_otel.emit.Emitter` the settings configure (every argument of
+    ``SETTINGS_ARGS``: ``capture_content``, ``application_name``, ``max_content_chars``,
+    ``chunk_metadata_keys``, ``dimension_max_values``, ``dimension_max_chars``) on the given providers
     (``None``: the global ones)."""
     return Emitter(
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
         logger_provider=logger_provider,
-        capture_content=settings.capture_content,
-        application_name=settings.application_name,
-        max_content_chars=settings.max_content_chars,
-        chunk_metadata_keys=settings.chunk_metadata_keys,
+        **{name: getattr(settings, name) for name in SETTINGS_ARGS},
     )

@@ -4,24 +4,20 @@ evaluated service named by the evaluated spans' Resource (docs/telemetry.md). Al
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Callable, Mapping, Sequence
 
 from opentelemetry.util.types import AttributeValue
 
 from .._interaction import Interaction
 from ._names import (
-    ATTR_EVALUATED_SERVICE_NAME,
     CHUNK_ID,
     CHUNK_LABEL_MAX_CHARS,
     CHUNK_METADATA,
     EVALUATED_SERVICE_FROM_RESOURCE,
-    EVALUATED_SERVICE_OTHER,
     chunk_attribute,
 )
 
 __all__ = [
-    "EvaluatedServices",
     "document_attributes",
     "document_source",
     "evaluated_service_attributes",
@@ -73,7 +69,8 @@ def document_attributes(
 def evaluated_service_attributes(interaction: Interaction) -> dict[str, AttributeValue]:
     """``ctxutil.evaluated.service.name`` / ``.namespace`` / ``ctxutil.evaluated.deployment.environment.name``
     from the interaction's ``service`` (the sender's Resource), values cut to 128 characters; ``{}`` when
-    unknown. The emitter bounds how many distinct identities it labels."""
+    unknown. The emitter bounds how many distinct identities it labels
+    (``CardinalityLimiter.bound_group``)."""
     service = getattr(interaction, "service", None)
     if not isinstance(service, Mapping):
         return {}
@@ -94,31 +91,3 @@ def document_source(interaction: Interaction) -> Callable[[int], object]:
         return documents[i] if 0 <= i < len(documents) else None
 
     return document_of
-
-
-class EvaluatedServices:
-    """Bounds the distinct evaluated-service identities one emitter labels (thread-safe).
-
-    :meth:`bounded` returns ``(attributes, limited)``: the attributes as given while fewer than ``limit``
-    identities were seen (or for one already seen), else ``{ctxutil.evaluated.service.name: _OTHER}`` with
-    ``limited`` ``True``.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._seen: set[tuple[tuple[str, str], ...]] = set()
-        self._lock = threading.Lock()
-
-    def new_lock(self) -> None:
-        """A fresh lock (in a forked child; see :mod:`ctxutil_otel._fork`)."""
-        self._lock = threading.Lock()
-
-    def bounded(self, sender: dict[str, AttributeValue]) -> tuple[dict[str, AttributeValue], bool]:
-        if not sender:
-            return sender, False
-        identity = tuple(sorted((k, str(v)) for k, v in sender.items()))
-        with self._lock:
-            if identity in self._seen or len(self._seen) < self._limit:
-                self._seen.add(identity)
-                return sender, False
-        return {ATTR_EVALUATED_SERVICE_NAME: EVALUATED_SERVICE_OTHER}, True

@@ -38,6 +38,7 @@ from ``service.name`` / ``service.instance.id``.
 |                              |              |               | gen_ai_evaluation_score_sum, _count         |
 | ctxutil.chunks.relevant      | Counter      | {chunk}       | ctxutil_chunks_relevant_total               |
 | ctxutil.chunks.utilized      | Counter      | {chunk}       | ctxutil_chunks_utilized_total               |
+| ctxutil.chunks.judged        | Counter      | {chunk}       | ctxutil_chunks_judged_total                 |
 | ctxutil.evaluation.duration  | Histogram    | s             | ctxutil_evaluation_duration_seconds_bucket, |
 |                              |              |               | ctxutil_evaluation_duration_seconds_sum,    |
 |                              |              |               | ctxutil_evaluation_duration_seconds_count   |
@@ -45,6 +46,7 @@ from ``service.name`` / ``service.instance.id``.
 | ctxutil.evaluations          | Obs. counter | {evaluation}  | ctxutil_evaluations_total                   |
 | ctxutil.queue.size           | Obs. gauge   | {interaction} | ctxutil_queue_size                          |
 | ctxutil.worker.cpu_throttled | Obs. counter | s             | ctxutil_worker_cpu_throttled_seconds_total  |
+| ctxutil.dimension.overflow   | Counter      | {value}       | ctxutil_dimension_overflow_total            |
 
 (Obs. = Observable.)
 
@@ -52,16 +54,25 @@ Metric attributes (bounded cardinality only: never ids, queries or user data), O
 
 | instruments                          | attributes -> labels                                              |
 |--------------------------------------|-------------------------------------------------------------------|
-| score, chunks relevant / utilized,   | gen_ai.evaluation.name -> gen_ai_evaluation_name,                 |
-| evaluation duration                  | gen_ai.evaluation.score.label -> gen_ai_evaluation_score_label,   |
-|                                      | [ctxutil.application.name -> ctxutil_application_name]            |
+| score, chunks relevant / utilized /  | gen_ai.evaluation.name -> gen_ai_evaluation_name,                 |
+| judged, evaluation duration          | gen_ai.evaluation.score.label -> gen_ai_evaluation_score_label,   |
+|                                      | [ctxutil.application.name -> ctxutil_application_name], {dims}    |
 | judge tokens                         | gen_ai.evaluation.name, gen_ai.token.type -> gen_ai_token_type    |
-|                                      | (input / output), [ctxutil.application.name]                      |
+|                                      | (input / output), [ctxutil.application.name], {dims}              |
+| dimension overflow                   | ctxutil.dimension.name -> ctxutil_dimension_name                  |
 | evaluations                          | outcome; error.type -> error_type (failed); reason (dropped);     |
 |                                      | [ctxutil.application.name]                                        |
 | queue size, worker cpu throttled     | [ctxutil.application.name]                                        |
 
-``[...]``: only when an application name is configured. One Prometheus family has one label set: the
+``[...]``: only when an application name is configured. ``{dims}``: the dimensions of the evaluated
+interaction, each only when known (docs/slices.md): ``gen_ai.request.model`` -> ``gen_ai_request_model``,
+``gen_ai.provider.name`` -> ``gen_ai_provider_name``, ``ctxutil.chain.name`` -> ``ctxutil_chain_name``,
+``ctxutil.retriever.name`` -> ``ctxutil_retriever_name``, ``ctxutil.metadata.<key>`` ->
+``ctxutil_metadata_<key>`` (``metric_dimensions``), and the evaluated service
+(``ctxutil.evaluated.service.name`` -> ``ctxutil_evaluated_service_name``, ...); each bounded to
+``dimension_max_values`` values per process (``_OTHER`` beyond). The score histogram holds two evaluations:
+``gen_ai_evaluation_name="contextual_utilization"`` and ``"contextual_relevancy"`` (no score label); filter
+on the name. One Prometheus family has one label set: the
 exporter writes the union of a family's attribute names and leaves absent ones empty
 (``ctxutil_evaluations_total{outcome="evaluated",error_type="",reason=""}``), which PromQL treats as absent.
 ``outcome`` is one of ``sampled_out``, ``dropped``,
@@ -90,8 +101,10 @@ from typing import Final
 __all__ = [
     "ATTR_ANSWER",
     "ATTR_APPLICATION_NAME",
+    "ATTR_CHAIN_NAME",
     "ATTR_CHUNKS_TRUNCATED",
     "ATTR_CHUNK_PREFIX",
+    "ATTR_DIMENSION_NAME",
     "ATTR_ERROR_TYPE",
     "ATTR_EVALUATED_DEPLOYMENT_ENVIRONMENT",
     "ATTR_EVALUATED_SERVICE_NAME",
@@ -109,9 +122,12 @@ __all__ = [
     "ATTR_JUDGE_OUTPUT_FORMAT",
     "ATTR_JUDGE_OUTPUT_TOKENS",
     "ATTR_OUTCOME",
+    "ATTR_PROVIDER_NAME",
     "ATTR_QUERY",
     "ATTR_REASON",
+    "ATTR_REQUEST_MODEL",
     "ATTR_RESPONSE_ID",
+    "ATTR_RETRIEVER_NAME",
     "ATTR_THRESHOLD",
     "ATTR_TOKEN_TYPE",
     "ATTR_TOTAL_CHUNKS",
@@ -127,14 +143,20 @@ __all__ = [
     "CHUNK_METADATA",
     "CHUNK_REASON",
     "CHUNK_TEXT",
+    "DIMENSION_METADATA_PREFIX",
+    "DIMENSION_OTHER",
     "DURATION_BUCKETS",
     "EVALUATED_SERVICE_FROM_RESOURCE",
     "EVALUATED_SERVICE_OTHER",
+    "EVALUATION_CONTEXTUAL_RELEVANCY",
+    "EVALUATION_CONTEXTUAL_UTILIZATION",
     "EVENT_EVALUATION_RESULT",
     "INSTRUMENTATION_SCOPE",
     "MAX_EVALUATED_SERVICES",
+    "METRIC_CHUNKS_JUDGED",
     "METRIC_CHUNKS_RELEVANT",
     "METRIC_CHUNKS_UTILIZED",
+    "METRIC_DIMENSION_OVERFLOW",
     "METRIC_EVALUATIONS",
     "METRIC_EVALUATION_DURATION",
     "METRIC_EVALUATION_SCORE",
@@ -209,7 +231,8 @@ ATTR_APPLICATION_NAME: Final = "ctxutil.application.name"
 ATTR_EVALUATED_SERVICE_NAME: Final = "ctxutil.evaluated.service.name"
 """string, spans, events and metrics: the ``service.name`` of the application whose spans were evaluated
 (their Resource; set on the span-processor path, so ``serve`` names each sender). Bounded: at most
-:data:`MAX_EVALUATED_SERVICES` distinct identities per process, then ``_OTHER``."""
+``dimension_max_values`` (default :data:`MAX_EVALUATED_SERVICES`) distinct identities per process, then
+``_OTHER``."""
 ATTR_EVALUATED_SERVICE_NAMESPACE: Final = "ctxutil.evaluated.service.namespace"
 """string, as ``ctxutil.evaluated.service.name``: the sender's ``service.namespace`` when it has one."""
 ATTR_EVALUATED_DEPLOYMENT_ENVIRONMENT: Final = "ctxutil.evaluated.deployment.environment.name"
@@ -224,9 +247,41 @@ EVALUATED_SERVICE_FROM_RESOURCE: Final = {
 """Sender Resource attribute -> the attribute naming it on results (the first of the two environment keys
 present wins)."""
 MAX_EVALUATED_SERVICES: Final = 100
-"""Distinct evaluated-service identities one emitter labels; results of further senders get
+"""Distinct evaluated-service identities one emitter labels by default (the default of the setting
+``dimension_max_values``, which bounds them with the other dimensions); results of further senders get
 ``ctxutil.evaluated.service.name=_OTHER`` (and no namespace or environment)."""
-EVALUATED_SERVICE_OTHER: Final = "_OTHER"
+DIMENSION_OTHER: Final = "_OTHER"
+"""The value of a dimension beyond its bound (``dimension_max_values`` distinct values per process), and of
+``ctxutil.evaluated.service.name`` beyond :data:`MAX_EVALUATED_SERVICES` identities."""
+EVALUATED_SERVICE_OTHER: Final = DIMENSION_OTHER
+
+# --- dimensions (issue 12, docs/slices.md): spans, events and every metric point of an evaluation ------
+ATTR_REQUEST_MODEL: Final = "gen_ai.request.model"
+"""string: the ANSWERING model of the evaluated interaction (never the judge's, see ``ctxutil.judge.model``):
+LangChain ``ls_model_name`` (else invocation params ``model`` / ``model_name``); on spans
+``gen_ai.request.model``, else ``gen_ai.response.model``, else OpenInference ``llm.model_name``."""
+ATTR_PROVIDER_NAME: Final = "gen_ai.provider.name"
+"""string: the answering model's provider: LangChain ``ls_provider``; on spans ``gen_ai.provider.name``,
+else the older ``gen_ai.system``, else OpenInference ``llm.provider`` / ``llm.system``."""
+ATTR_CHAIN_NAME: Final = "ctxutil.chain.name"
+"""string: the root chain's name (LangChain root run name; on spans the name of the span that closed the
+turn: the chain span enclosing retrieval and generation, or the service's local root)."""
+ATTR_RETRIEVER_NAME: Final = "ctxutil.retriever.name"
+"""string: the first outermost retriever's name (LangChain retriever run name; on spans the retrieval span's
+name)."""
+DIMENSION_METADATA_PREFIX: Final = "ctxutil.metadata"
+"""Prefix of ``ctxutil.metadata.<key>``: the ``metric_dimensions`` keys, from LangChain metadata or span
+attributes ``<key>`` / ``metadata.<key>``."""
+ATTR_DIMENSION_NAME: Final = "ctxutil.dimension.name"
+"""string, on ``ctxutil.dimension.overflow`` only: the attribute whose value overflowed."""
+EVALUATION_CONTEXTUAL_UTILIZATION: Final = "contextual_utilization"
+"""``gen_ai.evaluation.name`` of the utilization result (the metric's name)."""
+EVALUATION_CONTEXTUAL_RELEVANCY: Final = "contextual_relevancy"
+"""``gen_ai.evaluation.name`` of the retrieval half: relevant / distinct retrieved chunks, from the same
+verdicts (no judge call of its own), emitted as its own ``gen_ai.evaluation.result`` event and
+``gen_ai.evaluation.score`` point whenever the result has verdicts for at least one chunk (not on errors,
+not without chunks); no score label (it has no threshold)."""
+
 ATTR_INTERACTION_ID: Final = "ctxutil.interaction.id"
 """string, spans and log records only (never metrics): the LangChain root run_id or the span id."""
 ATTR_INTERACTION_SOURCE: Final = "ctxutil.interaction.source"
@@ -273,6 +328,12 @@ METRIC_CHUNKS_RELEVANT: Final = "ctxutil.chunks.relevant"
 """Counter, unit ``{chunk}``: distinct relevant chunks per evaluation."""
 METRIC_CHUNKS_UTILIZED: Final = "ctxutil.chunks.utilized"
 """Counter, unit ``{chunk}``: distinct relevant chunks the answer used."""
+METRIC_CHUNKS_JUDGED: Final = "ctxutil.chunks.judged"
+"""Counter, unit ``{chunk}``: distinct retrieved chunks judged (``relevant / judged`` is the share of
+retrieved context that was relevant); same attributes and recording rule as ``ctxutil.chunks.relevant``."""
+METRIC_DIMENSION_OVERFLOW: Final = "ctxutil.dimension.overflow"
+"""Counter, unit ``{value}``: dimension values reported as ``_OTHER`` because their dimension had
+``dimension_max_values`` distinct values already, by ``ctxutil.dimension.name``."""
 METRIC_EVALUATION_DURATION: Final = "ctxutil.evaluation.duration"
 """Histogram, unit ``s``: wall-clock seconds of one evaluation (judge call included)."""
 METRIC_JUDGE_TOKENS: Final = "ctxutil.judge.tokens"
@@ -318,6 +379,8 @@ PROMETHEUS_NAMES: Final[dict[str, tuple[str, ...]]] = {
     ),
     METRIC_CHUNKS_RELEVANT: ("ctxutil_chunks_relevant_total",),
     METRIC_CHUNKS_UTILIZED: ("ctxutil_chunks_utilized_total",),
+    METRIC_CHUNKS_JUDGED: ("ctxutil_chunks_judged_total",),
+    METRIC_DIMENSION_OVERFLOW: ("ctxutil_dimension_overflow_total",),
     METRIC_EVALUATION_DURATION: (
         "ctxutil_evaluation_duration_seconds_bucket",
         "ctxutil_evaluation_duration_seconds_sum",

@@ -84,6 +84,8 @@ class BufferedPart:
         context: The span's own ``SpanContext``.
         start_ns / end_ns: The span's start and end, nanoseconds since the epoch.
         size: Approximate bytes held (``record.size()``).
+        span: The finished span itself (a reference, nothing read on the request path): what the turn's
+            conversion reads once for the sender's identity, the response id and the dimensions.
     """
 
     record: Retrieval | Generation
@@ -91,6 +93,7 @@ class BufferedPart:
     start_ns: int
     end_ns: int
     size: int
+    span: object = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,9 +212,10 @@ class TraceBuffer:
         parent_span_id: int | None,
         start_ns: int,
         end_ns: int,
+        span: object = None,
     ) -> tuple[list[Turn], Evicted]:
-        """A span of the trace ended: buffer its ``record`` (``None`` for a span that is not one),
-        then close what it encloses (see the module docstring).
+        """A span of the trace ended: buffer its ``record`` (``None`` for a span that is not one), with a
+        reference to the ``span``, then close what it encloses (see the module docstring).
 
         ``parent_span_id`` is ``None`` for a local root. Returns the assembled turns and the
         ``(turn, reason)`` pairs of the traces evicted to stay within the count and byte bounds:
@@ -225,7 +229,7 @@ class TraceBuffer:
                 self._evicted.pop(trace_id)  # its local root: nothing more will come
             elif trace is None and isinstance(record, Generation):
                 reason = self._evicted.pop(trace_id)
-                part = BufferedPart(record, context, start_ns, end_ns, 0)
+                part = BufferedPart(record, context, start_ns, end_ns, 0, span)
                 evicted.append((Turn(trace_id, (), part, start_ns, end_ns), reason))
                 return [], evicted
         if record is None:
@@ -245,7 +249,7 @@ class TraceBuffer:
                 nested = trace.waiting.pop(context.span_id, None)
                 if nested:
                     self._release(trace, nested, keep=True)
-            part = BufferedPart(record, context, start_ns, end_ns, record.size())
+            part = BufferedPart(record, context, start_ns, end_ns, record.size(), span)
             key = parent_span_id if parent_span_id is not None else context.span_id
             trace.waiting.setdefault(key, []).append(part)
             trace.parts += 1

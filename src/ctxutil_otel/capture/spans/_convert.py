@@ -3,10 +3,12 @@ evaluated (:class:`NotEvaluable`: the drop reason it is counted with and its cau
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..._accounting import DropReason
 from ..._interaction import Interaction
+from . import _dimensions
 from ._assembly import Turn
 from ._model import CAPTURE_ERROR, NO_ANSWER, NO_QUERY, Chunk, Generation, Retrieval
 
@@ -32,7 +34,9 @@ class NotEvaluable:
     convention: str
 
 
-def to_interaction(turn: Turn) -> Interaction | NotEvaluable:
+def to_interaction(
+    turn: Turn, closing: object = None, metadata_keys: Sequence[str] = ()
+) -> Interaction | NotEvaluable:
     """The :class:`Interaction` of a turn, or why it is not evaluable: a record's content could not be
     read (its ``problem``; a reader failure is ``capture_error``), the trace's records did not pair
     (:data:`UNPAIRED`), the answer was not captured, or no query was found (retrievals first, then
@@ -40,6 +44,9 @@ def to_interaction(turn: Turn) -> Interaction | NotEvaluable:
 
     The interaction is parented to the generation's span (``parent``, ``trace_id`` and ``id``, the
     span id in 16 hex digits); start/end are the closing span's; ``source`` is ``"span_processor"``.
+    Read here, once per turn, from the buffered spans (``_dimensions``): ``response_id`` and ``service``
+    (the sender's Resource) from the generation span, ``dimensions`` from the generation, retrieval and
+    ``closing`` spans (the span that closed the turn; ``metadata_keys``: the ``metric_dimensions``).
     """
     generation = turn.generation.record
     assert isinstance(generation, Generation)
@@ -67,6 +74,7 @@ def to_interaction(turn: Turn) -> Interaction | NotEvaluable:
     if query is None or not query.strip():
         return NotEvaluable("not_evaluable", NO_QUERY, generation.convention)
     context = turn.generation.context
+    generating = turn.generation.span
     return Interaction(
         query=query,
         answer=generation.answer,
@@ -77,8 +85,12 @@ def to_interaction(turn: Turn) -> Interaction | NotEvaluable:
         end_time_ns=turn.end_ns,
         source=SOURCE,
         id=format(context.span_id, "016x"),
-        response_id=generation.response_id,
-        service=dict(generation.service) or None,
+        response_id=_dimensions.response_id(generating) or generation.response_id,
+        service=_dimensions.sender(generating) or dict(generation.service) or None,
+        dimensions=_dimensions.dimensions(
+            generating, [p.span for p in turn.retrievals], closing, metadata_keys
+        )
+        or None,
         metadata={
             "convention": generation.convention,
             "retrieval_span_ids": [format(p.context.span_id, "016x") for p in turn.retrievals],

@@ -52,7 +52,6 @@ OpenTelemetry instrumentation is suppressed (the evaluator's worker runs that wa
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -65,7 +64,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from ..._accounting import DropReason
 from ..._fork import reinit_after_fork
 from ..._selection import SelectionFacts
-from ...emit._names import ATTR_EVALUATION_NAME, ATTR_RESPONSE_ID, SPAN_EVALUATION, SPAN_INTERACTION
+from ...emit._names import ATTR_EVALUATION_NAME, SPAN_EVALUATION, SPAN_INTERACTION
 from ...sampling import TraceIdRatioSampler
 from .._evaluator_args import resolve_evaluator
 from .._reasons import TTL_EXPIRED
@@ -91,36 +90,6 @@ _OWN_SPAN_NAMES = frozenset({SPAN_EVALUATION, SPAN_INTERACTION})
 _OWN_ATTRIBUTES = frozenset({ATTR_EVALUATION_NAME})
 _LOW_64 = (1 << 64) - 1
 _SWEEP_LIMIT = 4  # traces evicted per on_end call at most (lazy TTL eviction)
-
-
-#: The generation's completion id (GenAI conventions; OpenLLMetry writes it too).
-#: Resource attributes naming the sending application (``deployment.environment`` is the older name).
-SENDER_RESOURCE_KEYS: Final = (
-    "service.name",
-    "service.namespace",
-    "deployment.environment.name",
-    "deployment.environment",
-)
-
-
-def _identified(record: Generation, span: ReadableSpan, attributes: Mapping[str, object]) -> Generation:
-    """``record`` with the span's ``gen_ai.response.id`` (for the ``gen_ai.evaluation.result`` event) and
-    the identity of the application that sent it (its Resource's :data:`SENDER_RESOURCE_KEYS`), so that
-    ``serve`` can say which application each result is about."""
-    response_id = attributes.get(ATTR_RESPONSE_ID)
-    resource_attributes = getattr(getattr(span, "resource", None), "attributes", None) or {}
-    service = tuple(
-        (key, value)
-        for key in SENDER_RESOURCE_KEYS
-        if isinstance(value := resource_attributes.get(key), str) and value
-    )
-    if not service and not (isinstance(response_id, str) and response_id):
-        return record
-    return dataclasses.replace(
-        record,
-        response_id=response_id if isinstance(response_id, str) and response_id else record.response_id,
-        service=service,
-    )
 
 
 class UtilizationSpanProcessor(SpanProcessor):
@@ -185,6 +154,7 @@ class UtilizationSpanProcessor(SpanProcessor):
             bound if isinstance(bound, int) else TraceIdRatioSampler.bound_for_rate(settings.sample_rate)
         )
         self._select = bool(settings.selection_rules)  # build selection facts only when there are rules
+        self._metadata_keys = tuple(getattr(settings, "metric_dimensions", ()))
         self._max_buffered_bytes = max_buffered_bytes
         self._shutdown = False
         self._results_check = ResultsCheck(evaluator)
@@ -303,8 +273,6 @@ class UtilizationSpanProcessor(SpanProcessor):
             except ReaderError:
                 self._on_error()  # a reader failed on a span of unknown kind: no turn to count
                 part = None
-            if isinstance(part, Generation):
-                part = _identified(part, span, attributes)
             if isinstance(part, (Retrieval, Generation)):
                 record = part
         parent = span.parent
@@ -318,7 +286,7 @@ class UtilizationSpanProcessor(SpanProcessor):
             if self._shutdown:
                 return
             turns, evicted = self._buffer.end_span(
-                record, context, parent_id, span.start_time or 0, span.end_time or 0
+                record, context, parent_id, span.start_time or 0, span.end_time or 0, span
             )
             expired = self._buffer.expire(self._clock(), _SWEEP_LIMIT)
         self._account(turns, evicted, expired, span)
@@ -331,7 +299,7 @@ class UtilizationSpanProcessor(SpanProcessor):
         (``ttl_expired`` or ``pending_full``) and the expired ones, without admission (see
         :meth:`_discard`)."""
         if turns:
-            self._submit(turns, _selection_facts(closing) if self._select else None)
+            self._submit(turns, closing, _selection_facts(closing) if self._select else None)
         for turn, reason in evicted:
             self.evaluator.count_lost(turn.trace_id, reason)
         if expired:
@@ -342,12 +310,13 @@ class UtilizationSpanProcessor(SpanProcessor):
             expired = self._buffer.expire(self._clock(), limit)
         self._discard(expired, TTL_EXPIRED)
 
-    def _submit(self, turns: list[Turn], facts: SelectionFacts | None) -> None:
-        """Convert each closed turn first, then admit only a convertible one: a turn that is not
-        evaluable is already lost, so it is counted with ``count_lost`` and takes no rate-cap token."""
+    def _submit(self, turns: list[Turn], closing: ReadableSpan, facts: SelectionFacts | None) -> None:
+        """Convert each closed turn first (``closing``: the span that closed it, for its chain name), then
+        admit only a convertible one: a turn that is not evaluable is already lost, so it is counted with
+        ``count_lost`` and takes no rate-cap token."""
         evaluator = self.evaluator
         for turn in turns:
-            interaction = to_interaction(turn)
+            interaction = to_interaction(turn, closing, self._metadata_keys)
             if isinstance(interaction, NotEvaluable):
                 self._not_evaluable(interaction)
                 evaluator.count_lost(turn.trace_id, interaction.reason, facts)

@@ -1,0 +1,125 @@
+"""What a closed turn's spans say about who answered and who sent it, read once per turn when it is
+converted (never in ``on_end`` of each span): the sender's identity (the Resource), the response id and
+the dimensions (docs/slices.md).
+
+Dimension sources (the first present wins):
+
+* ``gen_ai.request.model``: the generation span's ``gen_ai.request.model``, else ``gen_ai.response.model``,
+  else OpenInference ``llm.model_name``;
+* ``gen_ai.provider.name``: its ``gen_ai.provider.name``, else the older ``gen_ai.system``, else
+  OpenInference ``llm.provider``, else ``llm.system``;
+* ``ctxutil.chain.name``: the name of the span that closed the turn (the chain span enclosing retrieval
+  and generation, or the service's local root);
+* ``ctxutil.retriever.name``: the first retrieval span's name;
+* ``ctxutil.metadata.<key>``: ``<key>``, else ``metadata.<key>``, else the key of OpenInference's JSON
+  ``metadata`` attribute, on the closing span, then the generation span, then the retrieval spans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from ...emit._names import (
+    ATTR_CHAIN_NAME,
+    ATTR_PROVIDER_NAME,
+    ATTR_REQUEST_MODEL,
+    ATTR_RESPONSE_ID,
+    ATTR_RETRIEVER_NAME,
+    DIMENSION_METADATA_PREFIX,
+)
+from ._model import as_mapping
+
+__all__ = ["SENDER_RESOURCE_KEYS", "attributes_of", "dimensions", "response_id", "sender"]
+
+#: Resource attributes naming the sending application (``deployment.environment`` is the older name).
+SENDER_RESOURCE_KEYS: Final = (
+    "service.name",
+    "service.namespace",
+    "deployment.environment.name",
+    "deployment.environment",
+)
+_MODEL_KEYS: Final = ("gen_ai.request.model", "gen_ai.response.model", "llm.model_name")
+_PROVIDER_KEYS: Final = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")
+
+
+def attributes_of(span: object) -> Mapping[str, object]:
+    """The span's attributes (``{}`` when it has none or is ``None``)."""
+    attributes = getattr(span, "attributes", None)
+    return attributes if isinstance(attributes, Mapping) else {}
+
+
+def _text(value: object) -> str | None:
+    if isinstance(value, str):
+        return value or None
+    if isinstance(value, (bool, int, float)):
+        return str(value)
+    return None
+
+
+def _first(attributes: Mapping[str, object], keys: Sequence[str]) -> str | None:
+    for key in keys:
+        value = _text(attributes.get(key))
+        if value is not None:
+            return value
+    return None
+
+
+def sender(span: object) -> dict[str, str] | None:
+    """The :data:`SENDER_RESOURCE_KEYS` of the span's Resource that are non-empty strings, or ``None``."""
+    resource = getattr(getattr(span, "resource", None), "attributes", None)
+    if not isinstance(resource, Mapping):
+        return None
+    found = {
+        key: value for key in SENDER_RESOURCE_KEYS if isinstance(value := resource.get(key), str) and value
+    }
+    return found or None
+
+
+def response_id(span: object) -> str | None:
+    """The span's ``gen_ai.response.id`` when it is a non-empty string."""
+    value = attributes_of(span).get(ATTR_RESPONSE_ID)
+    return value if isinstance(value, str) and value else None
+
+
+def dimensions(
+    generation: object, retrievals: Sequence[object], closing: object, metadata_keys: Sequence[str]
+) -> dict[str, str]:
+    """The turn's raw dimensions (module docstring) from its generation span, retrieval spans and the span
+    that closed it (each may be ``None``); unknown ones are absent."""
+    out: dict[str, str] = {}
+    generated = attributes_of(generation)
+    if generated:
+        model = _first(generated, _MODEL_KEYS)
+        if model is not None:
+            out[ATTR_REQUEST_MODEL] = model
+        provider = _first(generated, _PROVIDER_KEYS)
+        if provider is not None:
+            out[ATTR_PROVIDER_NAME] = provider
+    chain = getattr(closing, "name", None)
+    if isinstance(chain, str) and chain:
+        out[ATTR_CHAIN_NAME] = chain
+    retriever = next((n for r in retrievals if isinstance(n := getattr(r, "name", None), str) and n), None)
+    if retriever is not None:
+        out[ATTR_RETRIEVER_NAME] = retriever
+    if metadata_keys:
+        sources = [attributes_of(s) for s in (closing, generation, *retrievals) if s is not None]
+        for key in metadata_keys:
+            value = _metadata_value([s for s in sources if s], key)
+            if value is not None:
+                out[f"{DIMENSION_METADATA_PREFIX}.{key}"] = value
+    return out
+
+
+def _metadata_value(sources: Sequence[Mapping[str, object]], key: str) -> str | None:
+    flat = f"metadata.{key}"
+    for attributes in sources:
+        value = _text(attributes.get(key))
+        if value is None:
+            value = _text(attributes.get(flat))
+        if value is None and "metadata" in attributes:
+            metadata = as_mapping(attributes.get("metadata"))  # OpenInference: a JSON object string
+            value = None if metadata is None else _text(metadata.get(key))
+        if value is not None:
+            return value
+    return None

@@ -1,0 +1,85 @@
+"""Dimensions on the LangChain callback path (issue 12 item 2): the answering model and its provider
+(LangChain's own ``ls_model_name`` / ``ls_provider``, set by a real chat model), the root chain's name, the
+retriever's name and the ``metric_dimensions`` keys of the run's metadata, read once per interaction.
+
+Real parts: LangChain runnables and a real ``BaseChatModel`` (``FakeListChatModel`` subclassed with a
+``model`` field, whose standard params LangChain derives itself: ``ChatAcme`` -> provider ``acme``), the
+real Evaluator; the shared recording emitter keeps the interaction (tests/emit covers emission).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from langchain_core.language_models import FakeListChatModel
+from langchain_core.runnables import RunnableLambda
+
+from ctxutil_otel.emit import names as n
+
+from .conftest import ANSWER, QUESTION, FixedRetriever, Rig, assert_accounted, rag_chain
+
+MakeRig = Callable[..., Rig]
+
+
+class ChatAcme(FakeListChatModel):
+    """A real chat model double with a model name: LangChain puts ``ls_model_name`` = ``model`` and
+    ``ls_provider`` = ``acme`` (from the class name) into the run's metadata."""
+
+    model: str = "acme-large-2"
+
+
+class DocsRetriever(FixedRetriever):
+    """The fixed retriever under its own class name (the retriever run's name)."""
+
+
+def test_model_provider_chain_retriever_and_metadata_keys(make_rig: MakeRig) -> None:
+    rig = make_rig(metric_dimensions=("prompt_version", "tenant", "absent"))
+    chain = rag_chain(DocsRetriever(), ChatAcme(responses=[ANSWER])).with_config(run_name="faq_chain")
+    chain.invoke(
+        QUESTION,
+        config={"callbacks": [rig.handler], "metadata": {"prompt_version": "v3", "tenant": 42, "x": "y"}},
+    )
+    interaction, _ = rig.only()
+    assert interaction.dimensions == {
+        n.ATTR_REQUEST_MODEL: "acme-large-2",
+        n.ATTR_PROVIDER_NAME: "acme",
+        n.ATTR_CHAIN_NAME: "faq_chain",
+        n.ATTR_RETRIEVER_NAME: "DocsRetriever",
+        "ctxutil.metadata.prompt_version": "v3",
+        "ctxutil.metadata.tenant": "42",
+    }
+    assert_accounted(rig)
+
+
+def test_the_answering_model_is_the_last_one_not_a_query_writer(make_rig: MakeRig) -> None:
+    class ChatWriter(FakeListChatModel):
+        model: str = "writer-small"
+
+    rig = make_rig()
+    rewrite = ChatWriter(responses=[QUESTION]) | RunnableLambda(lambda m: m.content)
+    chain = rewrite | rag_chain(model=ChatAcme(responses=[ANSWER]))
+    chain.invoke(QUESTION, config={"callbacks": [rig.handler]})
+    interaction, _ = rig.only()
+    assert interaction.dimensions is not None
+    assert interaction.dimensions[n.ATTR_REQUEST_MODEL] == "acme-large-2"
+    assert interaction.dimensions[n.ATTR_PROVIDER_NAME] == "acme"
+
+
+def test_unknown_dimensions_are_absent_and_no_keys_no_metadata(make_rig: MakeRig) -> None:
+    rig = make_rig()  # no metric_dimensions
+    chain = rag_chain()  # FakeListChatModel: no model name; provider from its class name
+    chain.invoke(QUESTION, config={"callbacks": [rig.handler], "metadata": {"prompt_version": "v3"}})
+    interaction, _ = rig.only()
+    dims = dict(interaction.dimensions or {})
+    assert n.ATTR_REQUEST_MODEL not in dims
+    assert not [k for k in dims if k.startswith("ctxutil.metadata.")]
+    assert dims[n.ATTR_RETRIEVER_NAME] == "FixedRetriever"
+    assert dims[n.ATTR_CHAIN_NAME] == "RunnableSequence"
+
+
+def test_dimensions_with_selection_rules_read_the_same_root_name(make_rig: MakeRig) -> None:
+    rig = make_rig(selection_rules=[{"root_name": "faq*", "sample_rate": 1.0}], sample_rate=0.0)
+    chain = rag_chain(model=ChatAcme(responses=[ANSWER])).with_config(run_name="faq_chain")
+    chain.invoke(QUESTION, config={"callbacks": [rig.handler]})
+    interaction, _ = rig.only()
+    assert (interaction.dimensions or {})[n.ATTR_CHAIN_NAME] == "faq_chain"
