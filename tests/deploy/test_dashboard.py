@@ -174,7 +174,7 @@ def test_worker_throttling_panel_shows_the_share_of_time_throttled_per_instance(
 # ------------------------------------------------------------------------------------------------------------
 # Dimensions (issue 12): variables, per-slice panels, and the two evaluation names of one histogram.
 # ------------------------------------------------------------------------------------------------------------
-#: Dashboard variable -> the Prometheus label of the dimension it filters (docs/COMMON names, docs/slices.md).
+#: Dashboard variable -> the Prometheus label of the dimension it filters (docs/slices.md).
 DIMENSION_VARIABLES = {
     "model": "gen_ai_request_model",
     "provider": "gen_ai_provider_name",
@@ -190,7 +190,7 @@ EVALUATION_SERIES = frozenset(
         *telemetry_names.PROMETHEUS_NAMES[telemetry_names.METRIC_EVALUATION_SCORE],
         *telemetry_names.PROMETHEUS_NAMES[telemetry_names.METRIC_CHUNKS_RELEVANT],
         *telemetry_names.PROMETHEUS_NAMES[telemetry_names.METRIC_CHUNKS_UTILIZED],
-        "ctxutil_chunks_judged_total",
+        *telemetry_names.PROMETHEUS_NAMES[telemetry_names.METRIC_CHUNKS_JUDGED],
     }
 )
 _NAME_MATCHER = re.compile(r'gen_ai_evaluation_name\s*(=~|!~|!=|=)\s*"([^"]*)"')
