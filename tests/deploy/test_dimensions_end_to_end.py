@@ -229,27 +229,26 @@ def test_recorded_relevancy_is_relevant_over_judged_chunks(prometheus: Prometheu
     assert recorded == {key: pytest.approx(e.relevant / e.judged, rel=1e-9) for key, e in EXPECTED.items()}
 
 
-def test_utilization_by_model_and_by_prompt_version_panels(prometheus: PrometheusServer) -> None:
-    def pooled(keep: Callable[[Slice], bool]) -> float:
-        chosen = [e for key, e in EXPECTED.items() if keep(key)]
-        return sum(e.utilized for e in chosen) / sum(e.relevant for e in chosen)
+def _pooled(position: int, value: str) -> float:
+    """Pooled utilization of the slices whose model (position 0) or prompt version (1) is ``value``."""
+    chosen = [e for key, e in EXPECTED.items() if key[position] == value]
+    return sum(e.utilized for e in chosen) / sum(e.relevant for e in chosen)
 
+
+def test_utilization_by_model_and_by_prompt_version_panels(prometheus: PrometheusServer) -> None:
     by_model = {
         s["metric"]["gen_ai_request_model"]: float(s["value"][1])
         for s in prometheus.query(substitute_grafana_variables(_panel_expr("Utilization by model")))
     }
-    assert by_model == {
-        model: pytest.approx(pooled(lambda key, m=model: key[0] == m), rel=1e-9)
-        for model in ("model-a", "model-b")
-    }
+    models = {key[0] for key in EXPECTED}
+    assert by_model == {model: pytest.approx(_pooled(0, model), rel=1e-9) for model in models}
     by_version = {
         s["metric"]["ctxutil_metadata_prompt_version"]: float(s["value"][1])
         for s in prometheus.query(substitute_grafana_variables(_panel_expr("Utilization by prompt version")))
     }
-    assert by_version == {
-        version: pytest.approx(pooled(lambda key, v=version: key[1] == v), rel=1e-9)
-        for version in {key[1] for key in EXPECTED}
-    }
+    versions = {key[1] for key in EXPECTED}
+    assert by_version == {version: pytest.approx(_pooled(1, version), rel=1e-9) for version in versions}
+    assert by_model["model-a"] > by_model["model-b"]
     assert by_version["v1"] > by_version["v2"]
 
 
@@ -261,9 +260,7 @@ def test_model_variable_narrows_the_pooled_utilization(prometheus: PrometheusSer
     ]
     for model in ("model-a", "model-b"):
         (series,) = prometheus.query(substitute_grafana_variables(expr, values={"model": model}))
-        chosen = [e for key, e in EXPECTED.items() if key[0] == model]
-        expected = sum(e.utilized for e in chosen) / sum(e.relevant for e in chosen)
-        assert float(series["value"][1]) == pytest.approx(expected, rel=1e-9)
+        assert float(series["value"][1]) == pytest.approx(_pooled(0, model), rel=1e-9)
     assert prometheus.query(substitute_grafana_variables(expr, values={"model": "model-c"})) == []
 
 
