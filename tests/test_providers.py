@@ -162,8 +162,9 @@ def test_processor_takes_the_providers_and_the_results_arrive_there(
         r
         for r in providers.logs.get_finished_logs()
         if r.log_record.event_name == names.EVENT_EVALUATION_RESULT
+        and (r.log_record.attributes or {}).get(names.ATTR_EVALUATION_NAME) == "contextual_utilization"
     ]
-    assert len(events) == 3
+    assert len(events) == 3  # (each with its contextual_relevancy event besides)
     assert names.METRIC_EVALUATION_DURATION in providers.metric_names()
     assert _warnings(caplog, "ctxutil-otel") == []
     processor.shutdown(5000)
@@ -179,7 +180,12 @@ def test_callback_handler_takes_the_providers(providers: Providers) -> None:
         chain.invoke(row["query"], config={"callbacks": [handler]})  # type: ignore[attr-defined]
     assert handler.force_flush(30000)
     assert len(providers.evaluation_spans()) == 3
-    assert len(providers.logs.get_finished_logs()) == 3
+    utilization = [
+        r
+        for r in providers.logs.get_finished_logs()
+        if (r.log_record.attributes or {}).get(names.ATTR_EVALUATION_NAME) == "contextual_utilization"
+    ]
+    assert len(utilization) == 3
     assert names.METRIC_EVALUATION_SCORE in providers.metric_names() or handler.stats().not_applicable == 3
     handler.shutdown(5000)
 

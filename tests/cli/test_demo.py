@@ -19,7 +19,8 @@ def test_demo_prints_telemetry_and_a_summary_on_the_console() -> None:
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.count("[span] contextual_utilization") == 8
-    assert out.count("[event] gen_ai.evaluation.result") == 8
+    # Per result: the utilization event and its retrieval half (contextual_relevancy), docs/slices.md.
+    assert out.count("[event] gen_ai.evaluation.result") == 16
     assert "[metric] gen_ai.evaluation.score" in out
     rows = load_sample()[:8]
     summary = out[out.index("  #  id") :]
@@ -74,8 +75,11 @@ def test_demo_delivers_spans_events_and_metrics_over_otlp(protocol: str) -> None
             assert "ctxutil.chunks.0.text" not in attrs  # content capture is off by default
         assert {r.get("service.name") for r in receiver.resources()} == {"demo-under-test"}
         records = receiver.log_records()
-        assert len(records) == 6
+        assert len(records) == 12  # per result: utilization and its retrieval half (contextual_relevancy)
         assert {r.event_name for r in records} == {"gen_ai.evaluation.result"}
+        assert sorted(attributes_of(r)["gen_ai.evaluation.name"] for r in records) == sorted(
+            ["contextual_utilization", "contextual_relevancy"] * 6
+        )
         assert {bytes(r.span_id) for r in records} == {bytes(s.span_id) for s in roots.values()}
         assert receiver.metrics("gen_ai.evaluation.score")
         assert receiver.metrics("ctxutil.evaluations")
