@@ -17,6 +17,8 @@ Measurements, each interleaved (A B A B ...) in one run so that machine load hit
   in the run's metadata; the model, provider, chain and retriever dimensions are read in both. Reported:
   ms per invocation, the ratio of the handler's own cost with keys to without, and the nanoseconds of
   reading one interaction's dimensions (``_extract.dimensions_of``, without / with the keys).
+* ``span``: converting one closed span turn (``spans._convert.to_interaction``: sender, response id and
+  dimensions read from the buffered spans, once per turn) without / with the two keys, nanoseconds.
 
     python benchmarks/bench_selection.py [--iterations 400] [--rounds 5]
 """
@@ -190,6 +192,43 @@ def bench_dimensions(rag: Runnable[Any, str], iterations: int, rounds: int) -> N
     print(f"dimensions_of per interaction: built-in only {a:6.0f} ns; with 2 metadata keys {b:6.0f} ns")
     for handler in (without, with_keys):
         handler.shutdown(5_000)
+    bench_span_turn(keys, iterations, rounds)
+
+
+def bench_span_turn(keys: tuple[str, ...], iterations: int, rounds: int) -> None:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from ctxutil_otel.capture.spans._assembly import BufferedPart, Turn
+    from ctxutil_otel.capture.spans._convert import to_interaction
+    from ctxutil_otel.capture.spans._model import Chunk, Generation, Retrieval
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "bench"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("bench")
+    with tracer.start_as_current_span("chain", attributes={"prompt_version": "v3", "tenant": "acme"}):
+        with tracer.start_as_current_span("retriever"):
+            pass
+        with tracer.start_as_current_span(
+            "chat", attributes={"gen_ai.request.model": "m", "gen_ai.provider.name": "p"}
+        ):
+            pass
+    retriever, chat, chain_span = memory.get_finished_spans()
+    chunks = tuple(Chunk(f"chunk {i}") for i in range(4))
+    retrieval = BufferedPart(Retrieval("q", chunks, "genai"), retriever.context, 1, 2, 0, retriever)
+    generation = BufferedPart(Generation("an answer", "genai"), chat.context, 3, 4, 0, chat)
+    turn = Turn(chat.context.trace_id, (retrieval,), generation, 0, 5)
+    n = iterations * 50
+    ns: dict[str, list[float]] = {"none": [], "keys": []}
+    for _ in range(rounds):
+        ns["none"].append(timed(lambda: to_interaction(turn, chain_span, ()), n) * 1e9)
+        ns["keys"].append(timed(lambda: to_interaction(turn, chain_span, keys), n) * 1e9)
+    a, b = statistics.median(ns["none"]), statistics.median(ns["keys"])
+    print(f"span turn to_interaction: built-in dimensions {a:6.0f} ns; with 2 metadata keys {b:6.0f} ns")
+    provider.shutdown()
 
 
 if __name__ == "__main__":

@@ -53,8 +53,8 @@ def test_bounds_are_validated() -> None:
 
 
 def test_overflow_is_the_shared_other_value_and_reported() -> None:
-    reported: list[str] = []
-    limiter = CardinalityLimiter(max_values=1, on_overflow=reported.append)
+    reported: list[tuple[str, int]] = []
+    limiter = CardinalityLimiter(max_values=1, on_overflow=lambda name, n: reported.append((name, n)))
     assert OVERFLOW_VALUE == "_OTHER"
     assert limiter.bound({"m": "a"}) == {"m": "a"}
     assert limiter.bound({"m": "b"}) == {"m": "_OTHER"}
@@ -62,5 +62,5 @@ def test_overflow_is_the_shared_other_value_and_reported() -> None:
     assert limiter.bound_group("svc", group) == group
     assert limiter.bound_group("svc", group) == group  # seen before: kept
     assert limiter.bound_group("svc", {"ctxutil.evaluated.service.name": "y"}) == {"svc": "_OTHER"}
-    assert reported == ["m", "svc"]
+    assert reported == [("m", 0), ("m", 1), ("svc", 0), ("svc", 1)]  # 0: the dimension's series starts
     assert limiter.overflowed() == {"m": 1, "svc": 1}

@@ -67,9 +67,10 @@ def test_values_are_cut_and_bounded_overflow_counted_and_warned_once(
     tenants = [p.attributes["ctxutil.metadata.tenant"] for p in telemetry.points(n.METRIC_CHUNKS_RELEVANT)]
     assert sorted(tenants) == sorted(["tenant-o", "tenant-t", n.DIMENSION_OTHER])
     assert emitter.dimension_overflows == {"ctxutil.metadata.tenant": 2}
-    (overflow,) = telemetry.points(n.METRIC_DIMENSION_OVERFLOW)
-    assert overflow.value == 2
-    assert dict(overflow.attributes) == {n.ATTR_DIMENSION_NAME: "ctxutil.metadata.tenant"}
+    overflow = {
+        p.attributes[n.ATTR_DIMENSION_NAME]: p.value for p in telemetry.points(n.METRIC_DIMENSION_OVERFLOW)
+    }
+    assert overflow == {"ctxutil.metadata.tenant": 2, n.ATTR_REQUEST_MODEL: 0}  # each series starts at 0
     warnings = [r for r in caplog.records if "ctxutil.metadata.tenant" in r.getMessage()]
     assert len(warnings) == 1
     assert {p.attributes[n.ATTR_REQUEST_MODEL] for p in telemetry.points(n.METRIC_CHUNKS_RELEVANT)} == {"m"}
@@ -90,7 +91,7 @@ def test_no_dimensions_no_labels(telemetry: Telemetry) -> None:
     telemetry.emitter().emit(make_interaction(GREEN_TEA, None), evaluate(GREEN_TEA, GREEN_TEA_MARKS), 0.1)
     (point,) = telemetry.points(n.METRIC_CHUNKS_RELEVANT)
     assert not set(point.attributes) & {*DIMS, n.ATTR_EVALUATED_SERVICE_NAME}
-    assert telemetry.points(n.METRIC_DIMENSION_OVERFLOW) == []
+    assert telemetry.points(n.METRIC_DIMENSION_OVERFLOW) == []  # no dimension seen: no series
 
 
 def test_relevancy_event_and_score_point_from_the_same_verdicts(telemetry: Telemetry) -> None:

@@ -45,7 +45,7 @@ def test_langchain_callback_example_evaluates_every_question() -> None:
 def test_async_stream_example_assembles_streamed_answers() -> None:
     proc = _run("langchain_async_stream.py", "4")
     assert proc.stdout.count("ainvoke  Q:") == 2 and proc.stdout.count("astream  Q:") == 2
-    assert proc.stdout.count("[event] gen_ai.evaluation.result") == 4
+    assert proc.stdout.count("[event] gen_ai.evaluation.result") == 8  # each with its contextual_relevancy
     assert _stats(proc.stdout)["captured"] == 4
 
 

@@ -42,8 +42,10 @@ class CardinalityLimiter:
         max_values: Distinct values kept per dimension (>= 1); later ones become :data:`OVERFLOW_VALUE`.
         max_chars: Longest value kept, in characters (>= 1); longer values are cut (before counting, so
             values differing only past the cut are one value).
-        on_overflow: Called (outside the lock, never raising into the caller) with the dimension's name
-            each time a value is reported as :data:`OVERFLOW_VALUE`.
+        on_overflow: Called (outside the lock, never raising into the caller) with a dimension's name and
+            a count: ``0`` the first time the dimension is seen (so that a counter of overflows starts at
+            0 and ``rate()`` sees its first overflow), then ``1`` each time a value is reported as
+            :data:`OVERFLOW_VALUE`.
 
     Raises:
         ValueError: when a bound is below 1.
@@ -54,7 +56,7 @@ class CardinalityLimiter:
         *,
         max_values: int = 100,
         max_chars: int = 64,
-        on_overflow: Callable[[str], None] | None = None,
+        on_overflow: Callable[[str, int], None] | None = None,
     ) -> None:
         if max_values < 1 or max_chars < 1:
             raise ValueError(f"max_values and max_chars must be >= 1, got {max_values}, {max_chars}")
@@ -72,7 +74,7 @@ class CardinalityLimiter:
         if not dimensions:
             return {}
         out: dict[str, str] = {}
-        overflowed: list[str] = []
+        overflowed: list[tuple[str, int]] = []
         max_chars = self.max_chars
         with self._lock:
             for name, raw in dimensions.items():
@@ -81,11 +83,10 @@ class CardinalityLimiter:
                 value = str(raw)[:max_chars]
                 if not value:
                     continue
-                if self._admit(name, value):
+                if self._admit(name, value, overflowed):
                     out[name] = value
                 else:
                     out[name] = OVERFLOW_VALUE
-                    overflowed.append(name)
         self._report(overflowed)
         return out
 
@@ -96,12 +97,11 @@ class CardinalityLimiter:
         if not attributes:
             return attributes
         identity = tuple(sorted((k, str(v)) for k, v in attributes.items()))
+        reports: list[tuple[str, int]] = []
         with self._lock:
-            admitted = self._admit(name, identity)
-        if admitted:
-            return attributes
-        self._report([name])
-        return {name: OVERFLOW_VALUE}
+            admitted = self._admit(name, identity, reports)
+        self._report(reports)
+        return attributes if admitted else {name: OVERFLOW_VALUE}
 
     def overflowed(self) -> dict[str, int]:
         """Values reported as :data:`OVERFLOW_VALUE`, per dimension, since this limiter was made."""
@@ -113,12 +113,13 @@ class CardinalityLimiter:
         self._lock = threading.Lock()
 
     # --- internals --------------------------------------------------------------------------------
-    def _admit(self, name: str, value: object) -> bool:
+    def _admit(self, name: str, value: object, reports: list[tuple[str, int]]) -> bool:
         """Lock held: whether ``value`` is (now) one of dimension ``name``'s kept values; counts a
-        refusal and warns on the first one of the dimension."""
+        refusal and warns on the first one of the dimension; appends what to report to ``reports``."""
         seen = self._seen.get(name)
         if seen is None:
             seen = self._seen[name] = set()
+            reports.append((name, 0))
         if value in seen:
             return True
         if len(seen) < self.max_values:
@@ -126,6 +127,7 @@ class CardinalityLimiter:
             return True
         count = self._overflowed.get(name, 0)
         self._overflowed[name] = count + 1
+        reports.append((name, 1))
         if count == 0:
             _log.warning(
                 "ctxutil: metric dimension %r has more than %d distinct values (dimension_max_values); "
@@ -137,12 +139,12 @@ class CardinalityLimiter:
             )
         return False
 
-    def _report(self, names: list[str]) -> None:
+    def _report(self, reports: list[tuple[str, int]]) -> None:
         callback = self._on_overflow
-        if callback is None:
+        if callback is None or not reports:
             return
-        for name in names:
+        for name, n in reports:
             try:
-                callback(name)
+                callback(name, n)
             except Exception:  # a failing counter must not lose the point
                 _log.debug("ctxutil: counting a dimension overflow failed", exc_info=True)

@@ -116,9 +116,9 @@ class EvaluationInstruments:
 
         self._guard(METRIC_JUDGE_TOKENS, add)
 
-    def count_overflow(self, dimension: str) -> None:
-        """One dimension value reported as ``_OTHER``."""
-        self._overflow.add(1, {ATTR_DIMENSION_NAME: dimension})
+    def count_overflow(self, dimension: str, n: int) -> None:
+        """``n`` dimension values reported as ``_OTHER`` (``0`` starts the dimension's series)."""
+        self._overflow.add(n, {ATTR_DIMENSION_NAME: dimension})
 
     def _guard(self, key: str, action: Callable[[], object]) -> None:
         try:
