@@ -35,9 +35,17 @@ from ._learned_model import LearnedModel, shipped_model
 
 __all__ = ["ChunkProbabilities", "LearnedJudge", "decide_utilized", "row_features"]
 
-_SHAPE_AT = {
+_AT = {
     name: FEATURE_NAMES.index(name)
-    for name in ("refusal", "best_support_any", "answer_len_log", "answer_sentences")
+    for name in (
+        "refusal",
+        "best_support_any",
+        "answer_len_log",
+        "answer_sentences",
+        "sources_share",
+        "support_half_share",
+        "support_rel",
+    )
 }
 
 
@@ -52,11 +60,18 @@ class ChunkProbabilities:
 
 
 def row_features(
-    p_rel: Sequence[float], p_use: Sequence[float], relevant: Sequence[bool], first: Sequence[float]
+    p_rel: Sequence[float],
+    p_use: Sequence[float],
+    relevant: Sequence[bool],
+    features: Sequence[Sequence[float]],
 ) -> list[float]:
-    """The row model's inputs (``ROW_FEATURES`` order) for chunk probabilities and the verdicts on
-    relevance; ``first`` is any chunk's feature row (the interaction-wide values are read from it)."""
+    """The row model's inputs (``ROW_FEATURES`` order) for chunk probabilities, the verdicts on
+    relevance and the chunks' feature rows (interaction-wide values are read from the first)."""
     used = [u for u, r in zip(p_use, relevant, strict=True) if r]
+    first = features[0]
+    rel_rows = [x for x, r in zip(features, relevant, strict=True) if r]
+    half = _AT["support_half_share"]
+    support_rel = _AT["support_rel"]
     total_rel = math.fsum(p_rel)
     expected = (
         math.fsum(r * u for r, u in zip(p_rel, p_use, strict=True)) / total_rel if total_rel > 0 else 0.0
@@ -71,10 +86,13 @@ def row_features(
         sum(1 for u in used if u >= 0.5) / len(used) if used else 0.0,
         math.fsum(p_rel) / len(p_rel),
         max(p_rel),
-        first[_SHAPE_AT["refusal"]],
-        first[_SHAPE_AT["best_support_any"]],
-        first[_SHAPE_AT["answer_len_log"]],
-        first[_SHAPE_AT["answer_sentences"]],
+        first[_AT["refusal"]],
+        first[_AT["best_support_any"]],
+        first[_AT["answer_len_log"]],
+        first[_AT["answer_sentences"]],
+        first[_AT["sources_share"]],
+        math.fsum(x[half] for x in rel_rows) / len(rel_rows) if rel_rows else 0.0,
+        math.fsum(x[support_rel] for x in rel_rows) / len(rel_rows) if rel_rows else 0.0,
     ]
 
 
@@ -164,9 +182,7 @@ class LearnedJudge:
         rows, evidence = chunk_features(query, answer, chunks, m.weights, evidence=True, reasons=reasons)
         probs = self._probabilities(rows)
         relevant = decide_relevant(probs.relevant, m.relevance_threshold, m.fallback_threshold)
-        score = (
-            m.row(row_features(probs.relevant, probs.utilized, relevant, rows[0])) if any(relevant) else 0.0
-        )
+        score = m.row(row_features(probs.relevant, probs.utilized, relevant, rows)) if any(relevant) else 0.0
         utilized = decide_utilized(score, probs.utilized, relevant, m.round_offset)
         n_rel = sum(relevant)
         return [

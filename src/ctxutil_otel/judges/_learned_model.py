@@ -50,6 +50,9 @@ ROW_FEATURES: tuple[str, ...] = (
     "best_support_any",
     "answer_len_log",
     "answer_sentences",
+    "sources_share",
+    "half_share_mean",
+    "support_rel_mean",
 )
 """Inputs of the row model, in order (see ``LearnedJudge`` for their definitions)."""
 
