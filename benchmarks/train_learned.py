@@ -10,15 +10,18 @@ Steps (all deterministic for a given ``--seed``; training only ever reads ``--tr
    (training-time dependency only), mapped to the judge's word keys (stems; frequencies of forms that
    share a key are added), rounded to 0.1 Zipf and written into the model file.
 2. Per-chunk feature rows (``chunk_features``, the function the judge runs) for every training row, the
-   chunks de-duplicated as the metric does, plus one **swapped-answer copy** of every row: the answer of
-   another row of the same subset (a seeded random derangement), every chunk labelled *not utilized*,
-   relevance labels unchanged (relevance does not depend on the answer). Without the copies a model
-   learns "answers use their context" from natural data and barely reacts when they stop doing so.
+   chunks de-duplicated as the metric does, plus (``_train_data.py``) one **swapped-answer copy** of every
+   row (another row's answer, every chunk labelled *not utilized*) and one **truncated-answer copy** of
+   every multi-sentence row (the answer cut to its first sentence; a used chunk stays used only when the
+   first sentence draws on its labelled-used sentences). Relevance labels are unchanged in the copies.
+   Without them a model learns "answers use their context" from natural data and barely reacts when they
+   stop doing so.
 3. ``P(relevant)``: ``HistGradientBoostingClassifier`` over all chunks of the natural rows.
-   ``P(utilized | relevant)``: the same over the labelled-relevant chunks of natural and swapped rows.
-4. Out-of-fold (``--folds``-fold, rows split at random) probabilities for every training row; on them the
-   relevance threshold (best relevance F1), the fallback threshold, and the row model
-   (``HistGradientBoostingRegressor``, squared error, target ``expected_score``, 0 for swapped rows).
+   ``P(utilized | relevant)``: the same over the labelled-relevant chunks of natural rows and copies.
+4. Out-of-fold (``--folds``-fold, rows split at random, a row's copies in its fold) probabilities for
+   every example; on them the relevance threshold (best relevance F1), the row model
+   (``HistGradientBoostingRegressor``, squared error, target: the example's labelled score), and the
+   decision parameters (``_train_decision.py``: borderline relevance and the rounding offset).
 5. Final chunk models on all rows; export every tree; check that the pure-Python trees reproduce
    scikit-learn's raw outputs exactly on all training rows; write JSON.
 """
@@ -40,8 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from _train_data import NATURAL, Example, examples_of
+from _train_decision import choose_decision
 
-from ctxutil_otel.judges._learned import decide_relevant, decide_utilized, row_features
+from ctxutil_otel.judges._learned import decide_relevant, row_features
 from ctxutil_otel.judges._learned_features import FEATURE_NAMES, WordWeights
 from ctxutil_otel.judges._learned_model import FORMAT, ROW_FEATURES, load_model
 from ctxutil_otel.judges._text import words
@@ -237,7 +241,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         if held:
             for j, value in zip(held, fitted.predict([row_x[j] for j in held]), strict=True):
                 oof_score[row_of[j]] = float(value)
-    offset = choose_offset(natural, oof_rel, oof_use, oof_score, threshold, fallback)
+    (low, high, penalty), offset = choose_decision(natural, oof_rel, oof_use, oof_score, threshold, fallback)
     row_model = hgb("reg", args, args.row_max_iter).fit(row_x, row_y)
 
     rel, use = fit_chunk_models(examples, args)
@@ -272,6 +276,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             "relevance_threshold": threshold,
             "fallback_threshold": fallback,
             "round_offset": offset,
+            "borderline_low": low,
+            "borderline_high": high,
+            "count_penalty": penalty,
         },
         "relevance": export(rel, "logit"),
         "utilization": export(use, "logit"),
@@ -294,50 +301,6 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             raise SystemExit(f"{name}: pure-Python trees differ from scikit-learn on {mismatches} rows")
     print(f"exported trees reproduce scikit-learn exactly; total {time.perf_counter() - started:.1f} s")
     return document
-
-
-def choose_offset(
-    natural: Sequence[Example],
-    oof_rel: list[list[float]],
-    oof_use: list[list[float]],
-    oof_score: dict[int, float],
-    threshold: float,
-    fallback: float,
-) -> float:
-    """The rounding offset with the lowest out-of-fold score RMSE among those whose pooled utilization is
-    within 0.015 of the labelled one on train (else the one closest to it)."""
-    labelled_used = sum(r and u for ex in natural for r, u in zip(ex.relevant, ex.utilized, strict=True))
-    labelled_pooled = labelled_used / sum(sum(ex.relevant) for ex in natural)
-    results = []
-    for step in range(0, 7):
-        offset = 0.2 + 0.05 * step
-        errors = []
-        used = relevant_total = 0
-        for k, ex in enumerate(natural):
-            relevant = decide_relevant(oof_rel[k], threshold, fallback)
-            if not any(relevant):
-                continue
-            utilized = decide_utilized(oof_score.get(k, 0.0), oof_use[k], relevant, offset)
-            used += sum(utilized)
-            relevant_total += sum(relevant)
-            if ex.score is not None:
-                errors.append((sum(utilized) / sum(relevant) - ex.score) ** 2)
-        rmse = math.sqrt(sum(errors) / len(errors))
-        pooled = used / relevant_total
-        print(
-            f"  offset {offset:.2f}: out-of-fold train RMSE {rmse:.4f}, pooled {pooled:.3f} "
-            f"(labelled {labelled_pooled:.3f})"
-        )
-        results.append(
-            (
-                abs(pooled - labelled_pooled) > 0.015,
-                rmse if abs(pooled - labelled_pooled) <= 0.015 else abs(pooled - labelled_pooled),
-                offset,
-            )
-        )
-    chosen = min(results)[2]
-    print(f"round offset: {chosen:.2f}")
-    return round(chosen, 2)
 
 
 def _version(package: str) -> str:

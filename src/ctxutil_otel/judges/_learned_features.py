@@ -202,7 +202,11 @@ def chunk_features(
     # support[j][i]: how much of answer part j chunk i holds.
     a_tri = set().union(*(p[1] for p in parts))
     # The chunk's trigrams that occur in the answer (all that any comparison below needs).
-    chunk_tri = [{t for t in zip(w, w[1:], w[2:], strict=False) if t in a_tri} for w in chunk_words]
+    # Where each chunk has one of the answer's trigrams, and which: one pass over the chunk's words.
+    tri_at = [
+        [p for p, t in enumerate(zip(w, w[1:], w[2:], strict=False)) if t in a_tri] for w in chunk_words
+    ]
+    chunk_tri = [{(w[p], w[p + 1], w[p + 2]) for p in at} for w, at in zip(chunk_words, tri_at, strict=True)]
     support: list[list[float]] = []
     for terms, tri in parts:
         total = _total(weight, terms)
@@ -239,7 +243,7 @@ def chunk_features(
         q_cover_l = math.fsum(map(local.__getitem__, q_in)) / q_local_total if q_local_total > 0 else 0.0
         q_bigram = (
             len({b for b in itertools.pairwise(chunk_words[i]) if b in q_bigrams}) / len(q_bigrams)
-            if q_bigrams
+            if any(a in cs and b in cs for a, b in q_bigrams)
             else 0.0
         )
         a_cover = _total(weight, a_new & cs) / a_new_total if a_new_total > 0 else 0.0
@@ -257,11 +261,7 @@ def chunk_features(
         )
         # Longer shared n-grams start where a shared trigram does: look only there.
         cw = chunk_words[i]
-        starts = (
-            [p for p, t in enumerate(zip(cw, cw[1:], cw[2:], strict=False)) if t in a_tri]
-            if chunk_tri[i]
-            else []
-        )
+        starts = tri_at[i]
         ng4 = len(a_ng4 & {tuple(cw[p : p + 4]) for p in starts}) / len(a_ng4) if a_ng4 else 0.0
         ng8 = 1.0 if a_ng8 and not a_ng8.isdisjoint({tuple(cw[p : p + 8]) for p in starts}) else 0.0
         numbers = len(a_numbers & cs) / len(a_numbers) if a_numbers else 0.0
