@@ -12,10 +12,13 @@ What the features measure (words are :func:`~ctxutil_otel.judges._text.words` ke
   (``ln(1 + (N + 1) / (df + 1))`` over the N chunks); a BM25 score; the share of query bigrams;
 * answer side: the weighted share of the answer's new words (not in the query) in the chunk; per answer
   sentence the support (half word share, half trigram share), its best value, its ratio to the best chunk
-  for the same sentence, the share of sentences the chunk is the best source of; shared 4- and 8-grams;
+  for the same sentence, the share of sentences the chunk is the best source of and the share it holds at
+  least half the best support for (a chunk that only supported a later sentence loses both when the
+  answer is cut short); shared 4- and 8-grams;
   the answer's numbers found in the chunk; the weighted share of the chunk's own words found in the answer;
   the shares of the answer's new words and of its trigrams found in this chunk and in no other one;
-* shape: lengths (log), number of chunks, answer sentences, an answer that declines to answer;
+* shape: lengths (log), number of chunks, answer sentences, the share of chunks that are the best source
+  of some answer sentence, an answer that declines to answer;
 * for the key values, the chunk's rank among the interaction's chunks (0 = best; ties share the best rank)
   and its gap to the best chunk: what generalises across domains is how a chunk compares with its
   neighbours, not an absolute overlap level.
