@@ -131,6 +131,14 @@ async def test_an_answer_from_another_interaction_is_not_credited_to_the_chunks(
     assert not any(v.is_utilized for v in result.verdicts)
 
 
+async def test_an_answer_cut_to_its_first_sentence_no_longer_uses_the_chunk_of_the_second() -> None:
+    whole = await LearnedJudge().judge(QUERY, ANSWER, CHUNKS)
+    assert [v.is_utilized for v in whole.verdicts][:2] == [True, True]
+    cut = await LearnedJudge().judge(QUERY, ANSWER.split(". ")[0] + ".", CHUNKS)
+    # chunk 0 holds the first sentence; chunk 1 only the (now removed) second one
+    assert [v.is_utilized for v in cut.verdicts][:2] == [True, False]
+
+
 async def test_text_is_capped_at_max_text_chars() -> None:
     judge = LearnedJudge(max_text_chars=100)
     long_chunk = CHUNKS[0] + " filler" * 100_000
