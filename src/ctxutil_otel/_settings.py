@@ -244,6 +244,26 @@ class Settings(BaseSettings):
             ),
         )
     )
+    judge_timeout_s: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=3600.0,
+        description=(
+            "Seconds one HTTP attempt of the openai judge may take (CTXUTIL_JUDGE_TIMEOUT_S, default None = "
+            "the judge's own 30). Raise it for a slow local model: a reply of several hundred tokens at a "
+            "few tokens per second takes minutes."
+        ),
+    )
+    judge_deadline_s: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=3600.0,
+        description=(
+            "Seconds one judge call may take in all, retries included (CTXUTIL_JUDGE_DEADLINE_S, default "
+            "None = the judge's own 120); past it the call fails with error.type timeout. In the live "
+            "evaluator evaluation_timeout_s bounds the whole evaluation as well."
+        ),
+    )
     threshold: float = Field(
         default=0.5,
         ge=0.0,

@@ -158,6 +158,20 @@ async def test_a_fixed_format_is_sent_as_is_and_its_refusal_fails_without_retrie
     assert judge.output_format == "json_object"
 
 
+def test_the_timeout_settings_reach_the_judge(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A slow local model needs minutes per reply: both bounds come from the settings, else the judge's own.
+    monkeypatch.setenv("CTXUTIL_JUDGE_TIMEOUT_S", "300")
+    monkeypatch.setenv("CTXUTIL_JUDGE_DEADLINE_S", "900")
+    judge = build_judge(Settings(judge="openai", judge_api_key=API_KEY))
+    assert isinstance(judge, OpenAIJudge) and (judge.timeout_s, judge.deadline_s) == (300.0, 900.0)
+    monkeypatch.delenv("CTXUTIL_JUDGE_TIMEOUT_S")
+    monkeypatch.delenv("CTXUTIL_JUDGE_DEADLINE_S")
+    default = build_judge(Settings(judge="openai", judge_api_key=API_KEY))
+    assert isinstance(default, OpenAIJudge) and (default.timeout_s, default.deadline_s) == (30.0, 120.0)
+    with pytest.raises(ValueError, match="judge_timeout_s"):
+        Settings(judge_timeout_s=0)
+
+
 def test_the_setting_fixes_the_format(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CTXUTIL_JUDGE_RESPONSE_FORMAT", "json_object")
     judge = build_judge(Settings(judge="openai", judge_api_key=API_KEY))

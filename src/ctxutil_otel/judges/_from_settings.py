@@ -1,5 +1,5 @@
 """The judge the settings configure (``judge``, ``judge_model``, ``judge_base_url``, ``judge_api_key``,
-``judge_response_format``)."""
+``judge_timeout_s``, ``judge_deadline_s``, ``judge_response_format``)."""
 
 from __future__ import annotations
 
@@ -42,5 +42,9 @@ def build_judge(settings: Settings) -> Judge:
         kwargs["base_url"] = settings.judge_base_url
     if settings.judge_api_key is not None:
         kwargs["api_key"] = settings.judge_api_key.get_secret_value()
+    if settings.judge_timeout_s is not None:
+        kwargs["timeout_s"] = settings.judge_timeout_s
+    if settings.judge_deadline_s is not None:
+        kwargs["deadline_s"] = settings.judge_deadline_s
     kwargs["response_format"] = settings.judge_response_format
     return OpenAIJudge(**kwargs)
