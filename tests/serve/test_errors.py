@@ -260,7 +260,7 @@ def test_a_known_path_with_the_other_method_is_405_naming_the_allowed_one(
         assert status_of(response.read()).message == "GET is not allowed on '/v1/traces': use POST"
     finally:
         connection.close()
-    status, headers, body = post(served, b"", path="/healthz")
+    status, headers, _ = post(served, b"", path="/healthz")
     assert (status, headers["allow"]) == (405, "GET")
     assert served.receiver.stats().requests["method_not_allowed"] == 2
     assert "not_found" not in served.receiver.stats().requests
