@@ -75,6 +75,7 @@ def to_interaction(
         return NotEvaluable("not_evaluable", NO_QUERY, generation.convention)
     context = turn.generation.context
     generating = turn.generation.span
+    facts = _dimensions.generation_facts(generating)
     return Interaction(
         query=query,
         answer=generation.answer,
@@ -85,10 +86,10 @@ def to_interaction(
         end_time_ns=turn.end_ns,
         source=SOURCE,
         id=format(context.span_id, "016x"),
-        response_id=_dimensions.response_id(generating) or generation.response_id,
+        response_id=_dimensions.response_id(facts) or generation.response_id,
         service=_dimensions.sender(generating) or dict(generation.service) or None,
         dimensions=_dimensions.dimensions(
-            generating, [p.span for p in turn.retrievals], closing, metadata_keys
+            facts, [p.span for p in turn.retrievals], closing, metadata_keys, generating
         )
         or None,
         metadata={

@@ -30,7 +30,14 @@ from ...emit._names import (
 )
 from ._model import as_mapping
 
-__all__ = ["SENDER_RESOURCE_KEYS", "attributes_of", "dimensions", "response_id", "sender"]
+__all__ = [
+    "SENDER_RESOURCE_KEYS",
+    "attributes_of",
+    "dimensions",
+    "generation_facts",
+    "response_id",
+    "sender",
+]
 
 #: Resource attributes naming the sending application (``deployment.environment`` is the older name).
 SENDER_RESOURCE_KEYS: Final = (
@@ -41,6 +48,8 @@ SENDER_RESOURCE_KEYS: Final = (
 )
 _MODEL_KEYS: Final = ("gen_ai.request.model", "gen_ai.response.model", "llm.model_name")
 _PROVIDER_KEYS: Final = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")
+_GENERATION_KEYS: Final = frozenset((*_MODEL_KEYS, *_PROVIDER_KEYS, ATTR_RESPONSE_ID))
+_SENDER_KEYS: Final = frozenset(SENDER_RESOURCE_KEYS)
 
 
 def attributes_of(span: object) -> Mapping[str, object]:
@@ -57,9 +66,18 @@ def _text(value: object) -> str | None:
     return None
 
 
-def _first(attributes: Mapping[str, object], keys: Sequence[str]) -> str | None:
+def _pick(attributes: Mapping[str, object], wanted: frozenset[str]) -> dict[str, object]:
+    """The entries of ``attributes`` whose key is in ``wanted``, in one pass over its keys: the SDK's
+    span attributes (a read-only view of ``BoundedAttributes``) answer a missing key through a raised
+    ``KeyError`` (~0.6 us each), iterating their keys costs no exception."""
+    if type(attributes) is dict:
+        return {key: attributes[key] for key in wanted if key in attributes}
+    return {key: attributes[key] for key in attributes if key in wanted}
+
+
+def _first(found: Mapping[str, object], keys: Sequence[str]) -> str | None:
     for key in keys:
-        value = _text(attributes.get(key))
+        value = _text(found.get(key))
         if value is not None:
             return value
     return None
@@ -70,25 +88,35 @@ def sender(span: object) -> dict[str, str] | None:
     resource = getattr(getattr(span, "resource", None), "attributes", None)
     if not isinstance(resource, Mapping):
         return None
+    picked = _pick(resource, _SENDER_KEYS)
     found = {
-        key: value for key in SENDER_RESOURCE_KEYS if isinstance(value := resource.get(key), str) and value
+        key: value for key in SENDER_RESOURCE_KEYS if isinstance(value := picked.get(key), str) and value
     }
     return found or None
 
 
-def response_id(span: object) -> str | None:
-    """The span's ``gen_ai.response.id`` when it is a non-empty string."""
-    value = attributes_of(span).get(ATTR_RESPONSE_ID)
+def generation_facts(span: object) -> dict[str, object]:
+    """The attributes of a generation span this module reads (model, provider, response id), in one pass."""
+    return _pick(attributes_of(span), _GENERATION_KEYS)
+
+
+def response_id(facts: Mapping[str, object]) -> str | None:
+    """``gen_ai.response.id`` of :func:`generation_facts` when it is a non-empty string."""
+    value = facts.get(ATTR_RESPONSE_ID)
     return value if isinstance(value, str) and value else None
 
 
 def dimensions(
-    generation: object, retrievals: Sequence[object], closing: object, metadata_keys: Sequence[str]
+    generated: Mapping[str, object],
+    retrievals: Sequence[object],
+    closing: object,
+    metadata_keys: Sequence[str],
+    generation: object = None,
 ) -> dict[str, str]:
-    """The turn's raw dimensions (module docstring) from its generation span, retrieval spans and the span
+    """The turn's raw dimensions (module docstring) from its generation span (``generated``: its
+    :func:`generation_facts`; ``generation``: the span, for metadata keys), retrieval spans and the span
     that closed it (each may be ``None``); unknown ones are absent."""
     out: dict[str, str] = {}
-    generated = attributes_of(generation)
     if generated:
         model = _first(generated, _MODEL_KEYS)
         if model is not None:
@@ -103,9 +131,13 @@ def dimensions(
     if retriever is not None:
         out[ATTR_RETRIEVER_NAME] = retriever
     if metadata_keys:
-        sources = [attributes_of(s) for s in (closing, generation, *retrievals) if s is not None]
+        wanted = frozenset((*metadata_keys, *(f"metadata.{key}" for key in metadata_keys), "metadata"))
+        picked = [
+            _pick(attributes_of(s), wanted) for s in (closing, generation, *retrievals) if s is not None
+        ]
+        sources = [found for found in picked if found]
         for key in metadata_keys:
-            value = _metadata_value([s for s in sources if s], key)
+            value = _metadata_value(sources, key)
             if value is not None:
                 out[f"{DIMENSION_METADATA_PREFIX}.{key}"] = value
     return out
@@ -113,12 +145,12 @@ def dimensions(
 
 def _metadata_value(sources: Sequence[Mapping[str, object]], key: str) -> str | None:
     flat = f"metadata.{key}"
-    for attributes in sources:
-        value = _text(attributes.get(key))
+    for found in sources:
+        value = _text(found.get(key))
         if value is None:
-            value = _text(attributes.get(flat))
-        if value is None and "metadata" in attributes:
-            metadata = as_mapping(attributes.get("metadata"))  # OpenInference: a JSON object string
+            value = _text(found.get(flat))
+        if value is None and "metadata" in found:
+            metadata = as_mapping(found["metadata"])  # OpenInference: a JSON object string
             value = None if metadata is None else _text(metadata.get(key))
         if value is not None:
             return value
