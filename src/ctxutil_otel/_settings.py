@@ -9,17 +9,23 @@ Rate and budget limits use ``0`` (or ``None``) for *unlimited*.
 
 from __future__ import annotations
 
-import difflib
-import os
 import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
-from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ._mode import EvaluationMode
 from ._selection import SelectionRule, parse_rules
+from ._settings_sources import (
+    ENV_PREFIX,
+    OTEL_CAPTURE_CONTENT_ENV,
+    EmptyMeansNoneSource,
+    OTelCaptureContentSource,
+    SettingsError,
+    env_var,
+    settings_error,
+)
 
 __all__ = [
     "ENV_PREFIX",
@@ -29,60 +35,8 @@ __all__ = [
     "env_var",
 ]
 
-ENV_PREFIX = "CTXUTIL_"
-OTEL_CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-# Values of the OpenTelemetry variable that turn content capture on: "true" (the GenAI instrumentations'
-# convention) and the experimental content-capturing modes of the newer GenAI semantic conventions.
-_OTEL_CAPTURE_ON = frozenset({"true", "span_only", "event_only", "span_and_event"})
-# Fields whose values are never echoed in errors: the key, and the base URL (credentials in it are
-# rejected, but a rejected value may hold them: user:password@host, Azure's ?api-key=).
 # A metric_dimensions key: part of an attribute name and, with . and - as _, of a Prometheus label.
 _DIMENSION_KEY = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
-_SECRET_FIELDS = frozenset({"judge_api_key", "judge_base_url"})
-
-
-class SettingsError(ValueError):
-    """A setting has an invalid value. The message names the setting, where the value came from
-    (argument or ``CTXUTIL_*`` environment variable) and what is expected; secrets are never echoed.
-
-    Attributes:
-        errors: One ``(setting, message)`` pair per problem.
-    """
-
-    def __init__(self, errors: list[tuple[str, str]], *, hint: str | None = None) -> None:
-        self.errors = errors
-        lines = "\n".join(f"  - {m}" for _, m in errors)
-        super().__init__(f"invalid ctxutil-otel settings:\n{lines}" + (f"\n{hint}" if hint else ""))
-
-
-class _OTelCaptureContentSource(PydanticBaseSettingsSource):
-    """``capture_content`` from ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` (lower priority
-    than ``CTXUTIL_CAPTURE_CONTENT``). Unknown values mean off: the variable is shared with other
-    instrumentations, so it never raises."""
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False  # unused: __call__ answers directly
-
-    def __call__(self) -> dict[str, Any]:
-        raw = os.environ.get(OTEL_CAPTURE_CONTENT_ENV, "").strip().lower()
-        if not raw:
-            return {}
-        return {"capture_content": raw in _OTEL_CAPTURE_ON}
-
-
-class _EmptyMeansNoneSource(PydanticBaseSettingsSource):
-    """``CTXUTIL_CHUNK_METADATA_KEYS`` set to an empty value means "no keys" (the environment source skips
-    empty values, which would otherwise mean the default)."""
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False  # unused: __call__ answers directly
-
-    def __call__(self) -> dict[str, Any]:
-        name = env_var("chunk_metadata_keys")
-        for key, value in os.environ.items():
-            if key.upper() == name and not value.strip():
-                return {"chunk_metadata_keys": ()}
-        return {}
 
 
 class Settings(BaseSettings):
@@ -368,7 +322,7 @@ class Settings(BaseSettings):
         try:
             super().__init__(**values)
         except ValidationError as exc:
-            raise _settings_error(exc, explicit=set(values)) from None
+            raise settings_error(exc, explicit=set(values), known=list(type(self).model_fields)) from None
 
     @classmethod
     def settings_customise_sources(
@@ -384,8 +338,8 @@ class Settings(BaseSettings):
         return (
             init_settings,
             env_settings,
-            _EmptyMeansNoneSource(settings_cls),
-            _OTelCaptureContentSource(settings_cls),
+            EmptyMeansNoneSource(settings_cls),
+            OTelCaptureContentSource(settings_cls),
         )
 
     @field_validator("judge", "mode", "judge_response_format", mode="before")
@@ -468,31 +422,3 @@ class Settings(BaseSettings):
         data.update(overrides)
         # Every field is passed explicitly, so the environment cannot change anything here.
         return type(self)(**data)
-
-
-def env_var(name: str) -> str:
-    """The environment variable of setting ``name`` (e.g. ``CTXUTIL_SAMPLE_RATE``)."""
-    return f"{ENV_PREFIX}{name.upper()}"
-
-
-def _settings_error(exc: ValidationError, *, explicit: set[str]) -> SettingsError:
-    known = list(Settings.model_fields)
-    problems: list[tuple[str, str]] = []
-    unknown = False
-    for error in exc.errors(include_url=False):
-        name = str(error["loc"][0]) if error["loc"] else "?"
-        if error["type"] == "extra_forbidden":
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            problems.append((name, f"unknown setting {name!r}{hint}"))
-            unknown = True
-            continue
-        if name in explicit:
-            origin = f"argument {name}"
-        elif any(key.upper() == env_var(name) and value for key, value in os.environ.items()):
-            origin = f"setting {name} (environment variable {env_var(name)})"
-        else:
-            origin = f"setting {name} (default)"
-        shown = "" if name in _SECRET_FIELDS else f"; got {error.get('input')!r}"
-        problems.append((name, f"{origin}: {error['msg']}{shown}"))
-    return SettingsError(problems, hint=f"known settings: {', '.join(known)}" if unknown else None)
