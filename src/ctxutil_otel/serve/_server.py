@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Final
 from .._throttled_log import ThrottledLog
 from . import _grpc, _http, _status
 from ._export import Encoding, ExportResult, bearer_authorized, export_request
+from ._http_listener import HttpListener
 from ._types import TLSFiles
 
 if TYPE_CHECKING:
@@ -162,7 +163,7 @@ class TraceReceiver:
         self._refusal_log = ThrottledLog(LOG_INTERVAL_S)
         self._spans = [0, 0]  # accepted, rejected
         self._grpc: _grpc.GrpcListener | None = None
-        self._http: _http.HttpListener | None = None
+        self._http: HttpListener | None = None
         self._stopping = False
         self._stop_result: bool | None = None
         self._logged_internal = False
