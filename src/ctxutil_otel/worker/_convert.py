@@ -21,7 +21,7 @@ from .._item import DatasetItem
 from ..metric._contextual_utilization import ContextualUtilization
 from ..metric._results import MetricEvaluationResult
 
-__all__ = ["Rejection", "error_result", "to_dataset_item"]
+__all__ = ["MetricInfo", "Rejection", "error_result", "to_dataset_item"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,19 +70,54 @@ def _total_chunks(interaction: Interaction) -> int:
         return 0
 
 
+@dataclass(frozen=True, slots=True)
+class MetricInfo:
+    """What a failure result says about the metric and its judge (a process worker's parent knows it
+    from the child's first message, without building the judge itself)."""
+
+    metric_name: str
+    threshold: float
+    judge_name: str
+    judge_model: str | None
+
+    @classmethod
+    def of(cls, metric: ContextualUtilization) -> MetricInfo:
+        judge = metric.judge
+        model = getattr(judge, "model", None)
+        return cls(
+            metric_name=metric.name,
+            threshold=metric.threshold,
+            judge_name=str(getattr(judge, "name", type(judge).__name__)),
+            judge_model=None if model is None else str(model),
+        )
+
+    def failure(
+        self, error_type: str, explanation: str, *, total_chunks: int, item_id: str | None
+    ) -> MetricEvaluationResult:
+        """A ``label="error"`` result for a failure outside the metric (``timeout``, ``invalid_input``,
+        ``worker_crashed``)."""
+        return MetricEvaluationResult.failure(
+            metric_name=self.metric_name,
+            threshold=self.threshold,
+            error_type=error_type,
+            explanation=explanation,
+            total_chunks=total_chunks,
+            judge_name=self.judge_name,
+            judge_model=self.judge_model,
+            item_id=item_id,
+        )
+
+    def failure_of(
+        self, interaction: Interaction, error_type: str, explanation: str
+    ) -> MetricEvaluationResult:
+        """:meth:`failure` for a captured interaction."""
+        return self.failure(
+            error_type, explanation, total_chunks=_total_chunks(interaction), item_id=interaction.id
+        )
+
+
 def error_result(
     metric: ContextualUtilization, interaction: Interaction, error_type: str, explanation: str
 ) -> MetricEvaluationResult:
     """A ``label="error"`` result for a failure outside the metric (``timeout``, ``invalid_input``)."""
-    judge = metric.judge
-    model = getattr(judge, "model", None)
-    return MetricEvaluationResult.failure(
-        metric_name=metric.name,
-        threshold=metric.threshold,
-        error_type=error_type,
-        explanation=explanation,
-        total_chunks=_total_chunks(interaction),
-        judge_name=str(getattr(judge, "name", type(judge).__name__)),
-        judge_model=None if model is None else str(model),
-        item_id=interaction.id,
-    )
+    return MetricInfo.of(metric).failure_of(interaction, error_type, explanation)
