@@ -58,7 +58,7 @@ class Gate:
         self.entered = threading.Event()
         self.cancelled = threading.Event()
         self._released = threading.Event()
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self.reports: list[dict[str, Any]] = []
         server = _Server(("127.0.0.1", 0), _Handler)
         server.gate = self
@@ -70,6 +70,7 @@ class Gate:
     def _record(self, message: dict[str, Any]) -> None:
         with self._lock:
             self.reports.append(message)
+            self._lock.notify_all()
         if message.get("event") == "cancelled":
             self.cancelled.set()
         elif message.get("wait"):
@@ -84,6 +85,13 @@ class Gate:
     def suppressed(self) -> list[object]:
         with self._lock:
             return [r.get("suppressed") for r in self.reports if r.get("event") == "call"]
+
+    def wait_for_calls(self, n: int, timeout: float = 30.0) -> bool:
+        """Block until at least ``n`` calls reported (or ``timeout`` seconds passed); True if they did."""
+        with self._lock:
+            return self._lock.wait_for(
+                lambda: sum(1 for r in self.reports if r.get("event") == "call") >= n, timeout
+            )
 
     def release(self) -> None:
         self._released.set()
