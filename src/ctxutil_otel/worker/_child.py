@@ -7,7 +7,7 @@ Messages on the one duplex :class:`multiprocessing.connection.Connection` (pickl
   command line or in an environment); then ``("evaluate", seq, query, answer, chunks, item_id)`` or
   ``("stop",)``;
 * child -> parent: ``("hello", MetricInfo)`` once the metric is built, then
-  ``("result", seq, MetricEvaluationResult)`` per evaluation.
+  ``("result", seq, JSON)`` per evaluation (:func:`encode_result`).
 
 The parent keeps at most ``max_in_flight`` evaluations in the child (the child's bound). The child ends on
 ``stop``, when the parent's end of the pipe closes (the parent died), or when killed. It ignores SIGINT
@@ -17,19 +17,24 @@ The parent keeps at most ``max_in_flight`` evaluations in the child (the child's
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import signal
+from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+
+from pydantic import ValidationError
 
 from .._item import DatasetItem
 from .._settings import Settings
 from ..judges._from_settings import build_judge
 from ..metric._contextual_utilization import ContextualUtilization
-from ._convert import MetricInfo
+from ..metric._results import MetricEvaluationResult
+from ._convert import MetricInfo, describe
 from ._evaluate import evaluate_item
 
-__all__ = ["ChildConfig", "child_main"]
+__all__ = ["ChildConfig", "child_main", "decode_result", "encode_result"]
 
 _log = logging.getLogger("ctxutil_otel.worker")
 
@@ -43,6 +48,25 @@ class ChildConfig:
     metric: ContextualUtilization | None
     timeout_s: float
     max_in_flight: int
+
+
+def encode_result(result: MetricEvaluationResult) -> str:
+    """A result as JSON without the chunk texts of its breakdown (the parent has them: it sent them).
+    JSON, not a pickled model: the parent's validation from JSON costs about half of unpickling the
+    models, and the parent's CPU is what the process worker exists to save."""
+    data = result.model_dump(mode="json")
+    for entry in (data.get("signals") or {}).get("chunk_breakdown") or ():
+        entry["chunk_text"] = ""
+    return json.dumps(data)
+
+
+def decode_result(raw: str, chunks: Sequence[str]) -> MetricEvaluationResult:
+    """:func:`encode_result` undone in the parent, ``chunks`` being the texts it sent."""
+    result = MetricEvaluationResult.model_validate_json(raw)
+    for entry in result.signals.chunk_breakdown:
+        if not entry.chunk_text and 0 <= entry.index < len(chunks):
+            entry.chunk_text = chunks[entry.index]
+    return result
 
 
 def child_main(conn: Connection) -> None:
@@ -78,7 +102,7 @@ async def _serve(conn: Connection, metric: ContextualUtilization, info: MetricIn
     async def run(seq: int, item: DatasetItem) -> None:
         result = await evaluate_item(metric, item, timeout_s, info)
         try:
-            conn.send(("result", seq, result))
+            conn.send(("result", seq, encode_result(result)))
         except (OSError, ValueError):
             end()  # the parent is gone
 
@@ -90,15 +114,15 @@ async def _serve(conn: Connection, metric: ContextualUtilization, info: MetricIn
                     end()
                     return
                 _, seq, query, answer, chunks, item_id = message
-                try:  # validated by the parent already: this only rebuilds it
+                try:
                     item = DatasetItem(
                         query=query, actual_output=answer, retrieved_content=chunks, id=item_id
                     )
-                except ValueError:
+                except ValidationError as exc:  # counted as the thread worker's conversion counts it
                     failure = info.failure(
-                        "invalid_input", "Not a valid item.", total_chunks=len(chunks), item_id=item_id
+                        "invalid_input", describe(exc), total_chunks=len(chunks), item_id=item_id
                     )
-                    conn.send(("result", seq, failure))
+                    conn.send(("result", seq, encode_result(failure)))
                     continue
                 task = loop.create_task(run(seq, item))
                 tasks.add(task)

@@ -42,8 +42,8 @@ from .._item import DatasetItem
 from .._settings import Settings
 from ..metric._contextual_utilization import METRIC_NAME, ContextualUtilization
 from ..metric._results import MetricEvaluationResult
-from ._child import ChildConfig, child_main
-from ._convert import MetricInfo, Rejection
+from ._child import ChildConfig, child_main, decode_result
+from ._convert import MetricInfo, Rejection, to_strings
 from ._evaluate import convert
 
 __all__ = ["ChildProcessJudging"]
@@ -55,6 +55,7 @@ STARTUP_TIMEOUT_S = 120.0
 #: Wait before restarting after the n-th consecutive crash (the last value repeats).
 BACKOFF_S = (0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 _KILL_JOIN_S = 1.0
+_EXPIRED = "expired"  # the future's value when the backstop fired (a result is JSON: never this)
 
 
 @dataclass(eq=False)
@@ -110,7 +111,7 @@ class ChildProcessJudging:
 
     def _init_state(self) -> None:
         self._child: _Child | None = None
-        self._pending: dict[int, tuple[asyncio.Future[MetricEvaluationResult | None], _Child]] = {}
+        self._pending: dict[int, tuple[asyncio.Future[str | None], _Child]] = {}
         self._seq = 0
         self._crashes = 0
         self._restart_at = 0.0
@@ -124,34 +125,49 @@ class ChildProcessJudging:
 
     # --- evaluation (the worker thread's loop) -----------------------------------------------------
     async def evaluate(self, interaction: Interaction) -> MetricEvaluationResult | Rejection:
-        converted = convert(interaction, self._info)
-        if not isinstance(converted, DatasetItem):
-            return converted
+        strings = to_strings(interaction)  # the child validates: no DatasetItem built here
+        if strings is None:  # not str query or answer (rare): validated here, never pickled as is
+            converted = convert(interaction, self._info)
+            if not isinstance(converted, DatasetItem):
+                return converted
+            strings = converted.query, converted.actual_output, converted.retrieved_content
+        elif isinstance(strings, Rejection):
+            if strings.outcome == "dropped":
+                return strings
+            return self._info.failure_of(interaction, strings.detail, strings.message)
         child = await self._ready_child()
         if child is None:
             return self._crashed(interaction)
         self._seq += 1
         seq = self._seq
-        future: asyncio.Future[MetricEvaluationResult | None] = child.loop.create_future()
+        future: asyncio.Future[str | None] = child.loop.create_future()
         self._pending[seq] = (future, child)
-        item = converted
+        # A timer rather than asyncio.wait_for: no extra task per evaluation.
+        backstop = child.loop.call_later(self._backstop_s, self._expire, seq, child)
         try:
-            child.conn.send(
-                ("evaluate", seq, item.query, item.actual_output, item.retrieved_content, item.id)
-            )
+            child.conn.send(("evaluate", seq, *strings, interaction.id))
         except (OSError, ValueError):
             self._lost(child)  # resolves the future: worker_crashed
         try:
-            result = await asyncio.wait_for(future, self._backstop_s)
-        except asyncio.TimeoutError:
+            raw = await future
+        finally:
+            backstop.cancel()
             self._pending.pop(seq, None)
-            self._lost(child, unresponsive=True)
+        if raw is None:
+            return self._crashed(interaction)
+        if raw is _EXPIRED:
             return self._info.failure_of(
                 interaction, "timeout", f"Evaluation timed out after {self._config.timeout_s:g} s."
             )
-        finally:
-            self._pending.pop(seq, None)
-        return self._crashed(interaction) if result is None else result
+        return decode_result(raw, strings[2])
+
+    def _expire(self, seq: int, child: _Child) -> None:
+        """The child did not answer ``seq`` in time (its loop is blocked): that one times out, the child
+        is killed (what else it had in flight fails ``worker_crashed``)."""
+        waiting = self._pending.pop(seq, None)
+        if waiting is not None and not waiting[0].done():
+            waiting[0].set_result(_EXPIRED)
+            self._lost(child, unresponsive=True)
 
     def _crashed(self, interaction: Interaction) -> MetricEvaluationResult:
         return self._info.failure_of(interaction, "worker_crashed", "The evaluation child process ended.")
@@ -192,21 +208,23 @@ class ChildProcessJudging:
         return child
 
     def _on_readable(self, child: _Child) -> None:
+        # One message per call: the loop calls again while more is readable (level-triggered), which saves
+        # the selector Connection.poll() builds per call.
         try:
-            while not child.lost and child.conn.poll():
-                message = child.conn.recv()
-                if message[0] == "hello":
-                    self._info = message[1]
-                    if not child.ready.done():
-                        child.ready.set_result(True)
-                    continue
-                _, seq, result = message
-                waiting = self._pending.pop(seq, None)
-                self._crashes = 0  # it works: the next crash restarts at once
-                if waiting is not None and not waiting[0].done():
-                    waiting[0].set_result(result)
+            message = child.conn.recv()
         except Exception:  # EOF (the child died), a broken pipe or message
             self._lost(child)
+            return
+        if message[0] == "hello":
+            self._info = message[1]
+            if not child.ready.done():
+                child.ready.set_result(True)
+            return
+        _, seq, result = message
+        waiting = self._pending.pop(seq, None)
+        self._crashes = 0  # it works: the next crash restarts at once
+        if waiting is not None and not waiting[0].done():
+            waiting[0].set_result(result)
 
     def _lost(self, child: _Child, *, unresponsive: bool = False) -> None:
         """The child died or stopped answering: kill it, fail what it had in flight, restart later."""
