@@ -68,6 +68,25 @@ def vm_rss_mb(pid: int) -> float | None:
     return None
 
 
+class TimedEmitter:
+    """Forwards to an :class:`Emitter`, adding up the CPU its ``emit`` takes on the calling thread (the
+    worker thread): the share of the application process's CPU per evaluation that emission is."""
+
+    def __init__(self, emitter: Emitter) -> None:
+        self.emitter = emitter
+        self.cpu_s = 0.0
+
+    def emit(self, interaction: Any, result: Any, duration_s: float) -> None:
+        began = time.thread_time()
+        try:
+            self.emitter.emit(interaction, result, duration_s)
+        finally:
+            self.cpu_s += time.thread_time() - began
+
+    def observe(self, *args: Any) -> None:
+        self.emitter.observe(*args)
+
+
 class Worker(Case):
     """Our handler and evaluator with one judge in one worker mode, for the whole run (bench_callback.py's
     ``Ours``, with the judge from the settings)."""
@@ -76,10 +95,12 @@ class Worker(Case):
         super().__init__(f"{judge}_{worker}")
         self.label = f"ours, {judge} judge, {worker} worker"
         self.providers = providers = Providers.create()
-        emitter = Emitter(
-            tracer_provider=providers.tracer_provider,
-            meter_provider=providers.meter_provider,
-            logger_provider=providers.logger_provider,
+        self.emitter = emitter = TimedEmitter(
+            Emitter(
+                tracer_provider=providers.tracer_provider,
+                meter_provider=providers.meter_provider,
+                logger_provider=providers.logger_provider,
+            )
         )
         judge_settings: dict[str, Any] = {"judge": judge}
         if judge == "openai":
@@ -97,7 +118,8 @@ class Worker(Case):
         self.evaluations = 0
         self.seconds = 0.0
         self.worker_cpu = 0.0
-        self._cpu_at_open = 0.0
+        self.emit_cpu = 0.0
+        self._cpu_at_open = (0.0, 0.0)
 
     def worker_cpu_s(self) -> float:
         """CPU seconds of the evaluator's worker thread so far (private to the package: read to report)."""
@@ -114,11 +136,13 @@ class Worker(Case):
         return judging.pid if isinstance(judging, ChildProcessJudging) else None
 
     def open(self) -> Any:
-        self._cpu_at_open = self.worker_cpu_s()
+        self._cpu_at_open = (self.worker_cpu_s(), self.emitter.cpu_s)
         return {"callbacks": [self.handler]}
 
     def close(self) -> None:
-        self.worker_cpu += self.worker_cpu_s() - self._cpu_at_open
+        cpu, emit = self._cpu_at_open
+        self.worker_cpu += self.worker_cpu_s() - cpu
+        self.emit_cpu += self.emitter.cpu_s - emit
         self.handler.force_flush(120_000)
         self.providers.tracer_provider.force_flush()
         self.providers.logger_provider.force_flush()
@@ -132,13 +156,16 @@ class Worker(Case):
         self.seconds += seconds
 
     def reset(self) -> None:
-        self.evaluations, self.seconds, self.worker_cpu = 0, 0.0, 0.0
+        self.evaluations, self.seconds, self.worker_cpu, self.emit_cpu = 0, 0.0, 0.0, 0.0
 
     def details(self) -> dict[str, Any]:
         pid = self.child_pid()
         return {
             "evaluations_per_s": self.evaluations / self.seconds if self.seconds else 0.0,
             "worker_cpu_ms_per_evaluation": self.worker_cpu / self.evaluations * 1e3
+            if self.evaluations
+            else None,
+            "emit_cpu_ms_per_evaluation": self.emit_cpu / self.evaluations * 1e3
             if self.evaluations
             else None,
             "worker_cpu_share": self.worker_cpu / self.seconds if self.seconds else 0.0,
@@ -263,6 +290,7 @@ def print_report(report: dict[str, Any]) -> None:
     )
     header = (
         f"{'configuration':18s} {'x floor':>8s} {'IQR':>13s} {'evals/s':>8s} {'app CPU/eval':>13s} "
+        f"{'of it emit':>11s} "
         f"{'worker share':>12s} {'child RSS':>10s}"
     )
     print(header)
@@ -273,9 +301,11 @@ def print_report(report: dict[str, Any]) -> None:
         line = f"{name:18s} {row['ratio_to_floor']:8.3f} {low:6.3f}-{high:6.3f}"
         if details:
             cpu = details["worker_cpu_ms_per_evaluation"]
+            emit = details["emit_cpu_ms_per_evaluation"]
             rss = details["child_rss_mb"]
             line += (
                 f" {details['evaluations_per_s']:8.1f} {'n/a' if cpu is None else f'{cpu:.3f} ms':>13s}"
+                f" {'n/a' if emit is None else f'{emit:.3f} ms':>11s}"
                 f" {details['worker_cpu_share']:11.1%} {'' if rss is None else f'{rss:.0f} MB':>10s}"
             )
         print(line)

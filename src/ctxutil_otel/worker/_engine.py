@@ -12,28 +12,22 @@ Admission is one chain (:meth:`Engine._admission`, then ``_admission.AdmissionCh
 full queue, no rate-cap token (taken here, once per interaction), a spent token budget. ``submit()`` asks
 again without the rate cap, reserving the token budget, because the queue may fill in between.
 
-Lifecycle: one :class:`Lifecycle` state. ``RUNNING`` admits; ``DRAINING`` (the Evaluator was
-garbage-collected, or ``shutdown()`` is waiting for its deadline) admits nothing and lets the dispatcher
-finish what is queued, then end; ``STOPPED`` (shutdown's deadline passed, or it finished) counts what is
-left and ends the dispatcher at once. ``DISABLED`` (``OTEL_SDK_DISABLED``) admits nothing and runs no
-thread.
+Lifecycle (:class:`~ctxutil_otel.worker._types.Lifecycle`): ``RUNNING`` admits; ``DRAINING`` (collected,
+or ``shutdown()`` waiting for its deadline) admits nothing and finishes what is queued; ``STOPPED`` counts
+what is left and ends the dispatcher at once; ``DISABLED`` (``OTEL_SDK_DISABLED``) runs no thread.
 
-Exactly-once accounting: an admitted interaction is an entry with a sequence number; it lives in the
-queue, then in ``_in_flight``, and its outcome is counted by whoever removes it from there under the
-lock (the worker when it finishes, or ``shutdown`` at its deadline), never twice.
+Exactly-once accounting: an admitted interaction is an entry with a sequence number, in the queue, then
+in ``_in_flight``; whoever removes it from there under the lock (the worker when it finishes, or
+``shutdown`` at its deadline) counts its outcome, never twice.
 
-CPU budget (``max_worker_cpu_fraction``): before taking the next queued interaction the dispatcher asks
-the :class:`~ctxutil_otel.worker._throttle.CpuThrottle` whether the worker thread's CPU (spent, and held
-for the evaluations just started) is within its share of one core, and waits on the loop when it is not;
-the interaction stays queued meanwhile, so admission, ``force_flush`` and ``shutdown`` behave exactly as
-without the budget (a full queue drops ``queue_full``).
+CPU budget (``max_worker_cpu_fraction``, ``_throttle.py``): before taking the next queued interaction the
+dispatcher waits while the worker thread's CPU is over its share of one core; the interaction stays queued
+meanwhile, so admission, ``force_flush`` and ``shutdown`` behave as without the budget.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import enum
 import logging
 import threading
 import time
@@ -51,10 +45,11 @@ from ._admission import AdmissionChain, Unselected
 from ._convert import Rejection
 from ._drop_log import DropLog
 from ._evaluate import InThreadJudging
+from ._loop import call_soon, run_loop
 from ._stats import EvaluatorStats
 from ._tally import Tally
 from ._throttle import CpuThrottle, Sleep
-from ._types import EvaluationEmitter, Judging, QueueEntry, outcome_of
+from ._types import EvaluationEmitter, Judging, Lifecycle, QueueEntry, outcome_of
 
 __all__ = ["Engine", "Lifecycle"]
 
@@ -63,15 +58,6 @@ _log = logging.getLogger("ctxutil_otel.worker")
 _LOG_INTERVAL_S = 10.0
 _JOIN_GRACE_S = 0.1
 _CLOSE_TIMEOUT_S = 5.0  # the process worker's child, when the engine ends without shutdown()
-
-
-class Lifecycle(enum.Enum):
-    """The engine's one lifecycle state (see the module docstring)."""
-
-    RUNNING = "running"
-    DRAINING = "draining"
-    STOPPED = "stopped"
-    DISABLED = "disabled"
 
 
 class Engine:
@@ -200,7 +186,7 @@ class Engine:
             self._drop_log.log(reason, suppressed)
             return False
         if wake is not None:
-            _call_soon(wake[0], wake[1].set)
+            call_soon(wake[0], wake[1].set)
         return True
 
     def _admission(self, *, at_capture: bool) -> tuple[DropReason | None, float | None]:
@@ -252,30 +238,13 @@ class Engine:
 
     # --- worker thread ------------------------------------------------------------------------
     def _thread_main(self) -> None:
-        loop = asyncio.new_event_loop()
-        try:
-            loop.run_until_complete(self._dispatch())
-        except asyncio.CancelledError:
-            pass  # shutdown cancelled the dispatcher
-        except BaseException:  # pragma: no cover - a bug in the engine; never crash silently
-            _log.exception("ctxutil evaluator worker stopped unexpectedly")
-        finally:
-            try:
-                tasks = asyncio.all_tasks(loop)
-                for task in tasks:
-                    task.cancel()
-                if tasks:
-                    loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-                loop.run_until_complete(loop.shutdown_asyncgens())
-            finally:
-                with self._lock:
-                    self._loop = None
-                deadline = self._close_deadline
-                timeout_s = _CLOSE_TIMEOUT_S if deadline is None else deadline - time.monotonic()
-                try:
-                    self._judging.close(timeout_s)  # the process worker's child
-                finally:
-                    loop.close()
+        run_loop(self._dispatch(), before_close=self._loop_closing)
+
+    def _loop_closing(self) -> None:
+        with self._lock:
+            self._loop = None
+        deadline = self._close_deadline
+        self._judging.close(_CLOSE_TIMEOUT_S if deadline is None else deadline - time.monotonic())
 
     async def _dispatch(self) -> None:
         semaphore = asyncio.Semaphore(self._max_concurrency)
@@ -409,20 +378,12 @@ class Engine:
             self._state = Lifecycle.DRAINING  # from now on submit() drops with reason "shutdown"
             wake = (self._loop, self._wake) if self._idle else None
         if wake is not None and wake[0] is not None and wake[1] is not None:
-            _call_soon(wake[0], wake[1].set)  # an idle dispatcher sees the state and ends when drained
+            call_soon(wake[0], wake[1].set)  # an idle dispatcher sees the state and ends when drained
         own_thread = threading.current_thread() is self._thread
         flushed = False if own_thread else self.force_flush(int((deadline - time.monotonic()) * 1000))
-        refunds: list[float | None] = []
         with self._lock:
-            left = len(self._queue)
-            for queued in self._queue:
-                self._tally.count(("dropped", "shutdown"))
-                refunds.append(queued.reserved)
+            left, refunds = self._tally.count_unfinished(self._queue, self._in_flight.values())
             self._queue.clear()
-            for running in self._in_flight.values():
-                # Evaluated and being emitted: its real outcome; otherwise abandoned at the deadline.
-                self._tally.count(running.outcome or ("dropped", "shutdown"))
-                left += running.outcome is None
             self._in_flight.clear()
             self._state = Lifecycle.STOPPED
             self._cond.notify_all()
@@ -434,7 +395,7 @@ class Engine:
                 "ctxutil evaluator shut down with %d evaluations unfinished (dropped: shutdown)", left
             )
         if loop is not None and dispatcher is not None:
-            _call_soon(loop, dispatcher.cancel)
+            call_soon(loop, dispatcher.cancel)
         if not own_thread and self._thread.is_alive():
             self._thread.join(max(0.0, deadline - time.monotonic()) + _JOIN_GRACE_S)
         return flushed and left == 0
@@ -447,7 +408,7 @@ class Engine:
             self._state = Lifecycle.DRAINING
         loop, wake = self._loop, self._wake
         if loop is not None and wake is not None:
-            _call_soon(loop, wake.set)
+            call_soon(loop, wake.set)
 
     @property
     def is_shutdown(self) -> bool:
@@ -456,8 +417,3 @@ class Engine:
     @property
     def thread(self) -> threading.Thread:
         return self._thread
-
-
-def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], object]) -> None:
-    with contextlib.suppress(RuntimeError):  # the loop is closed: the worker has already stopped
-        loop.call_soon_threadsafe(callback)

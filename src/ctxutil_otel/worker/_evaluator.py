@@ -60,6 +60,12 @@ class Evaluator:
     dropped ``queue_full``). ``stats().cpu_throttled_s`` tells how long it waited. Work a judge
     hands to other threads (``asyncio.to_thread``) is not measured.
 
+    With ``worker="process"`` (``CTXUTIL_WORKER=process``) the judge and the metric run in a child process
+    (``multiprocessing``, ``spawn``) started at the first evaluation; this process converts, pipes the
+    strings and emits, so the CPU budget covers only that. Same accounting and deadlines; a child that dies
+    fails its in-flight evaluations with ``error.type`` ``worker_crashed`` and is replaced; a ``metric``
+    passed in must be picklable (``TypeError`` otherwise). Which worker to choose: docs/worker.md.
+
     Judges must be asyncio-cooperative: a judge that blocks the loop (synchronous I/O, long CPU work)
     stalls the worker and defeats the timeout, though never the request path.
 

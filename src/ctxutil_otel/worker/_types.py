@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -11,7 +12,7 @@ from .._interaction import Interaction
 from ..metric._results import MetricEvaluationResult
 from ._convert import Rejection
 
-__all__ = ["EvaluationEmitter", "Judging", "QueueEntry", "outcome_of"]
+__all__ = ["EvaluationEmitter", "Judging", "Lifecycle", "QueueEntry", "outcome_of"]
 
 
 class EvaluationEmitter(Protocol):
@@ -25,6 +26,15 @@ class EvaluationEmitter(Protocol):
         queue_size: Callable[[], int],
         cpu_throttled_s: Callable[[], float] | None = None,
     ) -> None: ...
+
+
+class Lifecycle(enum.Enum):
+    """The engine's one lifecycle state (see ``_engine.py``'s docstring)."""
+
+    RUNNING = "running"
+    DRAINING = "draining"
+    STOPPED = "stopped"
+    DISABLED = "disabled"
 
 
 class Judging(Protocol):
