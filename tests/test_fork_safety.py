@@ -108,4 +108,6 @@ def test_judge_format_negotiation() -> None:
     with held(_negotiate._registry_lock):
         assert child_finishes(lambda: _negotiate.negotiation_for("http://127.0.0.1:1/v1", "m"))
     with held(negotiation._lock):
-        assert child_finishes(lambda: negotiation.step_format(negotiation.format))
+        refusal = _negotiate.FeatureRefused(500, "format", "json_schema unsupported")
+        fmt = negotiation.format
+        assert child_finishes(lambda: negotiation.on_refusal(refusal, fmt, "max_tokens") != "fail")

@@ -52,6 +52,7 @@ __all__ = [
     "FeatureRefused",
     "Negotiation",
     "OutputFormat",
+    "RefusalStep",
     "ResponseFormatSetting",
     "TokenParam",
     "forget_negotiations",
@@ -60,11 +61,13 @@ __all__ = [
     "refusal_hook",
     "refused_feature",
     "response_format_body",
+    "server_message",
 ]
 
 OutputFormat = Literal["json_schema", "json_object_schema", "json_object", "none"]
 ResponseFormatSetting = Literal["auto", "json_schema", "json_object_schema", "json_object", "none"]
 TokenParam = Literal["max_tokens", "max_completion_tokens"]
+RefusalStep = Literal["stepped", "resend", "fail"]
 
 FORMATS: tuple[OutputFormat, ...] = get_args(OutputFormat)
 """The output formats, best first: the order the judge steps down in."""
@@ -116,7 +119,11 @@ class FeatureRefused(Exception):
         self.detail = detail
 
 
-def _short_message(payload: object, text: str) -> str:
+def server_message(payload: object) -> str:
+    """The server's own short error message in a decoded error body (up to 200 characters), or ``""``.
+
+    Reads OpenAI's ``{"error": {"message": ...}}``, a bare ``{"error": "..."}`` and FastAPI's
+    ``{"detail": [{"msg": ...}]}`` / ``{"detail": "..."}`` (llama-cpp-python, TGI)."""
     if isinstance(payload, dict):
         error = payload.get("error", payload)
         if isinstance(error, dict) and isinstance(error.get("message"), str):
@@ -128,7 +135,11 @@ def _short_message(payload: object, text: str) -> str:
             return str(detail[0].get("msg", ""))[:200]
         if isinstance(detail, str):
             return detail[:200]
-    return text[:200]
+    return ""
+
+
+def _short_message(payload: object, text: str) -> str:
+    return server_message(payload) or text[:200]
 
 
 def refused_feature(status: int, body: bytes, request: bytes) -> FeatureRefused | None:
@@ -190,29 +201,46 @@ class Negotiation:
     ``format`` starts at ``json_schema`` (or at the fixed format) and only steps down;
     ``token_param`` starts at ``max_tokens``. Thread-safe: a step is taken once however many
     judgements met the same refusal, and only the judgement that took it counts it.
+
+    Args:
+        fixed: A format the user fixed (``response_format`` other than ``auto``): it is never stepped
+            down from, and its refusal fails the call. ``None`` negotiates from ``json_schema``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, fixed: OutputFormat | None = None) -> None:
         self._lock = threading.Lock()
         reinit_after_fork(self._new_lock)
-        self.format: OutputFormat = FORMATS[0]
+        self.fixed = fixed is not None
+        self.format: OutputFormat = fixed if fixed is not None else FORMATS[0]
         self.token_param: TokenParam = TOKEN_PARAMS[0]
         self.token_params_refused: set[TokenParam] = set()
 
     def _new_lock(self) -> None:
         self._lock = threading.Lock()
 
-    def step_format(self, refused: OutputFormat) -> bool:
-        """Step down from ``refused`` (if still current): True when this call took the step. A
-        refusal of ``none`` (no ``response_format`` sent) cannot happen."""
+    def on_refusal(self, refused: FeatureRefused, fmt: OutputFormat, param: TokenParam) -> RefusalStep:
+        """What to do about ``refused``, met by a request sent with ``fmt`` and ``param``.
+
+        Returns ``"stepped"`` when this call stepped the format down (count it: once per step however
+        many judgements met the refusal), ``"resend"`` when the request should be sent again without
+        counting (another judgement stepped meanwhile, or the output-limit parameter was switched), and
+        ``"fail"`` when nothing is left to try (a fixed format, the last format, both parameters)."""
+        if refused.feature == "format":
+            if self.fixed:
+                return "fail"
+            if self._step_format(fmt):
+                return "stepped"
+            return "resend" if self.format != fmt else "fail"
+        return "resend" if self._switch_token_param(param) else "fail"
+
+    def _step_format(self, refused: OutputFormat) -> bool:
         with self._lock:
             if self.format != refused or refused == FORMATS[-1]:
                 return False
             self.format = FORMATS[FORMATS.index(refused) + 1]
             return True
 
-    def switch_token_param(self, refused: TokenParam) -> bool:
-        """Use the other output-limit parameter: False when both have been refused."""
+    def _switch_token_param(self, refused: TokenParam) -> bool:
         with self._lock:
             self.token_params_refused.add(refused)
             left = [p for p in TOKEN_PARAMS if p not in self.token_params_refused]

@@ -17,7 +17,6 @@ from ._negotiate import (
     Negotiation,
     OutputFormat,
     ResponseFormatSetting,
-    TokenParam,
     negotiation_for,
     output_token_limit,
     refusal_hook,
@@ -238,8 +237,7 @@ class OpenAIJudge:
             # Shared by the process's judges of this endpoint (as the SDK resolved it) and model.
             self._negotiation = negotiation_for(str(self._spare[0].base_url), model)
         else:
-            self._negotiation = Negotiation()
-            self._negotiation.format = response_format
+            self._negotiation = Negotiation(fixed=response_format)
 
     def __repr__(self) -> str:
         return (
@@ -394,7 +392,18 @@ class OpenAIJudge:
             try:
                 raw = await within_deadline(functools.partial(post_chat, client, body), self.deadline_s)
             except FeatureRefused as exc:
-                if self._step_down(exc, fmt, param, usage):
+                step = negotiation.on_refusal(exc, fmt, param)
+                if step != "fail":
+                    if step == "stepped":
+                        usage.fallbacks += 1  # counted by the judgement that took the step, once
+                    _log.info(
+                        "judge server refused the request's %s (HTTP %d) for %s; now %s with %s",
+                        "response_format " + fmt if exc.feature == "format" else param,
+                        exc.status_code,
+                        self._model,
+                        negotiation.format,
+                        negotiation.token_param,
+                    )
                     continue
                 failure = translate(exc, self._api_key)
             except (openai.OpenAIError, RetryAfterTooLong) as exc:
@@ -408,29 +417,3 @@ class OpenAIJudge:
         if reply.refused or reply.finish_reason == "content_filter":
             raise JudgeRefusalError(f"the model refused to judge (finish_reason={reply.finish_reason})")
         return reply.content, reply.finish_reason
-
-    def _step_down(
-        self, refused: FeatureRefused, fmt: OutputFormat, param: TokenParam, usage: _Judgement
-    ) -> bool:
-        """Adjust to a refusal: True when the request should be sent again. A fixed format is never
-        stepped down; the output-limit parameter is negotiated whatever the format."""
-        negotiation = self._negotiation
-        if refused.feature == "format":
-            if self.response_format != "auto":
-                return False
-            if negotiation.step_format(fmt):
-                usage.fallbacks += 1  # counted by the judgement that took the step, once
-                _log.info(
-                    "judge server refused response_format %s (HTTP %d); using %s for %s",
-                    fmt,
-                    refused.status_code,
-                    negotiation.format,
-                    self._model,
-                )
-                return True
-            return negotiation.format != fmt  # another judgement took the step meanwhile
-        if negotiation.switch_token_param(param):
-            now = negotiation.token_param
-            _log.info("judge server refused %s (HTTP %d); using %s", param, refused.status_code, now)
-            return True
-        return False

@@ -29,7 +29,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from ._base import JudgeError, JudgeTimeoutError
-from ._negotiate import FeatureRefused
+from ._negotiate import FeatureRefused, server_message
 
 if TYPE_CHECKING:
     import httpx2
@@ -327,18 +327,6 @@ def _redact(text: str, secret: str | None) -> str:
     return text
 
 
-def _server_message(body: object) -> str:
-    if isinstance(body, Mapping):
-        error = body.get("error", body)
-        if isinstance(error, Mapping):
-            message = error.get("message")
-            if isinstance(message, str):
-                return message
-        elif isinstance(error, str):
-            return error
-    return ""
-
-
 def translate(exc: BaseException, secret: str | None) -> JudgeError | None:
     """The :class:`JudgeError` for an SDK (or hook) exception, or ``None`` if it is not one we map.
 
@@ -360,7 +348,7 @@ def translate(exc: BaseException, secret: str | None) -> JudgeError | None:
         return JudgeConnectionError("could not connect to the judge's server on any attempt")
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
-        detail = _redact(_server_message(exc.body), secret)[:200]
+        detail = _redact(server_message(exc.body), secret)[:200]
         message = f"HTTP {status}" + (f": {detail}" if detail else "")
         return http_error_class(status)(message, status)
     if isinstance(exc, openai.OpenAIError):
