@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from ctxutil_otel import Settings, SettingsError
-from ctxutil_otel.judges import JudgeResult
+from ctxutil_otel.judges import ChunkVerdict, JudgeResult
 from ctxutil_otel.metric import ContextualUtilization
 from ctxutil_otel.worker import Evaluator
 from ctxutil_otel.worker._process import ChildProcessJudging
@@ -77,6 +77,37 @@ class LoopBlockingJudge:
         if "block" in query:
             time.sleep(120)  # noqa: ASYNC251  # blocking the loop is the point; killed long before
         return _all_verdicts(chunks)
+
+
+class VerboseJudge:
+    """Answers at once, every chunk relevant and used, each with a 2,000-character reason: large results."""
+
+    name = "verbose"
+    model: str | None = None
+
+    async def judge(
+        self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
+    ) -> JudgeResult:
+        verdicts = [
+            ChunkVerdict(index=i, is_relevant=True, is_utilized=True, reason="r" * 2000)
+            for i in range(len(chunks))
+        ]
+        return JudgeResult(verdicts=verdicts)
+
+
+def test_large_interactions_and_results_both_ways_do_not_jam_the_pipe(make_evaluator: MakeEvaluator) -> None:
+    # Interactions of 300 KB down the pipe, results of about 600 KB back: more than the pipe holds either
+    # way. When the child sent its results from its loop, a result blocked on the full pipe (this process
+    # busy sending the next interaction, not reading) kept the child from reading, and both waited for ever.
+    evaluator = make_evaluator(
+        ContextualUtilization(judge=VerboseJudge()), max_concurrency=2, max_worker_cpu_fraction=0
+    )
+    documents = [f"chunk {i} " + "python " * 140 for i in range(300)]
+    for _ in range(8):
+        item = interaction(documents=documents)
+        assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+    assert evaluator.force_flush(60_000)
+    assert evaluator.stats().evaluated == 8
 
 
 def test_a_killed_child_fails_its_in_flight_evaluations_and_is_replaced(

@@ -17,9 +17,12 @@ The parent keeps at most ``max_in_flight`` evaluations in the child (the child's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import queue
 import signal
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -37,6 +40,8 @@ from ._evaluate import evaluate_item
 __all__ = ["ChildConfig", "child_main", "decode_result", "encode_result"]
 
 _log = logging.getLogger("ctxutil_otel.worker")
+
+_WRITER_JOIN_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +104,25 @@ async def _serve(conn: Connection, metric: ContextualUtilization, info: MetricIn
         if not done.done():
             done.set_result(None)
 
+    # Results go out from their own thread: a send blocked on a full pipe (the parent busy sending to us)
+    # must not stop this loop from reading, or both ends would wait on each other for ever.
+    outbox: queue.SimpleQueue[tuple[str, int, str] | None] = queue.SimpleQueue()
+
+    def write() -> None:
+        while (message := outbox.get()) is not None:
+            try:
+                conn.send(message)
+            except (OSError, ValueError):  # the parent is gone
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(end)
+                return
+
+    writer = threading.Thread(target=write, name="ctxutil-evaluator-child-writer", daemon=True)
+    writer.start()
+
     async def run(seq: int, item: DatasetItem) -> None:
         result = await evaluate_item(metric, item, timeout_s, info)
-        try:
-            conn.send(("result", seq, encode_result(result)))
-        except (OSError, ValueError):
-            end()  # the parent is gone
+        outbox.put(("result", seq, encode_result(result)))
 
     def on_readable() -> None:
         try:
@@ -122,7 +140,7 @@ async def _serve(conn: Connection, metric: ContextualUtilization, info: MetricIn
                     failure = info.failure(
                         "invalid_input", describe(exc), total_chunks=len(chunks), item_id=item_id
                     )
-                    conn.send(("result", seq, encode_result(failure)))
+                    outbox.put(("result", seq, encode_result(failure)))
                     continue
                 task = loop.create_task(run(seq, item))
                 tasks.add(task)
@@ -138,4 +156,6 @@ async def _serve(conn: Connection, metric: ContextualUtilization, info: MetricIn
         for task in list(tasks):
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        outbox.put(None)
+        writer.join(_WRITER_JOIN_S)
         conn.close()
