@@ -6,13 +6,14 @@ Runs ``ContextualUtilization`` + ``MetricRunner`` over the rows (default: the bu
 learned and the lexical judge, alternating, ``--rounds`` times each, and prints each judge's best
 evaluations/s (wall clock and process CPU time) and the learned/lexical ratio measured in the same run. On
 a shared machine the CPU-time rate is the steadier figure: it does not count time the process waited for
-a core.
+a core. The machine's load average is printed with the figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -39,6 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     items = [entry.item for entry in read_items(args.file) if isinstance(entry, Line)][: args.limit]
     judges = {"learned": LearnedJudge(), "lexical": LexicalJudge()}
+    load_before = os.getloadavg()
     for judge in judges.values():  # warm caches (stemmer, compiled trees) outside the timing
         rate(judge, items[:20])
     best: dict[str, tuple[float, float]] = {name: (0.0, 0.0) for name in judges}
@@ -51,6 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ratio_wall = best["learned"][0] / best["lexical"][0]
     ratio_cpu = best["learned"][1] / best["lexical"][1]
     print(f"learned / lexical: {ratio_wall:.2f} (wall), {ratio_cpu:.2f} (CPU)")
+    # The machine's load (1-minute average) before and after: absolute rates mean little on a busy machine.
+    after = os.getloadavg()[0]
+    print(f"load average (1 min): {load_before[0]:.2f} before, {after:.2f} after; {os.cpu_count()} CPUs")
     return 0
 
 

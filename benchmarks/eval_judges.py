@@ -1,6 +1,7 @@
 """Report the offline judges on a labelled file: the issue-11 figures with bootstrap intervals, drift checks.
 
     .venv/bin/python benchmarks/eval_judges.py [FILE.jsonl] [--judges learned,lexical] [--resamples 1000]
+        [--model MODEL.json]
 
 For each judge, through the real path (``ContextualUtilization`` + ``MetricRunner`` + ``agreement``):
 score RMSE, low-score AUROC, relevance / utilization F1 and pooled utilization, overall and per subset,
@@ -24,7 +25,9 @@ from pathlib import Path
 from ctxutil_otel import ContextualUtilization, DatasetItem, MetricRunner
 from ctxutil_otel._settings import Settings
 from ctxutil_otel.cli._perturb import PERTURBATIONS, drift
+from ctxutil_otel.judges import LearnedJudge
 from ctxutil_otel.judges._from_settings import build_judge
+from ctxutil_otel.judges._learned_model import load_model
 from ctxutil_otel.metric._agreement import LOW_SCORE, AgreementFigures, LabelledRow, agreement, auroc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,6 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--judges", default="learned,lexical")
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--no-drift", action="store_true")
+    parser.add_argument(
+        "--model", type=Path, default=None, help="a learned-judge model file instead of the shipped one"
+    )
     args = parser.parse_args(argv)
     if not args.file.is_file():
         parser.error(f"no file at {args.file} (the RAGBench labelled files live in ../shared/data/)")
@@ -84,7 +90,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     drift_rows: list[str] = []
     for name in args.judges.split(","):
-        judge = build_judge(Settings(judge=name))
+        judge = (
+            LearnedJudge(learned_model=load_model(json.loads(args.model.read_text(encoding="utf-8"))))
+            if name == "learned" and args.model is not None
+            else build_judge(Settings(judge=name))
+        )
         runner = MetricRunner([ContextualUtilization(judge=judge)])
         results = asyncio.run(runner.run(items))
         report = agreement(labels, results)

@@ -10,15 +10,18 @@ Steps (all deterministic for a given ``--seed``; training only ever reads ``--tr
    (training-time dependency only), mapped to the judge's word keys (stems; frequencies of forms that
    share a key are added), rounded to 0.1 Zipf and written into the model file.
 2. Per-chunk feature rows (``chunk_features``, the function the judge runs) for every training row, the
-   chunks de-duplicated as the metric does, plus one **swapped-answer copy** of every row: the answer of
-   another row of the same subset (a seeded random derangement), every chunk labelled *not utilized*,
-   relevance labels unchanged (relevance does not depend on the answer). Without the copies a model
-   learns "answers use their context" from natural data and barely reacts when they stop doing so.
+   chunks de-duplicated as the metric does, plus (``_train_data.py``) one **swapped-answer copy** of every
+   row (another row's answer, every chunk labelled *not utilized*) and one **truncated-answer copy** of
+   every multi-sentence row (the answer cut to its first sentence; a used chunk stays used only when the
+   first sentence draws on its labelled-used sentences). Relevance labels are unchanged in the copies.
+   Without them a model learns "answers use their context" from natural data and barely reacts when they
+   stop doing so.
 3. ``P(relevant)``: ``HistGradientBoostingClassifier`` over all chunks of the natural rows.
-   ``P(utilized | relevant)``: the same over the labelled-relevant chunks of natural and swapped rows.
-4. Out-of-fold (``--folds``-fold, rows split at random) probabilities for every training row; on them the
-   relevance threshold (best relevance F1), the fallback threshold, and the row model
-   (``HistGradientBoostingRegressor``, squared error, target ``expected_score``, 0 for swapped rows).
+   ``P(utilized | relevant)``: the same over the labelled-relevant chunks of natural rows and copies.
+4. Out-of-fold (``--folds``-fold, rows split at random, a row's copies in its fold) probabilities for
+   every example; on them the relevance threshold (best relevance F1), the row model
+   (``HistGradientBoostingRegressor``, squared error, target: the example's labelled score), and the
+   decision parameters (``_train_decision.py``: borderline relevance and the rounding offset).
 5. Final chunk models on all rows; export every tree; check that the pure-Python trees reproduce
    scikit-learn's raw outputs exactly on all training rows; write JSON.
 """
@@ -39,11 +42,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ctxutil_otel.judges._learned import decide_relevant, decide_utilized, row_features
-from ctxutil_otel.judges._learned_features import FEATURE_NAMES, WordWeights, chunk_features
+from _train_data import NATURAL, Example, examples_of
+from _train_decision import choose_decision
+
+from ctxutil_otel.judges._learned import decide_relevant, row_features
+from ctxutil_otel.judges._learned_features import FEATURE_NAMES, WordWeights
 from ctxutil_otel.judges._learned_model import FORMAT, ROW_FEATURES, load_model
 from ctxutil_otel.judges._text import words
-from ctxutil_otel.metric._contextual_utilization import normalise_chunk
 
 ROOT = Path(__file__).resolve().parents[1]
 # ../shared/data beside the checkout (for a worktree under ../wt/NAME, two levels up).
@@ -77,47 +82,6 @@ def grouped(zipf: dict[str, float]) -> dict[str, str]:
     for word, z in zipf.items():
         groups.setdefault(f"{z:.1f}", []).append(word)
     return {z: " ".join(sorted(ws)) for z, ws in sorted(groups.items(), key=lambda kv: -float(kv[0]))}
-
-
-class Example:
-    """One interaction as training sees it: unique chunks, their labels and feature rows."""
-
-    def __init__(self, row: dict[str, Any], answer: str, swapped: bool, weights: WordWeights) -> None:
-        first: dict[str, int] = {}
-        unique: list[int] = []
-        for i, text in enumerate(row["retrieved_content"]):
-            key = normalise_chunk(text)
-            if key not in first:
-                first[key] = i
-                unique.append(i)
-        labels = [row["chunk_labels"][i] for i in unique]
-        self.subset: str = row["subset"]
-        self.swapped = swapped
-        self.relevant = [bool(lab["relevant"]) for lab in labels]
-        self.utilized = [bool(lab["utilized"]) and not swapped for lab in labels]
-        self.features, _ = chunk_features(
-            row["query"], answer, [row["retrieved_content"][i] for i in unique], weights
-        )
-        n_rel = sum(self.relevant)
-        self.score: float | None = (
-            sum(r and u for r, u in zip(self.relevant, self.utilized, strict=True)) / n_rel if n_rel else None
-        )
-
-
-def derangement(rows: Sequence[dict[str, Any]], rng: random.Random) -> list[int]:
-    """For each row, another row of the same subset whose answer differs."""
-    by_subset: dict[str, list[int]] = {}
-    for i, r in enumerate(rows):
-        by_subset.setdefault(r["subset"], []).append(i)
-    partner = [0] * len(rows)
-    for members in by_subset.values():
-        for i in members:
-            while True:
-                j = rng.choice(members)
-                if (j != i and rows[j]["actual_output"] != rows[i]["actual_output"]) or len(members) == 1:
-                    break
-            partner[i] = j
-    return partner
 
 
 def hgb(kind: str, args: argparse.Namespace, max_iter: int) -> Any:
@@ -156,7 +120,7 @@ def chunk_sets(
     uy: list[int] = []
     for ex in examples:
         for x, r, u in zip(ex.features, ex.relevant, ex.utilized, strict=True):
-            if not ex.swapped:
+            if ex.kind == NATURAL:
                 rx.append(x)
                 ry.append(int(r))
             if r:
@@ -221,27 +185,25 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     rows = load(args.train, args.limit)
     zipf = zipf_table(args.vocabulary)
     weights = WordWeights.from_zipf(zipf)
-    partner = derangement(rows, rng)
-    natural = [Example(r, r["actual_output"], False, weights) for r in rows]
-    swapped = [Example(r, rows[partner[i]]["actual_output"], True, weights) for i, r in enumerate(rows)]
+    examples = examples_of(rows, weights, rng, truncated=not args.no_truncated)
+    natural = examples[: len(rows)]
     print(
-        f"{len(rows)} rows, {sum(len(e.features) for e in natural)} unique chunks; features in "
-        f"{time.perf_counter() - started:.1f} s",
+        f"{len(rows)} rows, {sum(len(e.features) for e in natural)} unique chunks, {len(examples)} examples "
+        f"with the copies; features in {time.perf_counter() - started:.1f} s",
         flush=True,
     )
 
-    # Out-of-fold chunk probabilities: a row and its swapped copy are in the same fold.
+    # Out-of-fold chunk probabilities: a row and its copies are in the same fold.
     order = list(range(len(rows)))
     rng.shuffle(order)
     fold_of = {row: position % args.folds for position, row in enumerate(order)}
-    oof_rel: list[list[float]] = [[] for _ in range(2 * len(rows))]
-    oof_use: list[list[float]] = [[] for _ in range(2 * len(rows))]
-    examples = natural + swapped
+    oof_rel: list[list[float]] = [[] for _ in examples]
+    oof_use: list[list[float]] = [[] for _ in examples]
     for fold in range(args.folds):
-        fit_on = [ex for k, ex in enumerate(examples) if fold_of[k % len(rows)] != fold]
+        fit_on = [ex for ex in examples if fold_of[ex.row_index] != fold]
         rel, use = fit_chunk_models(fit_on, args)
         for k, ex in enumerate(examples):
-            if fold_of[k % len(rows)] == fold:
+            if fold_of[ex.row_index] == fold:
                 oof_rel[k] = [float(p) for p in rel.predict_proba(ex.features)[:, 1]]
                 oof_use[k] = [float(p) for p in use.predict_proba(ex.features)[:, 1]]
         print(f"fold {fold + 1}/{args.folds} done at {time.perf_counter() - started:.1f} s", flush=True)
@@ -266,20 +228,20 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         relevant = decide_relevant(oof_rel[k], threshold, fallback)
         if ex.score is None or not any(relevant):
             continue
-        row_x.append(row_features(oof_rel[k], oof_use[k], relevant, ex.features[0]))
+        row_x.append(row_features(oof_rel[k], oof_use[k], relevant, ex.features))
         row_y.append(ex.score)
         row_of.append(k)
     oof_score: dict[int, float] = {}
     for fold in range(args.folds):
-        inside = [j for j, k in enumerate(row_of) if fold_of[k % len(rows)] != fold]
+        inside = [j for j, k in enumerate(row_of) if fold_of[examples[k].row_index] != fold]
         fitted = hgb("reg", args, args.row_max_iter).fit(
             [row_x[j] for j in inside], [row_y[j] for j in inside]
         )
-        held = [j for j, k in enumerate(row_of) if fold_of[k % len(rows)] == fold]
+        held = [j for j, k in enumerate(row_of) if fold_of[examples[k].row_index] == fold]
         if held:
             for j, value in zip(held, fitted.predict([row_x[j] for j in held]), strict=True):
                 oof_score[row_of[j]] = float(value)
-    offset = choose_offset(natural, oof_rel, oof_use, oof_score, threshold, fallback)
+    (low, high, penalty), offset = choose_decision(natural, oof_rel, oof_use, oof_score, threshold, fallback)
     row_model = hgb("reg", args, args.row_max_iter).fit(row_x, row_y)
 
     rel, use = fit_chunk_models(examples, args)
@@ -288,7 +250,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "provenance": {
             "model_id": f"ctxutil-gbdt-ragbench-seed{args.seed}",
             "training_data": f"{args.train.name} ({len(rows)} rows, RAGBench validation splits, CC-BY-4.0) "
-            "plus one swapped-answer copy of each row labelled not utilized",
+            "plus one swapped-answer copy of each row labelled not utilized"
+            + ("" if args.no_truncated else " and one truncated-answer copy of each multi-sentence row"),
             "word_frequencies": f"wordfreq {_version('wordfreq')} top {args.vocabulary} English words "
             "(training-time only; exported here as the 'zipf' table)",
             "trainer": f"scikit-learn {_version('scikit-learn')} HistGradientBoosting",
@@ -313,6 +276,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             "relevance_threshold": threshold,
             "fallback_threshold": fallback,
             "round_offset": offset,
+            "borderline_low": low,
+            "borderline_high": high,
+            "count_penalty": penalty,
         },
         "relevance": export(rel, "logit"),
         "utilization": export(use, "logit"),
@@ -335,50 +301,6 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             raise SystemExit(f"{name}: pure-Python trees differ from scikit-learn on {mismatches} rows")
     print(f"exported trees reproduce scikit-learn exactly; total {time.perf_counter() - started:.1f} s")
     return document
-
-
-def choose_offset(
-    natural: Sequence[Example],
-    oof_rel: list[list[float]],
-    oof_use: list[list[float]],
-    oof_score: dict[int, float],
-    threshold: float,
-    fallback: float,
-) -> float:
-    """The rounding offset with the lowest out-of-fold score RMSE among those whose pooled utilization is
-    within 0.015 of the labelled one on train (else the one closest to it)."""
-    labelled_used = sum(r and u for ex in natural for r, u in zip(ex.relevant, ex.utilized, strict=True))
-    labelled_pooled = labelled_used / sum(sum(ex.relevant) for ex in natural)
-    results = []
-    for step in range(0, 7):
-        offset = 0.2 + 0.05 * step
-        errors = []
-        used = relevant_total = 0
-        for k, ex in enumerate(natural):
-            relevant = decide_relevant(oof_rel[k], threshold, fallback)
-            if not any(relevant):
-                continue
-            utilized = decide_utilized(oof_score.get(k, 0.0), oof_use[k], relevant, offset)
-            used += sum(utilized)
-            relevant_total += sum(relevant)
-            if ex.score is not None:
-                errors.append((sum(utilized) / sum(relevant) - ex.score) ** 2)
-        rmse = math.sqrt(sum(errors) / len(errors))
-        pooled = used / relevant_total
-        print(
-            f"  offset {offset:.2f}: out-of-fold train RMSE {rmse:.4f}, pooled {pooled:.3f} "
-            f"(labelled {labelled_pooled:.3f})"
-        )
-        results.append(
-            (
-                abs(pooled - labelled_pooled) > 0.015,
-                rmse if abs(pooled - labelled_pooled) <= 0.015 else abs(pooled - labelled_pooled),
-                offset,
-            )
-        )
-    chosen = min(results)[2]
-    print(f"round offset: {chosen:.2f}")
-    return round(chosen, 2)
 
 
 def _version(package: str) -> str:
@@ -406,10 +328,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--fallback", type=float, default=0.2, help="fallback relevance probability")
     parser.add_argument("--vocabulary", type=int, default=25_000, help="wordfreq words exported")
+    parser.add_argument(
+        "--no-truncated", action="store_true", help="leave out the truncated-answer copies (a variant)"
+    )
     parser.add_argument("--check", action="store_true", help="compare with --out instead of writing it")
     raw_argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(raw_argv)
-    args.argv = [a for a in raw_argv if a != "--check"]
+    # The provenance's command: the options that shape the model (not --check, --out or --train's path).
+    args.argv = []
+    skip = False
+    for a in raw_argv:
+        if skip:
+            skip = False
+        elif a in ("--out", "--train"):
+            skip = True
+        elif a != "--check" and not a.startswith(("--out=", "--train=")):
+            args.argv.append(a)
     if not args.train.is_file():
         parser.error(
             f"--train: no file at {args.train} (the RAGBench labelled files live in ../shared/data/)"

@@ -13,7 +13,7 @@ PYTHON="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 if [ "${1:-}" = "--if-cached" ]; then
   if ! .venv/bin/python -c "import llama_cpp" 2>/dev/null \
-    && ! .venv/bin/python -m pip cache list llama_cpp 2>/dev/null | grep -qi "llama_cpp_python"; then
+    && ! .venv/bin/python -m pip cache list 'llama_cpp_python' 2>/dev/null | grep -q "llama_cpp_python-0.3.36-"; then
     echo "realserver tier skipped: llama-cpp-python is neither installed nor in pip's wheel cache" \
       "(compiling it takes about 5 minutes on 2 idle cores); run scripts/test-realserver.sh to build and run it"
     exit 0

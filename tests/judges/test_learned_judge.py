@@ -17,6 +17,7 @@ from ctxutil_otel import ContextualUtilization, DatasetItem, Settings
 from ctxutil_otel.data import load_sample
 from ctxutil_otel.judges import Judge, LearnedJudge, LexicalJudge
 from ctxutil_otel.judges._from_settings import build_judge
+from ctxutil_otel.judges._learned import follow_estimate
 from ctxutil_otel.judges._learned_model import ModelFileError, load_model, shipped_model
 
 QUERY = "What are the health benefits of green tea?"
@@ -33,7 +34,7 @@ CHUNKS = [
 
 # sha256 of the shipped model's verdicts and probabilities (rounded to 9 places) on the bundled sample.
 # Changes only when the model or the features change: retrain, check docs/judges.md, then update.
-SAMPLE_FINGERPRINT = "844874d37be7e222df1872e7603709c9c85d64f16a38212d9431b5f13233f507"
+SAMPLE_FINGERPRINT = "760bccde97f2ca102a8c008f49af91249f7c564022568c0327ffc17d4fdea1e7"
 
 
 def _document() -> dict[str, Any]:
@@ -130,6 +131,14 @@ async def test_an_answer_from_another_interaction_is_not_credited_to_the_chunks(
     assert not any(v.is_utilized for v in result.verdicts)
 
 
+async def test_an_answer_cut_to_its_first_sentence_no_longer_uses_the_chunk_of_the_second() -> None:
+    whole = await LearnedJudge().judge(QUERY, ANSWER, CHUNKS)
+    assert [v.is_utilized for v in whole.verdicts][:2] == [True, True]
+    cut = await LearnedJudge().judge(QUERY, ANSWER.split(". ")[0] + ".", CHUNKS)
+    # chunk 0 holds the first sentence; chunk 1 only the (now removed) second one
+    assert [v.is_utilized for v in cut.verdicts][:2] == [True, False]
+
+
 async def test_text_is_capped_at_max_text_chars() -> None:
     judge = LearnedJudge(max_text_chars=100)
     long_chunk = CHUNKS[0] + " filler" * 100_000
@@ -201,3 +210,18 @@ async def test_a_loaded_model_is_used_as_given() -> None:
         DatasetItem(query=QUERY, actual_output=ANSWER, retrieved_content=CHUNKS)
     )
     assert score.score is None and score.label == "not_applicable"
+
+
+def test_borderline_relevance_follows_the_row_estimate_within_its_bounds() -> None:
+    kw = {"low": 0.1, "high": 0.8, "penalty": 0.01}
+    # One sure chunk and a score estimate of 0.5: 1/1 cannot say 0.5, 1/2 can, so the borderline chunk
+    # (0.3, between low and high) becomes relevant; the chunk under `low` never does.
+    assert follow_estimate([0.9, 0.3, 0.05], [True, False, False], 0.5, **kw) == [True, True, False]
+    # An estimate of 1.0 is said best by the sure chunk alone: nothing moves.
+    assert follow_estimate([0.9, 0.3, 0.05], [True, False, False], 1.0, **kw) == [True, False, False]
+    # Chunks at or above `high` stay relevant whatever the estimate; a borderline one may be dropped.
+    assert follow_estimate([0.9, 0.85, 0.5], [True, True, True], 0.5, **kw) == [True, True, False]
+    assert follow_estimate([0.9, 0.85, 0.5], [True, True, True], 1.0, **kw) == [True, True, True]
+    # Nothing relevant stays nothing relevant; a large penalty keeps the threshold's verdicts.
+    assert follow_estimate([0.3, 0.2], [False, False], 0.5, **kw) == [False, False]
+    assert follow_estimate([0.9, 0.3], [True, False], 0.5, low=0.1, high=0.8, penalty=1.0) == [True, False]

@@ -15,7 +15,8 @@ from ctxutil_otel.judges._learned_model import load_model
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import train_learned  # noqa: E402  # a benchmarks/ script, importable once its folder is on the path
+import _train_data  # noqa: E402  # benchmarks/ modules, importable once their folder is on the path
+import train_learned  # noqa: E402
 
 SMALL = [
     "--max-iter",
@@ -70,3 +71,61 @@ def test_small_retrain_writes_a_model_the_judge_loads_and_training_is_reproducib
         == 1
     )
     assert "DIFFERS" in capsys.readouterr().out
+
+
+def _row(answer: str, sentence_keys: bool = True) -> dict[str, object]:
+    row: dict[str, object] = {
+        "subset": "demo",
+        "query": "What do we know about the Foo comet?",
+        "actual_output": answer,
+        "retrieved_content": [
+            "The Foo comet was discovered in 1911 by Ada Brandt. It has a blue tail.",
+            "Its orbit lasts 76 years and it last passed in 1986. Astronomers tracked it closely.",
+            "Comets are icy bodies.",
+        ],
+        "chunk_labels": [
+            {"relevant": True, "utilized": True},
+            {"relevant": True, "utilized": True},
+            {"relevant": True, "utilized": False},
+        ],
+    }
+    if sentence_keys:
+        row["documents_sentences"] = [
+            [["0a", "The Foo comet was discovered in 1911 by Ada Brandt."], ["0b", "It has a blue tail."]],
+            [
+                ["1a", "Its orbit lasts 76 years and it last passed in 1986."],
+                ["1b", "Astronomers tracked it."],
+            ],
+            [["2a", "Comets are icy bodies."]],
+        ]
+        row["utilized_sentence_keys"] = ["0a", "1a"]
+    return row
+
+
+@pytest.mark.parametrize("sentence_keys", [True, False])
+def test_a_truncated_copy_keeps_only_the_chunks_its_first_sentence_draws_on(sentence_keys: bool) -> None:
+    answer = "Ada Brandt discovered it in 1911. Its orbit lasts 76 years; it last passed in 1986."
+    row = _row(answer, sentence_keys)
+    cut = _train_data.first_sentence(answer)
+    assert cut == "Ada Brandt discovered it in 1911."
+    # chunk 0 holds the first sentence; chunk 1 was used for the second one only; chunk 2 was not used.
+    assert _train_data.first_sentence_uses(row, cut) == [True, False, False]
+    # The whole answer still draws on both used chunks.
+    assert _train_data.first_sentence_uses(row, answer) == [True, True, False]
+
+
+def test_copies_share_their_rows_fold_and_carry_the_derived_labels() -> None:
+    import random
+
+    from ctxutil_otel.judges._learned_features import WordWeights
+
+    rows = [
+        _row("Ada Brandt discovered it in 1911. Its orbit lasts 76 years; it last passed in 1986."),
+        _row("It was discovered in 1911."),
+    ]
+    made = _train_data.examples_of(rows, WordWeights(), random.Random(0))
+    kinds = [(ex.kind, ex.row_index) for ex in made]
+    # one swapped copy per row; a truncated copy only of the two-sentence answer
+    assert kinds == [("natural", 0), ("natural", 1), ("swapped", 0), ("swapped", 1), ("truncated", 0)]
+    assert made[2].utilized == [False, False, False] and made[2].relevant == [True, True, True]
+    assert made[4].utilized == [True, False, False] and made[4].score == 1 / 3

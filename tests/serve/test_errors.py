@@ -144,7 +144,7 @@ def test_traces_only(make_served: Callable[..., Served]) -> None:
     status, _, body = post(served, b"", path="/v1/metrics")
     assert status == 404
     assert "traces only" in status_of(body).message
-    assert get(served, "/v1/traces")[0] == 404
+    assert get(served, "/v1/traces")[0] == 405
     with grpc.insecure_channel(served.grpc_target) as channel:
         stub = metrics_service_pb2_grpc.MetricsServiceStub(channel)
         with pytest.raises(grpc.RpcError) as caught:
@@ -246,6 +246,24 @@ def test_unknown_route_is_quoted_without_its_query(make_served: Callable[..., Se
     assert status == 404
     assert status_of(body).message.startswith("no route '/" + "a" * 199 + "...': ")
     assert served.receiver.stats().requests["not_found"] == 3
+
+
+def test_a_known_path_with_the_other_method_is_405_naming_the_allowed_one(
+    make_served: Callable[..., Served],
+) -> None:
+    served = make_served()
+    connection = http.client.HTTPConnection("127.0.0.1", served.http_port, timeout=10)
+    try:
+        connection.request("GET", "/v1/traces")
+        response = connection.getresponse()
+        assert (response.status, response.getheader("Allow")) == (405, "POST")
+        assert status_of(response.read()).message == "GET is not allowed on '/v1/traces': use POST"
+    finally:
+        connection.close()
+    status, headers, _ = post(served, b"", path="/healthz")
+    assert (status, headers["allow"]) == (405, "GET")
+    assert served.receiver.stats().requests["method_not_allowed"] == 2
+    assert "not_found" not in served.receiver.stats().requests
 
 
 def test_many_member_gzip_is_refused_with_bounded_work(make_served: Callable[..., Served]) -> None:

@@ -13,11 +13,15 @@ and provenance in ``docs/judges.md``):
    most likely chunk is relevant if its P(relevant) >= ``fallback_threshold`` (else the interaction
    is not applicable: nothing relevant was retrieved).
 4. **Utilized.** A third, row-level ensemble predicts the interaction's score from aggregates of the
-   chunk probabilities (:data:`~ctxutil_otel.judges._learned_model.ROW_FEATURES`); the
-   ``floor(score x relevant + round_offset)`` relevant chunks most likely utilized are marked utilized
-   (``round_offset`` is chosen on out-of-fold training predictions so that the rounding does not bias the
-   pooled utilization). The metric's score (utilized relevant / relevant) is therefore the row model's
-   estimate, rounded to the chunks.
+   chunk probabilities and of the answer's spread over the chunks
+   (:data:`~ctxutil_otel.judges._learned_model.ROW_FEATURES`). With few relevant chunks the score
+   (utilized / relevant) is coarse (0, 0.5, 1 for two), so the relevance of *borderline* chunks
+   (P(relevant) between ``borderline_low`` and ``borderline_high``) follows that estimate
+   (:func:`follow_estimate`: the count of relevant chunks, taken in order of P(relevant), that lets the
+   score come closest to it, at ``count_penalty`` per chunk moved). Then the
+   ``floor(score x relevant + round_offset)`` relevant chunks most likely utilized are marked utilized.
+   The metric's score is therefore the row model's estimate, expressed in whole chunks. All these
+   parameters were chosen on out-of-fold training predictions (``benchmarks/_train_decision.py``).
 
 Pure Python (the trees are compiled to Python functions when the model loads), deterministic, no network,
 no numpy at run time.
@@ -33,11 +37,19 @@ from ._base import ChunkVerdict, JudgeResult
 from ._learned_features import FEATURE_NAMES, ChunkEvidence, chunk_features
 from ._learned_model import LearnedModel, shipped_model
 
-__all__ = ["ChunkProbabilities", "LearnedJudge", "decide_utilized", "row_features"]
+__all__ = ["ChunkProbabilities", "LearnedJudge", "decide_utilized", "follow_estimate", "row_features"]
 
-_SHAPE_AT = {
+_AT = {
     name: FEATURE_NAMES.index(name)
-    for name in ("refusal", "best_support_any", "answer_len_log", "answer_sentences")
+    for name in (
+        "refusal",
+        "best_support_any",
+        "answer_len_log",
+        "answer_sentences",
+        "sources_share",
+        "support_half_share",
+        "support_rel",
+    )
 }
 
 
@@ -52,11 +64,18 @@ class ChunkProbabilities:
 
 
 def row_features(
-    p_rel: Sequence[float], p_use: Sequence[float], relevant: Sequence[bool], first: Sequence[float]
+    p_rel: Sequence[float],
+    p_use: Sequence[float],
+    relevant: Sequence[bool],
+    features: Sequence[Sequence[float]],
 ) -> list[float]:
-    """The row model's inputs (``ROW_FEATURES`` order) for chunk probabilities and the verdicts on
-    relevance; ``first`` is any chunk's feature row (the interaction-wide values are read from it)."""
+    """The row model's inputs (``ROW_FEATURES`` order) for chunk probabilities, the verdicts on
+    relevance and the chunks' feature rows (interaction-wide values are read from the first)."""
     used = [u for u, r in zip(p_use, relevant, strict=True) if r]
+    first = features[0]
+    rel_rows = [x for x, r in zip(features, relevant, strict=True) if r]
+    half = _AT["support_half_share"]
+    support_rel = _AT["support_rel"]
     total_rel = math.fsum(p_rel)
     expected = (
         math.fsum(r * u for r, u in zip(p_rel, p_use, strict=True)) / total_rel if total_rel > 0 else 0.0
@@ -71,10 +90,13 @@ def row_features(
         sum(1 for u in used if u >= 0.5) / len(used) if used else 0.0,
         math.fsum(p_rel) / len(p_rel),
         max(p_rel),
-        first[_SHAPE_AT["refusal"]],
-        first[_SHAPE_AT["best_support_any"]],
-        first[_SHAPE_AT["answer_len_log"]],
-        first[_SHAPE_AT["answer_sentences"]],
+        first[_AT["refusal"]],
+        first[_AT["best_support_any"]],
+        first[_AT["answer_len_log"]],
+        first[_AT["answer_sentences"]],
+        first[_AT["sources_share"]],
+        math.fsum(x[half] for x in rel_rows) / len(rel_rows) if rel_rows else 0.0,
+        math.fsum(x[support_rel] for x in rel_rows) / len(rel_rows) if rel_rows else 0.0,
     ]
 
 
@@ -88,6 +110,46 @@ def decide_relevant(p_rel: Sequence[float], threshold: float, fallback: float) -
     return relevant
 
 
+def _count(score: float, n: int, offset: float) -> int:
+    return min(n, math.floor(min(1.0, max(0.0, score)) * n + offset))
+
+
+def follow_estimate(
+    p_rel: Sequence[float],
+    relevant: Sequence[bool],
+    score: float,
+    *,
+    low: float,
+    high: float,
+    penalty: float,
+    offset: float = 0.5,
+) -> list[bool]:
+    """Relevance verdicts adjusted on borderline chunks so that utilized / relevant can express the row
+    estimate ``score``.
+
+    With one or two relevant chunks the score can only be 0, 0.5 or 1, however sure the row model is of,
+    say, 0.7. Chunks are taken in order of P(relevant) (ties: the earlier chunk); every chunk with
+    P(relevant) >= ``high`` and the chunks ``relevant`` already marks below it stay relevant, chunks below
+    ``low`` stay not relevant, and the number ``m`` of relevant chunks in between minimises
+    ``(k/m - score)^2 + penalty * |m - m0|`` (``k`` the utilized count :func:`decide_utilized` gives for
+    ``m``, ``m0`` the count in ``relevant``). Returns ``relevant`` unchanged when nothing is relevant.
+    """
+    m0 = sum(relevant)
+    if m0 == 0:
+        return list(relevant)
+    order = sorted(range(len(p_rel)), key=lambda i: (-p_rel[i], i))
+    least = max(1, min(m0, sum(1 for p in p_rel if p >= high)))
+    most = max(m0, sum(1 for p in p_rel if p >= low))
+    best_cost, best_m = math.inf, m0
+    for m in range(least, most + 1):
+        k = _count(score, m, offset)
+        cost = (k / m - score) ** 2 + penalty * abs(m - m0)
+        if cost < best_cost - 1e-12:
+            best_cost, best_m = cost, m
+    chosen = set(order[:best_m])
+    return [i in chosen for i in range(len(p_rel))]
+
+
 def decide_utilized(
     score: float, p_use: Sequence[float], relevant: Sequence[bool], offset: float = 0.5
 ) -> list[bool]:
@@ -95,7 +157,7 @@ def decide_utilized(
     (``score`` is clamped to [0, 1]; ``offset`` 0.5 rounds to the nearest count; ties go to the earlier
     chunk)."""
     candidates = [i for i, r in enumerate(relevant) if r]
-    k = min(len(candidates), math.floor(min(1.0, max(0.0, score)) * len(candidates) + offset))
+    k = _count(score, len(candidates), offset)
     chosen = set(sorted(candidates, key=lambda i: (-p_use[i], i))[:k])
     return [i in chosen for i in range(len(relevant))]
 
@@ -164,9 +226,17 @@ class LearnedJudge:
         rows, evidence = chunk_features(query, answer, chunks, m.weights, evidence=True, reasons=reasons)
         probs = self._probabilities(rows)
         relevant = decide_relevant(probs.relevant, m.relevance_threshold, m.fallback_threshold)
-        score = (
-            m.row(row_features(probs.relevant, probs.utilized, relevant, rows[0])) if any(relevant) else 0.0
-        )
+        score = m.row(row_features(probs.relevant, probs.utilized, relevant, rows)) if any(relevant) else 0.0
+        if any(relevant):
+            relevant = follow_estimate(
+                probs.relevant,
+                relevant,
+                score,
+                low=m.borderline_low,
+                high=m.borderline_high,
+                penalty=m.count_penalty,
+                offset=m.round_offset,
+            )
         utilized = decide_utilized(score, probs.utilized, relevant, m.round_offset)
         n_rel = sum(relevant)
         return [

@@ -12,10 +12,13 @@ What the features measure (words are :func:`~ctxutil_otel.judges._text.words` ke
   (``ln(1 + (N + 1) / (df + 1))`` over the N chunks); a BM25 score; the share of query bigrams;
 * answer side: the weighted share of the answer's new words (not in the query) in the chunk; per answer
   sentence the support (half word share, half trigram share), its best value, its ratio to the best chunk
-  for the same sentence, the share of sentences the chunk is the best source of; shared 4- and 8-grams;
+  for the same sentence, the share of sentences the chunk is the best source of and the share it holds at
+  least half the best support for (a chunk that only supported a later sentence loses both when the
+  answer is cut short); shared 4- and 8-grams;
   the answer's numbers found in the chunk; the weighted share of the chunk's own words found in the answer;
   the shares of the answer's new words and of its trigrams found in this chunk and in no other one;
-* shape: lengths (log), number of chunks, answer sentences, an answer that declines to answer;
+* shape: lengths (log), number of chunks, answer sentences, the share of chunks that are the best source
+  of some answer sentence, an answer that declines to answer;
 * for the key values, the chunk's rank among the interaction's chunks (0 = best; ties share the best rank)
   and its gap to the best chunk: what generalises across domains is how a chunk compares with its
   neighbours, not an absolute overlap level.
@@ -33,11 +36,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ._text import ANSWER_FILLER, STOP_KEYS, STOPWORDS, sentences, stemmed, words
+from ._text import ANSWER_STOP_KEYS, STOP_KEYS, content, grouped, sentences, words
 
 __all__ = ["FEATURE_NAMES", "ChunkEvidence", "WordWeights", "chunk_features"]
 
-_ANSWER_STOP = stemmed(STOPWORDS | ANSWER_FILLER)
 _MAX_PARTS = 48
 _UNKNOWN_WEIGHT = 8.0
 _MIN_WEIGHT = 0.5
@@ -70,8 +72,18 @@ _BASE = (
     "tri_exclusive",
     "chunk_len_log",
     "chunk_len_rel",
+    "support_half_share",
 )
-_RANKED = ("q_cover_global", "q_bm25", "a_cover", "support", "ng4", "chunk_in_answer", "q_cover_local")
+_RANKED = (
+    "q_cover_global",
+    "q_bm25",
+    "a_cover",
+    "support",
+    "ng4",
+    "chunk_in_answer",
+    "q_cover_local",
+    "best_source_share",
+)
 _SHAPE = (
     "n_chunks",
     "query_len_log",
@@ -80,6 +92,7 @@ _SHAPE = (
     "refusal",
     "best_support_any",
     "best_q_cover_any",
+    "sources_share",
 )
 FEATURE_NAMES: tuple[str, ...] = (
     _BASE + tuple(f"{n}_rank" for n in _RANKED) + tuple(f"{n}_gap" for n in _RANKED) + _SHAPE
@@ -136,11 +149,6 @@ def _ranks(values: Sequence[float]) -> list[float]:
     return [float(first[v]) for v in values]
 
 
-def _share(weights: Mapping[str, float], terms: set[str], present: set[str]) -> float:
-    total = math.fsum(map(weights.__getitem__, terms))
-    return math.fsum(map(weights.__getitem__, terms & present)) / total if total > 0 else 0.0
-
-
 def chunk_features(
     query: str,
     answer: str,
@@ -163,7 +171,7 @@ def chunk_features(
     chunk_sets = [set(w) for w in chunk_words]
     chunk_terms = [cs - STOP_KEYS for cs in chunk_sets]
     q_words = words(query)
-    q_terms = {w for w in q_words if w not in STOP_KEYS and (len(w) > 1 or w.isdigit())}
+    q_terms = content(q_words, STOP_KEYS)
     q_bigrams = set(itertools.pairwise(q_words))
     a_words: list[str] = []  # words(answer): the sentences' words in order (splits fall on whitespace)
 
@@ -173,21 +181,13 @@ def chunk_features(
     for sentence in sentence_list:
         keys = words(sentence)
         a_words.extend(keys)
-        terms = {k for k in keys if k not in _ANSWER_STOP and (len(k) > 1 or k.isdigit())}
+        terms = content(keys, ANSWER_STOP_KEYS)
         if terms:
             new = terms - q_terms
             a_new |= new
             parts.append((new or terms, _ngrams(keys, 3)))
     a_set = set(a_words)
-    if len(parts) > _MAX_PARTS:
-        size = -(-len(parts) // _MAX_PARTS)
-        parts = [
-            (
-                set().union(*(p[0] for p in parts[s : s + size])),
-                set().union(*(p[1] for p in parts[s : s + size])),
-            )
-            for s in range(0, len(parts), size)
-        ]
+    parts = grouped(parts, _MAX_PARTS)
 
     df = dict.fromkeys(q_terms, 0)
     for cs in chunk_sets:
@@ -203,9 +203,13 @@ def chunk_features(
     max_len = max(lengths) or 1
 
     # support[j][i]: how much of answer part j chunk i holds.
-    chunk_tri_seq = [list(zip(w, w[1:], w[2:], strict=False)) for w in chunk_words]
-    chunk_tri = [set(t) for t in chunk_tri_seq]
     a_tri = set().union(*(p[1] for p in parts))
+    # The chunk's trigrams that occur in the answer (all that any comparison below needs).
+    # Where each chunk has one of the answer's trigrams, and which: one pass over the chunk's words.
+    tri_at = [
+        [p for p, t in enumerate(zip(w, w[1:], w[2:], strict=False)) if t in a_tri] for w in chunk_words
+    ]
+    chunk_tri = [{(w[p], w[p + 1], w[p + 2]) for p in at} for w, at in zip(chunk_words, tri_at, strict=True)]
     support: list[list[float]] = []
     for terms, tri in parts:
         total = _total(weight, terms)
@@ -224,9 +228,11 @@ def chunk_features(
             seen_once[t] = seen_once.get(t, 0) + 1
     tri_once: dict[tuple[str, ...], int] = {}
     for ct in chunk_tri:
-        for gram in a_tri & ct:
+        for gram in ct:
             tri_once[gram] = tri_once.get(gram, 0) + 1
     a_new_total = _total(weight, a_new)
+    q_total = _total(weight, q_terms)
+    q_local_total = math.fsum(local.values())
 
     base: list[list[float]] = []
     out_evidence: list[ChunkEvidence] = []
@@ -235,12 +241,15 @@ def chunk_features(
         tf = {t: chunk_words[i].count(t) for t in q_terms & cs}
         norm = 1.2 * (0.25 + 0.75 * lengths[i] / avg_len)
         bm25 = math.fsum(weight[t] * tf[t] * 2.2 / (tf[t] + norm) for t in sorted(tf))
-        q_cover_g = _share(weight, q_terms, cs)
-        q_cover_l = _share(local, q_terms, cs)
+        q_in = q_terms & cs
+        q_cover_g = _total(weight, q_in) / q_total if q_total > 0 else 0.0
+        q_cover_l = math.fsum(map(local.__getitem__, q_in)) / q_local_total if q_local_total > 0 else 0.0
         q_bigram = (
-            len(q_bigrams & set(itertools.pairwise(chunk_words[i]))) / len(q_bigrams) if q_bigrams else 0.0
+            len({b for b in itertools.pairwise(chunk_words[i]) if b in q_bigrams}) / len(q_bigrams)
+            if any(a in cs and b in cs for a, b in q_bigrams)
+            else 0.0
         )
-        a_cover = _share(weight, a_new, cs)
+        a_cover = _total(weight, a_new & cs) / a_new_total if a_new_total > 0 else 0.0
         col = [r[i] for r in support]
         sup = max(col, default=0.0)
         rel = max((v / b for v, b in zip(col, best_part, strict=True) if b > 0), default=0.0)
@@ -248,21 +257,20 @@ def chunk_features(
         best_src = (
             sum(1 for v, b in zip(col, best_part, strict=True) if b > 0 and v >= b) / len(col) if col else 0.0
         )
+        half_src = (
+            sum(1 for v, b in zip(col, best_part, strict=True) if b > 0 and v >= 0.5 * b) / len(col)
+            if col
+            else 0.0
+        )
         # Longer shared n-grams start where a shared trigram does: look only there.
         cw = chunk_words[i]
-        starts = (
-            [p for p, t in enumerate(chunk_tri_seq[i]) if t in a_tri]
-            if a_tri.isdisjoint(chunk_tri[i]) is False
-            else []
-        )
+        starts = tri_at[i]
         ng4 = len(a_ng4 & {tuple(cw[p : p + 4]) for p in starts}) / len(a_ng4) if a_ng4 else 0.0
         ng8 = 1.0 if a_ng8 and not a_ng8.isdisjoint({tuple(cw[p : p + 8]) for p in starts}) else 0.0
         numbers = len(a_numbers & cs) / len(a_numbers) if a_numbers else 0.0
         only_here = {t for t in a_new & cs if seen_once[t] == 1}
         a_exclusive = _total(weight, only_here) / a_new_total if a_new_total else 0.0
-        tri_exclusive = (
-            sum(1 for gram in a_tri & chunk_tri[i] if tri_once[gram] == 1) / len(a_tri) if a_tri else 0.0
-        )
+        tri_exclusive = sum(1 for gram in chunk_tri[i] if tri_once[gram] == 1) / len(a_tri) if a_tri else 0.0
         own_weight = _total(weight, chunk_terms[i])
         in_answer = _total(weight, chunk_terms[i] & a_set) / own_weight if own_weight else 0.0
         base.append(
@@ -285,6 +293,7 @@ def chunk_features(
                 tri_exclusive,
                 math.log1p(lengths[i]),
                 lengths[i] / max_len,
+                half_src,
             ]
         )
         if evidence:
@@ -305,6 +314,7 @@ def chunk_features(
         1.0 if _REFUSAL.search(answer) else 0.0,
         max(row[5] for row in base),
         max(row[0] for row in base),
+        sum(1 for row in base if row[8] > 0) / n,
     ]
     rows = []
     for i, row in enumerate(base):

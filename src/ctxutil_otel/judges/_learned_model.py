@@ -9,7 +9,8 @@ The model is one JSON document (``ctxutil_otel/data/learned_judge.json``, writte
      "zipf": {"5.3": "word word ...", ...},   # word keys grouped by Zipf frequency
      "relevance": ENSEMBLE, "utilization": ENSEMBLE,   # per chunk: P(relevant), P(utilized | relevant)
      "row": ENSEMBLE,                          # per interaction: the score, from ROW_FEATURES
-     "decision": {"relevance_threshold": p, "fallback_threshold": p, "round_offset": r}}
+     "decision": {"relevance_threshold": p, "fallback_threshold": p, "round_offset": r,
+                  "borderline_low": p, "borderline_high": p, "count_penalty": c}}
 
     ENSEMBLE = {"baseline": float, "link": "logit" | "identity", "trees": [TREE, ...]}
     TREE = [NODE, ...]   # node 0 is the root
@@ -50,6 +51,9 @@ ROW_FEATURES: tuple[str, ...] = (
     "best_support_any",
     "answer_len_log",
     "answer_sentences",
+    "sources_share",
+    "half_share_mean",
+    "support_rel_mean",
 )
 """Inputs of the row model, in order (see ``LearnedJudge`` for their definitions)."""
 
@@ -147,6 +151,9 @@ class LearnedModel:
     relevance_threshold: float
     fallback_threshold: float
     round_offset: float
+    borderline_low: float
+    borderline_high: float
+    count_penalty: float
     provenance: Mapping[str, Any]
 
 
@@ -190,6 +197,9 @@ def load_model(document: Mapping[str, Any]) -> LearnedModel:
         relevance_threshold=_number(decision.get("relevance_threshold"), "decision.relevance_threshold"),
         fallback_threshold=_number(decision.get("fallback_threshold"), "decision.fallback_threshold"),
         round_offset=_number(decision.get("round_offset"), "decision.round_offset"),
+        borderline_low=_number(decision.get("borderline_low"), "decision.borderline_low"),
+        borderline_high=_number(decision.get("borderline_high"), "decision.borderline_high"),
+        count_penalty=_number(decision.get("count_penalty"), "decision.count_penalty"),
         provenance=dict(provenance),
     )
 

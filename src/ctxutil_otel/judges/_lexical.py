@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._base import ChunkVerdict, JudgeResult
-from ._text import ANSWER_FILLER, STOP_KEYS, STOPWORDS, content, sentences, stemmed, words
+from ._text import ANSWER_STOP_KEYS, STOP_KEYS, content, grouped, sentences, words
 
 __all__ = ["ChunkSignals", "LexicalJudge"]
 
@@ -56,23 +56,8 @@ class ChunkSignals:
     top_terms: tuple[str, ...] = ()
 
 
-_ANSWER_STOP_KEYS = stemmed(STOPWORDS | ANSWER_FILLER)
 MAX_ANSWER_PARTS = 64
 """Answers with more content sentences are compared in this many groups of consecutive sentences."""
-
-
-def _grouped(
-    parts: list[tuple[set[str], set[tuple[str, str, str]]]], limit: int
-) -> list[tuple[set[str], set[tuple[str, str, str]]]]:
-    """Merge consecutive answer sentences into at most ``limit`` parts (bounds the work on long answers)."""
-    if len(parts) <= limit:
-        return parts
-    size = -(-len(parts) // limit)  # ceiling division
-    merged = []
-    for start in range(0, len(parts), size):
-        group = parts[start : start + size]
-        merged.append((set().union(*(g[0] for g in group)), set().union(*(g[1] for g in group))))
-    return merged
 
 
 def _trigrams(words: list[str]) -> set[tuple[str, str, str]]:
@@ -208,12 +193,12 @@ class LexicalJudge:
         answer_new: set[str] = set()
         for sentence in sentences(answer):
             keys = words(sentence)
-            terms = content(keys, _ANSWER_STOP_KEYS)
+            terms = content(keys, ANSWER_STOP_KEYS)
             if terms:
                 new = terms - query_terms
                 answer_new |= new
                 answer_parts.append((new or terms, _trigrams(keys)))
-        answer_parts = _grouped(answer_parts, MAX_ANSWER_PARTS)
+        answer_parts = grouped(answer_parts, MAX_ANSWER_PARTS)
 
         # Document frequency within this interaction's chunks, only for the words that matter.
         vocabulary = query_terms.union(*(terms for terms, _ in answer_parts))

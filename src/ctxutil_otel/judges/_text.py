@@ -15,13 +15,17 @@ Everything here is pure Python, deterministic and linear in the length of the te
 from __future__ import annotations
 
 import re
+from collections.abc import Hashable
 from functools import lru_cache
+from typing import TypeVar
 
 __all__ = [
     "ANSWER_FILLER",
+    "ANSWER_STOP_KEYS",
     "STOPWORDS",
     "STOP_KEYS",
     "content",
+    "grouped",
     "sentences",
     "stem",
     "stemmed",
@@ -109,8 +113,11 @@ def _split_cjk(token: str) -> list[str]:
 def words(text: str) -> list[str]:
     """Every word key of ``text`` in order, stopwords kept: case-folded, numbers whole, ASCII words
     stemmed with :func:`stem`, Han/Kana runs split into character bigrams, other scripts as they are."""
+    folded = text.casefold()
+    if folded.isascii():  # the common case: every token is stemmed (stem is cached per word)
+        return list(map(stem, _TOKEN.findall(folded)))
     out: list[str] = []
-    for raw in _TOKEN.findall(text.casefold()):
+    for raw in _TOKEN.findall(folded):
         if raw.isascii():
             out.append(stem(raw))
         elif _CJK.search(raw):
@@ -127,6 +134,27 @@ def stemmed(vocabulary: frozenset[str]) -> frozenset[str]:
 
 STOP_KEYS: frozenset[str] = stemmed(STOPWORDS)
 """Stopwords as :func:`words` emits them."""
+
+ANSWER_STOP_KEYS: frozenset[str] = stemmed(STOPWORDS | ANSWER_FILLER)
+"""Stopwords and answer filler (``ANSWER_FILLER``) as :func:`words` emits them: what an answer
+sentence's content words leave out."""
+
+_A = TypeVar("_A", bound=Hashable)
+_B = TypeVar("_B", bound=Hashable)
+
+
+def grouped(parts: list[tuple[set[_A], set[_B]]], limit: int) -> list[tuple[set[_A], set[_B]]]:
+    """Merge consecutive answer-sentence parts (pairs of sets) into at most ``limit`` parts, unions of
+    ``ceil(len(parts) / limit)`` neighbours each (bounds the work on long answers); ``parts`` itself when
+    it is short enough."""
+    if len(parts) <= limit:
+        return parts
+    size = -(-len(parts) // limit)  # ceiling division
+    merged: list[tuple[set[_A], set[_B]]] = []
+    for start in range(0, len(parts), size):
+        group = parts[start : start + size]
+        merged.append((set().union(*(g[0] for g in group)), set().union(*(g[1] for g in group))))
+    return merged
 
 
 def content(keys: list[str], drop: frozenset[str] = STOP_KEYS) -> set[str]:

@@ -10,7 +10,8 @@ Routes and answers (OpenTelemetry protocol specification, ``specification/protoc
 * Errors carry a protobuf ``google.rpc.Status`` body (``Content-Type: application/x-protobuf``), as the
   spec requires for every 4xx/5xx: 400 undecodable body or bad gzip (``BadRequest`` detail), or invalid,
   differing or ``Transfer-Encoding``-accompanied ``Content-Length`` (:func:`._parsing.body_length`); 401
-  missing or wrong bearer token (``WWW-Authenticate: Bearer``); 404 any other path, quoted without its
+  missing or wrong bearer token (``WWW-Authenticate: Bearer``); 405 with ``Allow`` for ``GET /v1/traces``
+  and ``POST /healthz``; 404 any other path, quoted without its
   query (``/v1/metrics`` and ``/v1/logs`` too: this receiver takes traces only); 411 no ``Content-Length``
   (chunked bodies are not accepted); 413 body larger than ``max_request_bytes`` (checked on
   ``Content-Length`` before reading, and on the decompressed size); 415 any other content type or encoding
@@ -235,6 +236,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if has_body(self.headers):  # not read: it must not be taken for the next request (smuggling)
             self.close_connection = True
+        if route_path(self.path) == TRACES_PATH:
+            self._wrong_method("POST")
+            return
         if route_path(self.path) != HEALTH_PATH:
             self._fail(
                 HTTPStatus.NOT_FOUND, code_pb2.NOT_FOUND, f"no route {quoted_path(self.path)}", "not_found"
@@ -252,6 +256,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         receiver = self.server.receiver
+        if route_path(self.path) == HEALTH_PATH:
+            self._wrong_method("GET")
+            return
         if route_path(self.path) != TRACES_PATH:
             message = (
                 f"no route {quoted_path(self.path)}: this receiver accepts traces only, at {TRACES_PATH}"
@@ -391,6 +398,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         body = self._encode(status_message(code, message, *details))
         self._send(http_status, body, (*extra, ("Connection", "close")))
+
+    def _wrong_method(self, allowed: str) -> None:
+        """405 with ``Allow`` (RFC 9110 section 15.5.6) for a known path asked with the other method."""
+        message = f"{self.command} is not allowed on {quoted_path(self.path)}: use {allowed}"
+        self._fail(
+            HTTPStatus.METHOD_NOT_ALLOWED,
+            code_pb2.UNIMPLEMENTED,
+            message,
+            "method_not_allowed",
+            extra=(("Allow", allowed),),
+        )
 
     def _send(self, status: HTTPStatus, body: bytes, headers: tuple[tuple[str, str], ...] = ()) -> None:
         try:

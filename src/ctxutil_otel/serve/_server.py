@@ -67,7 +67,8 @@ class ReceiverStats:
     """Counters since start: ``requests`` by outcome (the :class:`ExportResult` outcomes plus the
     transports' ``unauthenticated``, ``too_large`` (body over ``max_request_bytes``, or an HTTP request
     line / headers over the HTTP parser's limits), ``unsupported_media_type``, ``length_required``,
-    ``not_found``, ``not_implemented`` (an HTTP method or HTTP version the listener does not serve),
+    ``not_found``, ``method_not_allowed`` (``GET /v1/traces``, ``POST /healthz``), ``not_implemented``
+    (an HTTP method or HTTP version the listener does not serve),
     ``bad_request`` (also a malformed HTTP request line), ``incomplete`` (sender disconnected or ran out
     of time mid-request), ``refused_connection`` (closed at accept, or answered 503 in a slot reserved
     for health probes: ``max_connections`` reached)), ``spans_accepted`` and ``spans_rejected``."""

@@ -1,0 +1,143 @@
+"""Training examples for ``train_learned.py``: natural rows and their swapped- and truncated-answer copies.
+
+A model trained on natural rows alone learns "answers use their context" and barely reacts when they stop
+doing so; the copies teach it what the drift checks of ``ctxutil-otel bench --perturb`` test:
+
+* **swapped**: the answer of another row of the same subset (:func:`derangement`); every chunk is
+  labelled *not utilized*, relevance unchanged (relevance does not depend on the answer).
+* **truncated**: the answer cut to its first sentence, as ``--perturb truncate`` cuts it (rows whose answer
+  has one sentence get no copy). A chunk labelled utilized stays utilized only when the first sentence
+  draws on what the labels say was used from it (:func:`first_sentence_uses`); relevance unchanged.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from ctxutil_otel.cli._perturb import _first_sentence as first_sentence  # the cut of --perturb truncate
+from ctxutil_otel.judges._learned_features import WordWeights, chunk_features
+from ctxutil_otel.judges._text import ANSWER_STOP_KEYS, STOP_KEYS, content, sentences, words
+from ctxutil_otel.metric._contextual_utilization import normalise_chunk
+
+NATURAL, SWAPPED, TRUNCATED = "natural", "swapped", "truncated"
+MIN_NEW_SHARE = 0.2
+"""A used chunk supports the first answer sentence when one of its used sentences holds at least this
+share of the sentence's new words (not in the query), or shares a word trigram with it."""
+
+
+def _trigrams(keys: list[str]) -> set[tuple[str, str, str]]:
+    return set(zip(keys, keys[1:], keys[2:], strict=False))
+
+
+def first_sentence_uses(row: dict[str, Any], sentence: str) -> list[bool]:
+    """Per chunk of ``row``: labelled utilized *and* the first answer ``sentence`` draws on it.
+
+    "Draws on" means one of the chunk's labelled-utilized sentences (``utilized_sentence_keys`` such as
+    ``"0f"``: chunk 0, sentence f, texts in ``documents_sentences``; the whole chunk when a file has no
+    sentence keys) holds :data:`MIN_NEW_SHARE` of the sentence's new words or shares a word trigram with
+    it. Conservative: a chunk loses its label only when the first sentence shows little of what was used.
+    """
+    keys = words(sentence)
+    query_terms = content(words(row["query"]), STOP_KEYS)
+    terms = content(keys, ANSWER_STOP_KEYS)
+    new = (terms - query_terms) or terms
+    tri = _trigrams(keys)
+    texts: dict[str, str] = {key: text for doc in row.get("documents_sentences", ()) for key, text in doc}
+    used_keys = row.get("utilized_sentence_keys")
+    out = []
+    for i, label in enumerate(row["chunk_labels"]):
+        if not label["utilized"]:
+            out.append(False)
+            continue
+        prefix = str(i)
+        if used_keys is None or not texts:
+            used = [row["retrieved_content"][i]]
+        else:
+            used = [
+                texts[k]
+                for k in used_keys
+                if k in texts and k.startswith(prefix) and k[len(prefix) :].isalpha()
+            ]
+        supported = False
+        for text in used:
+            w = words(text)
+            share = len(new & set(w)) / len(new) if new else 0.0
+            if share >= MIN_NEW_SHARE or not tri.isdisjoint(_trigrams(w)):
+                supported = True
+                break
+        out.append(supported)
+    return out
+
+
+class Example:
+    """One interaction as training sees it: unique chunks (as the metric de-duplicates them), their labels
+    and feature rows; ``row_index`` is the natural row it comes from (copies share its fold)."""
+
+    def __init__(
+        self,
+        row: dict[str, Any],
+        row_index: int,
+        kind: str,
+        weights: WordWeights,
+        answer: str | None = None,
+    ) -> None:
+        first: dict[str, int] = {}
+        unique: list[int] = []
+        for i, text in enumerate(row["retrieved_content"]):
+            key = normalise_chunk(text)
+            if key not in first:
+                first[key] = i
+                unique.append(i)
+        answer = row["actual_output"] if answer is None else answer
+        if kind == SWAPPED:
+            used = [False] * len(row["chunk_labels"])
+        elif kind == TRUNCATED:
+            used = first_sentence_uses(row, answer)
+        else:
+            used = [bool(lab["utilized"]) for lab in row["chunk_labels"]]
+        self.row_index = row_index
+        self.kind = kind
+        self.subset: str = row["subset"]
+        self.relevant = [bool(row["chunk_labels"][i]["relevant"]) for i in unique]
+        self.utilized = [used[i] for i in unique]
+        self.features, _ = chunk_features(
+            row["query"], answer, [row["retrieved_content"][i] for i in unique], weights
+        )
+        n_rel = sum(self.relevant)
+        self.score: float | None = (
+            sum(r and u for r, u in zip(self.relevant, self.utilized, strict=True)) / n_rel if n_rel else None
+        )
+
+
+def derangement(rows: Sequence[dict[str, Any]], rng: random.Random) -> list[int]:
+    """For each row, another row of the same subset whose answer differs."""
+    by_subset: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_subset.setdefault(r["subset"], []).append(i)
+    partner = [0] * len(rows)
+    for members in by_subset.values():
+        for i in members:
+            while True:
+                j = rng.choice(members)
+                if (j != i and rows[j]["actual_output"] != rows[i]["actual_output"]) or len(members) == 1:
+                    break
+            partner[i] = j
+    return partner
+
+
+def examples_of(
+    rows: Sequence[dict[str, Any]], weights: WordWeights, rng: random.Random, *, truncated: bool = True
+) -> list[Example]:
+    """Natural rows first (in file order), then one swapped copy per row, then a truncated copy of each
+    row whose answer has more than one sentence (when ``truncated``)."""
+    partner = derangement(rows, rng)
+    out = [Example(r, i, NATURAL, weights) for i, r in enumerate(rows)]
+    out += [Example(r, i, SWAPPED, weights, rows[partner[i]]["actual_output"]) for i, r in enumerate(rows)]
+    if truncated:
+        for i, r in enumerate(rows):
+            cut = first_sentence(r["actual_output"])
+            if len(sentences(r["actual_output"])) > 1:
+                out.append(Example(r, i, TRUNCATED, weights, cut))
+    return out

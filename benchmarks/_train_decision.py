@@ -1,0 +1,121 @@
+"""How ``train_learned.py`` turns probabilities into verdicts: the decision parameters, chosen on
+out-of-fold training predictions only.
+
+The judge marks chunks relevant by a threshold on P(relevant) (best out-of-fold relevance F1), then lets
+the relevance of *borderline* chunks follow the row model's score estimate
+(:func:`~ctxutil_otel.judges._learned.follow_estimate`: ``low``, ``high``, ``penalty``), then marks the
+``floor(score x relevant + offset)`` most likely used chunks utilized. :func:`choose_decision` tries a
+small grid of those parameters and keeps the one with the lowest out-of-fold score RMSE among those that
+give up at most :data:`MAX_F1_LOSS` relevance F1 against the threshold alone and keep the pooled
+utilization within :data:`MAX_POOLED_GAP` of the labelled one (else the plain threshold, offset 0.5).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from _train_data import Example
+
+from ctxutil_otel.judges._learned import decide_relevant, decide_utilized, follow_estimate
+
+MAX_F1_LOSS = 0.005
+MAX_POOLED_GAP = 0.015
+LOWS = (0.05, 0.08, 0.1, 0.12, 0.15)
+HIGHS = (0.6, 0.8)
+PENALTIES = (0.01, 0.015, 0.02, 0.03, 0.05)
+OFFSETS = (0.45, 0.5)
+NO_FOLLOW = (1.0, 0.0, 0.0)  # low, high, penalty: every chunk counts as sure, the count never moves
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Out-of-fold figures of one decision on the natural training rows."""
+
+    rmse: float
+    relevance_f1: float
+    utilization_f1: float
+    pooled: float
+    labelled_pooled: float
+
+
+def _f1(tp: int, fp: int, fn: int) -> float:
+    return 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0
+
+
+def outcome(
+    natural: Sequence[Example],
+    oof_rel: Sequence[Sequence[float]],
+    oof_use: Sequence[Sequence[float]],
+    oof_score: dict[int, float],
+    threshold: float,
+    fallback: float,
+    follow: tuple[float, float, float],
+    offset: float,
+) -> Outcome:
+    low, high, penalty = follow
+    errors: list[float] = []
+    rtp = rfp = rfn = utp = ufp = ufn = used = relevant_total = labelled_used = labelled_relevant = 0
+    for k, ex in enumerate(natural):
+        relevant = decide_relevant(oof_rel[k], threshold, fallback)
+        score = oof_score.get(k, 0.0)
+        if any(relevant):
+            relevant = follow_estimate(
+                oof_rel[k], relevant, score, low=low, high=high, penalty=penalty, offset=offset
+            )
+        utilized = decide_utilized(score, oof_use[k], relevant, offset)
+        for r, u, lr, lu in zip(relevant, utilized, ex.relevant, ex.utilized, strict=True):
+            rtp += r and lr
+            rfp += r and not lr
+            rfn += lr and not r
+            if lr:
+                hit = r and u
+                utp += hit and lu
+                ufp += hit and not lu
+                ufn += lu and not hit
+        used += sum(r and u for r, u in zip(relevant, utilized, strict=True))
+        relevant_total += sum(relevant)
+        labelled_used += sum(r and u for r, u in zip(ex.relevant, ex.utilized, strict=True))
+        labelled_relevant += sum(ex.relevant)
+        if ex.score is not None and any(relevant):
+            predicted = sum(r and u for r, u in zip(relevant, utilized, strict=True)) / sum(relevant)
+            errors.append((predicted - ex.score) ** 2)
+    return Outcome(
+        rmse=math.sqrt(math.fsum(errors) / len(errors)) if errors else 0.0,
+        relevance_f1=_f1(rtp, rfp, rfn),
+        utilization_f1=_f1(utp, ufp, ufn),
+        pooled=used / relevant_total if relevant_total else 0.0,
+        labelled_pooled=labelled_used / labelled_relevant if labelled_relevant else 0.0,
+    )
+
+
+def choose_decision(
+    natural: Sequence[Example],
+    oof_rel: Sequence[Sequence[float]],
+    oof_use: Sequence[Sequence[float]],
+    oof_score: dict[int, float],
+    threshold: float,
+    fallback: float,
+) -> tuple[tuple[float, float, float], float]:
+    """``((low, high, penalty), offset)`` by the rule in the module docstring (prints the chosen one and
+    the plain threshold's figures)."""
+    plain = outcome(natural, oof_rel, oof_use, oof_score, threshold, fallback, NO_FOLLOW, 0.5)
+    best: tuple[float, tuple[float, float, float], float] | None = None
+    for low, high, penalty, offset in itertools.product(LOWS, HIGHS, PENALTIES, OFFSETS):
+        got = outcome(natural, oof_rel, oof_use, oof_score, threshold, fallback, (low, high, penalty), offset)
+        if got.relevance_f1 < plain.relevance_f1 - MAX_F1_LOSS:
+            continue
+        if abs(got.pooled - got.labelled_pooled) > MAX_POOLED_GAP:
+            continue
+        if best is None or got.rmse < best[0] - 1e-12:
+            best = (got.rmse, (low, high, penalty), offset)
+    follow, offset = (NO_FOLLOW, 0.5) if best is None else (best[1], best[2])
+    chosen = outcome(natural, oof_rel, oof_use, oof_score, threshold, fallback, follow, offset)
+    for name, o in (("threshold alone, offset 0.50", plain), (f"chosen {follow}, offset {offset}", chosen)):
+        print(
+            f"  {name}: out-of-fold train RMSE {o.rmse:.4f}, relevance F1 {o.relevance_f1:.4f}, "
+            f"utilization F1 {o.utilization_f1:.4f}, pooled {o.pooled:.3f} (labelled {o.labelled_pooled:.3f})"
+        )
+    return follow, offset
