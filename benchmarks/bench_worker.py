@@ -1,6 +1,6 @@
 """What one evaluation costs the evaluation worker, and how many a CPU budget allows, with the OpenAI judge.
 
-    .venv/bin/python benchmarks/bench_worker.py [--evaluations 300] [--judge-delay-ms 200]
+    .venv/bin/python benchmarks/bench_worker.py [--evaluations 300] [--judge-delay-ms 200] [--worker process]
                                                  [--fractions 0 0.03 0.05] [--json PATH]
 
 For each ``max_worker_cpu_fraction`` in ``--fractions`` (0 = no budget), one :class:`Evaluator` with
@@ -64,7 +64,9 @@ def interactions(rows: list[dict[str, Any]], n: int) -> list[Interaction]:
     ]
 
 
-def measure(fraction: float, base_url: str, rows: list[dict[str, Any]], n: int) -> dict[str, float]:
+def measure(
+    fraction: float, base_url: str, rows: list[dict[str, Any]], n: int, worker: str = "thread"
+) -> dict[str, Any]:
     providers = Providers.create()
     emitter = TimedEmitter(
         Emitter(
@@ -83,6 +85,7 @@ def measure(fraction: float, base_url: str, rows: list[dict[str, Any]], n: int) 
         max_evaluations_per_second=0,
         max_worker_cpu_fraction=fraction,
         max_queue_size=n + 100,
+        worker=worker,
     )
     try:
         for item in interactions(rows, 20):  # warm-up: imports, connections, the budget's estimate
@@ -103,6 +106,7 @@ def measure(fraction: float, base_url: str, rows: list[dict[str, Any]], n: int) 
         if stats.failed or stats.dropped:
             raise RuntimeError(f"evaluations failed or were dropped: {stats}")
         return {
+            "worker": worker,
             "max_worker_cpu_fraction": fraction,
             "worker_cpu_ms_per_evaluation": cpu / n * 1000,
             "emit_cpu_ms_per_evaluation": (emitter.cpu_s - emit0) / n * 1000,
@@ -121,16 +125,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--fractions", type=float, nargs="+", default=[0.0, 0.03, 0.05], help="budgets (0 = none)"
     )
+    parser.add_argument(
+        "--worker",
+        choices=["thread", "process"],
+        default="thread",
+        help="where the judge runs (docs/worker.md)",
+    )
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="write the figures as JSON")
     args = parser.parse_args(argv)
     rows = load_sample()[:50]
     results = []
     with JudgeServer(args.judge_delay_ms / 1000, str(ROOT)) as server:
         for fraction in args.fractions:
-            row = measure(fraction, server.base_url, rows, args.evaluations)
+            row = measure(fraction, server.base_url, rows, args.evaluations, args.worker)
             results.append(row)
             print(
-                f"budget {fraction:g}: worker CPU {row['worker_cpu_ms_per_evaluation']:.2f} ms per "
+                f"{args.worker} worker, budget {fraction:g}: worker CPU "
+                f"{row['worker_cpu_ms_per_evaluation']:.2f} ms per "
                 f"evaluation (emit {row['emit_cpu_ms_per_evaluation']:.2f} ms), "
                 f"{row['evaluations_per_s']:.1f} evaluations/s, "
                 f"worker {row['worker_share_of_a_core']:.1%} of a core",

@@ -9,7 +9,8 @@ from typing import get_args
 
 import pytest
 
-from ctxutil_otel.worker import Admission, DropReason, Outcome
+from ctxutil_otel._accounting import WORKER_ERROR_TYPES
+from ctxutil_otel.worker import Admission, DropReason, EvaluatorStats, Outcome
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTCOMES = set(get_args(Outcome))
@@ -43,6 +44,15 @@ def test_the_vocabulary_is_the_one_on_the_wire() -> None:
     assert {"sampled_out", "not_selected", "dropped", "evaluated", "not_applicable", "failed"} == OUTCOMES
     assert {"internal_error", "capture_error", "sdk_disabled", "pending_full", "ttl_expired"} <= REASONS
     assert bool(Admission()) and not Admission("queue_full")
+
+
+def test_the_worker_s_own_error_types_are_documented() -> None:
+    assert set(WORKER_ERROR_TYPES) == {"timeout", "invalid_input", "worker_crashed"}
+    stats_doc = EvaluatorStats.__doc__ or ""
+    worker_doc = (ROOT / "docs" / "worker.md").read_text(encoding="utf-8")
+    for error_type in WORKER_ERROR_TYPES:
+        assert f"``{error_type}``" in stats_doc
+        assert f"`{error_type}`" in worker_doc
 
 
 def test_the_checker_finds_an_unknown_name() -> None:

@@ -14,10 +14,12 @@ from typing import Final, Literal, TypeAlias, get_args
 __all__ = [
     "ADMITTED",
     "DROP_REASONS",
+    "WORKER_ERROR_TYPES",
     "Admission",
     "DropReason",
     "Outcome",
     "OutcomeKey",
+    "WorkerErrorType",
     "refused",
 ]
 
@@ -57,6 +59,18 @@ DropReason: TypeAlias = Literal[
     "capture_error",
     "internal_error",
 ]
+
+#: The ``error.type`` of a ``failed`` interaction that the evaluator itself gives (judges add their own,
+#: e.g. ``verdict_mismatch``, and an unexpected exception counts under its class name):
+#:
+#: * ``timeout``: the evaluation ran past ``evaluation_timeout_s``;
+#: * ``invalid_input``: the captured interaction does not convert (a chunk of an unsupported type);
+#: * ``worker_crashed``: ``worker="process"``: the child process evaluating it ended (crashed, killed, out
+#:   of memory) before answering; a new child takes the next evaluations.
+WorkerErrorType: TypeAlias = Literal["timeout", "invalid_input", "worker_crashed"]
+
+#: Every :data:`WorkerErrorType`.
+WORKER_ERROR_TYPES: Final[tuple[WorkerErrorType, ...]] = get_args(WorkerErrorType)
 
 #: ``(outcome, detail)``: the drop reason, the failure's ``error.type``, or ``None`` for the others.
 OutcomeKey: TypeAlias = "tuple[Outcome, str | None]"

@@ -135,6 +135,17 @@ class Settings(BaseSettings):
             "it is unset)."
         ),
     )
+    worker: Literal["thread", "process"] = Field(
+        default="thread",
+        description=(
+            "Where the judge and the metric run (CTXUTIL_WORKER, default thread). thread: on the "
+            "evaluator's own thread, sharing the application's interpreter lock (no extra process; the "
+            "CPU budget above bounds what the request path pays). process: in a child process started "
+            "with multiprocessing's spawn method; the application process only copies the interaction's "
+            "strings to it and emits the results, so far more evaluations fit in the same CPU budget, "
+            "for the child's memory and start-up time. See docs/worker.md for the figures."
+        ),
+    )
     evaluation_timeout_s: float = Field(
         default=60.0,
         gt=0.0,

@@ -9,7 +9,6 @@ environment is cleaned for every test by tests/conftest.py.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
 import threading
@@ -17,7 +16,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
-from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, get_value
 
 from ctxutil_otel.capture import Interaction
 from ctxutil_otel.judges import ChunkVerdict, JudgeError, JudgeResult, TokenUsage
@@ -25,6 +23,7 @@ from ctxutil_otel.metric import ContextualUtilization
 from ctxutil_otel.worker import Evaluator
 from tests.support.accounting import assert_accounted
 from tests.support.doubles import RecordingEmitter
+from tests.support.gate import Gate, pass_gate
 
 
 def _all_verdicts(chunks: Sequence[str], usage: TokenUsage | None = None) -> JudgeResult:
@@ -53,43 +52,53 @@ class RaisingJudge:
 
 
 class GateJudge:
-    """Blocks each call until released from the test thread; queries containing ``skip_word`` pass
-    straight through. ``entered`` is set when a call is blocked at the gate. Also records whether
-    OpenTelemetry instrumentation was suppressed during the call."""
+    """Blocks each call until released from the test (:class:`~tests.support.gate.Gate`, a real socket, so
+    the judge may run in the process worker's child); queries containing ``skip_word`` pass straight
+    through. ``entered`` is set when a call is blocked at the gate; ``calls`` counts the calls and
+    ``suppressed`` records whether OpenTelemetry instrumentation was suppressed during each. Only the gate's
+    address, ``skip_word`` and ``usage`` are pickled."""
 
     name = "gate"
     model: str | None = "gate-model"
 
     def __init__(self, skip_word: str | None = None, usage: TokenUsage | None = None) -> None:
-        self.entered = threading.Event()
+        self.gate: Gate | None = Gate()
+        self.address = self.gate.address
         self.skip_word = skip_word
         self.usage = usage
-        self.calls = 0
-        self.suppressed: list[object] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._gate: asyncio.Event | None = None
-        self._released = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"address": self.address, "skip_word": self.skip_word, "usage": self.usage, "gate": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
 
     async def judge(
         self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
     ) -> JudgeResult:
-        self.calls += 1
-        self.suppressed.append(get_value(_SUPPRESS_INSTRUMENTATION_KEY))
-        if self.skip_word is None or self.skip_word not in query:
-            if self._gate is None:
-                self._loop = asyncio.get_running_loop()
-                self._gate = asyncio.Event()
-                if self._released:
-                    self._gate.set()
-            self.entered.set()
-            await self._gate.wait()
+        wait = self.skip_word is None or self.skip_word not in query
+        await pass_gate(self.address, query, wait=wait)
         return _all_verdicts(chunks, self.usage)
+
+    def _test_side(self) -> Gate:
+        assert self.gate is not None, "the test side of the gate is in the test's process"
+        return self.gate
+
+    @property
+    def entered(self) -> threading.Event:
+        return self._test_side().entered
+
+    @property
+    def calls(self) -> int:
+        return self._test_side().calls
+
+    @property
+    def suppressed(self) -> list[object]:
+        return self._test_side().suppressed
 
     def release(self) -> None:
         """Open the gate for every current and future call (callable from any thread)."""
-        self._released = True
-        if self._loop is not None and self._gate is not None:
-            self._loop.call_soon_threadsafe(self._gate.set)
+        self._test_side().release()
 
 
 class UsageJudge:
@@ -131,15 +140,25 @@ def interaction(
 MakeEvaluator = Callable[..., Evaluator]
 
 
+@pytest.fixture(params=["thread", "process"])
+def worker_mode(request: pytest.FixtureRequest) -> str:
+    """The worker's contract holds in both modes: every test building its evaluator with
+    :func:`make_evaluator` runs once with the judge on the evaluator's thread and once in a child process."""
+    mode: str = request.param
+    return mode
+
+
 @pytest.fixture
-def make_evaluator() -> Iterator[MakeEvaluator]:
-    """Build evaluators with a :class:`RecordingEmitter` (unless one is given) and no rate cap
-    (unless set); at teardown shut each down and check the accounting invariant."""
+def make_evaluator(worker_mode: str) -> Iterator[MakeEvaluator]:
+    """Build evaluators with a :class:`RecordingEmitter` (unless one is given), no rate cap (unless set)
+    and the ``worker_mode`` (unless ``worker`` is given); at teardown shut each down and check the
+    accounting invariant."""
     made: list[Evaluator] = []
 
     def make(metric: ContextualUtilization | None = None, **kwargs: Any) -> Evaluator:
         kwargs.setdefault("emitter", RecordingEmitter())
         kwargs.setdefault("max_evaluations_per_second", 0)
+        kwargs.setdefault("worker", worker_mode)
         evaluator = Evaluator(metric, **kwargs)
         made.append(evaluator)
         return evaluator

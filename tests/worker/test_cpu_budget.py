@@ -320,6 +320,7 @@ def test_an_environment_value_out_of_range_names_the_variable(
 # --- real CPU ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("worker_mode", ["thread"])  # with worker="process" the judge's CPU is the child's
 def test_a_judge_burning_cpu_is_paced_to_its_share_of_a_core(make_evaluator: MakeEvaluator) -> None:
     judge = BusyJudge(cost_s=0.01)
     began = time.monotonic()
@@ -340,6 +341,45 @@ def test_a_judge_burning_cpu_is_paced_to_its_share_of_a_core(make_evaluator: Mak
     first_cpu = judge.entries[0][0]
     for cpu, wall in judge.entries[1:]:
         assert cpu - first_cpu <= DEFAULT_CPU_BURST_S + 0.2 * (wall - began) + 0.005, judge.entries
+
+
+class BusyEmitter(RecordingEmitter):
+    """Burns ``cost_s`` of real CPU per result on the worker thread: work the application process does
+    in both worker modes. Records ``(thread CPU, monotonic)`` at each call's entry."""
+
+    def __init__(self, cost_s: float) -> None:
+        super().__init__()
+        self.cost_s = cost_s
+        self.entries: list[tuple[float, float]] = []
+
+    def emit(self, interaction: Any, result: Any, duration_s: float) -> None:
+        began = time.thread_time()
+        self.entries.append((began, time.monotonic()))
+        while time.thread_time() - began < self.cost_s:
+            pass
+        super().emit(interaction, result, duration_s)
+
+
+def test_what_the_application_process_spends_is_paced_to_its_share_of_a_core(
+    make_evaluator: MakeEvaluator,
+) -> None:
+    emitter = BusyEmitter(cost_s=0.01)
+    evaluator = make_evaluator(emitter=emitter, max_worker_cpu_fraction=0.2, max_concurrency=1)
+    began = time.monotonic()
+    for _ in range(8):
+        item = interaction()
+        evaluator.admit(item.trace_id)
+        assert evaluator.submit(item)
+    assert evaluator.force_flush(60_000)
+    stats = evaluator.stats()
+    assert stats.evaluated == 8 and stats.dropped == {}
+    assert stats.cpu_throttled_s > 0
+    # As for the judge above: each emission (10 ms of this process's CPU) came only once the worker
+    # thread's CPU was back within its share; the lexical judge's own CPU is at most 5 ms per evaluation
+    # in the thread worker (and the child's in the process worker).
+    first_cpu = emitter.entries[0][0]
+    for cpu, wall in emitter.entries[1:]:
+        assert cpu - first_cpu <= DEFAULT_CPU_BURST_S + 0.2 * (wall - began) + 0.01, emitter.entries
 
 
 def test_a_small_budget_with_a_cheap_judge_keeps_evaluating(make_evaluator: MakeEvaluator) -> None:

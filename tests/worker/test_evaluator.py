@@ -48,6 +48,34 @@ async def test_evaluates_like_the_metric_and_hands_results_to_the_emitter(
     assert stats.evaluated == (5 if expected.label in ("pass", "fail") else 0)
 
 
+async def test_the_emitter_gets_the_metric_s_result_in_full(make_evaluator: MakeEvaluator) -> None:
+    # In the process worker the result crosses the pipe (as JSON, chunk texts refilled in the parent):
+    # what the emitter gets, chunk texts it may capture included, is what the metric returned.
+    metric = ContextualUtilization(judge=LexicalJudge())
+    emitter = RecordingEmitter()
+    evaluator = make_evaluator(metric, emitter=emitter)
+    documents = [
+        "Python is a high-level programming language.",
+        {"page_content": "Guido van Rossum created Python."},
+        "Python is a high-level programming language.",  # a duplicate
+        "Ice cream is a frozen dessert.",
+    ]
+    item = interaction(documents=documents, id="run-full")
+    assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+    assert evaluator.force_flush(30_000)
+    [(_, result, _)] = emitter.emitted
+    expected = await metric.execute(
+        DatasetItem(
+            query=item.query or "",
+            actual_output=item.answer or "",
+            retrieved_content=documents,
+            id="run-full",
+        )
+    )
+    assert result.signals.chunk_breakdown and result.signals.chunk_breakdown[0].chunk_text == documents[0]
+    assert result == expected
+
+
 def test_default_metric_is_built_from_settings(make_evaluator: MakeEvaluator) -> None:
     evaluator = make_evaluator(threshold=0.9, mode="fast")
     assert isinstance(evaluator.metric.judge, LearnedJudge)  # the default judge (issue 11)

@@ -12,6 +12,7 @@ from ctxutil_otel.judges import JudgeResult
 from ctxutil_otel.metric import ContextualUtilization
 from tests.support.accounting import assert_accounted
 from tests.support.doubles import RecordingEmitter
+from tests.support.gate import Gate, report
 
 from .conftest import BoomError, GateJudge, MakeEvaluator, RaisingJudge, UsageJudge, interaction
 
@@ -44,13 +45,26 @@ def test_any_exception_from_the_judge_is_failed_with_its_class_name(make_evaluat
 
 
 class HangingJudge:
-    """Never answers (until cancelled)."""
+    """Never answers (until cancelled); reports its cancellation to a :class:`Gate` (a real socket: the
+    judge may run in the process worker's child). Only the gate's address is pickled."""
 
     name = "hanging"
     model: str | None = None
 
     def __init__(self) -> None:
-        self.cancelled = threading.Event()
+        self.gate: Gate | None = Gate()
+        self.address = self.gate.address
+
+    def __getstate__(self) -> dict[str, object]:
+        return {"address": self.address, "gate": None}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+
+    @property
+    def cancelled(self) -> threading.Event:
+        assert self.gate is not None
+        return self.gate.cancelled
 
     async def judge(
         self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
@@ -58,7 +72,7 @@ class HangingJudge:
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
-            self.cancelled.set()
+            report(self.address, "cancelled")
             raise
         raise AssertionError("unreachable")
 

@@ -17,11 +17,11 @@ from typing import Literal
 from pydantic import ValidationError
 
 from .._interaction import Interaction
-from .._item import DatasetItem
+from .._item import DatasetItem, chunk_text
 from ..metric._contextual_utilization import ContextualUtilization
 from ..metric._results import MetricEvaluationResult
 
-__all__ = ["Rejection", "error_result", "to_dataset_item"]
+__all__ = ["MetricInfo", "Rejection", "describe", "error_result", "to_dataset_item", "to_strings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,17 +42,45 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(parts)[:500]
 
 
-def to_dataset_item(interaction: Interaction) -> DatasetItem | Rejection:
-    """The :class:`DatasetItem` to evaluate, or the :class:`Rejection` (see the module docstring)."""
-    query, answer = interaction.query, interaction.answer
+def _not_evaluable(interaction: Interaction) -> Rejection | None:
+    query = interaction.query
     if query is None or (isinstance(query, str) and not query.strip()):
         return Rejection("dropped", "not_evaluable", "no query was captured")
-    if answer is None:
+    if interaction.answer is None:
         return Rejection("dropped", "not_evaluable", "no answer was captured")
+    return None
+
+
+def to_strings(interaction: Interaction) -> tuple[str, str, list[str]] | Rejection | None:
+    """``(query, answer, chunk texts)`` for the process worker to send, without building the
+    :class:`DatasetItem` here (its child validates); a :class:`Rejection` as :func:`to_dataset_item` gives
+    it; ``None`` when query or answer is not a ``str`` (rare: convert with :func:`to_dataset_item`)."""
+    rejection = _not_evaluable(interaction)
+    if rejection is not None:
+        return rejection
+    query, answer = interaction.query, interaction.answer
+    if not isinstance(query, str) or not isinstance(answer, str):
+        return None
+    try:
+        return query, answer, [chunk_text(chunk, i) for i, chunk in enumerate(interaction.documents)]
+    except (TypeError, ValueError) as exc:
+        return Rejection("failed", "invalid_input", f"retrieved_content: {str(exc)[:300]}")
+
+
+def describe(exc: ValidationError) -> str:
+    """A validation error's field locations and messages, never the input values."""
+    return _describe(exc)
+
+
+def to_dataset_item(interaction: Interaction) -> DatasetItem | Rejection:
+    """The :class:`DatasetItem` to evaluate, or the :class:`Rejection` (see the module docstring)."""
+    rejection = _not_evaluable(interaction)
+    if rejection is not None:
+        return rejection
     try:
         return DatasetItem(
-            query=query,
-            actual_output=answer,
+            query=interaction.query,  # type: ignore[arg-type]  # checked above; the model validates
+            actual_output=interaction.answer,  # type: ignore[arg-type]
             retrieved_content=interaction.documents,  # type: ignore[arg-type]  # validator normalises
             id=interaction.id,
             metadata=dict(interaction.metadata),
@@ -70,19 +98,54 @@ def _total_chunks(interaction: Interaction) -> int:
         return 0
 
 
+@dataclass(frozen=True, slots=True)
+class MetricInfo:
+    """What a failure result says about the metric and its judge (a process worker's parent knows it
+    from the child's first message, without building the judge itself)."""
+
+    metric_name: str
+    threshold: float
+    judge_name: str
+    judge_model: str | None
+
+    @classmethod
+    def of(cls, metric: ContextualUtilization) -> MetricInfo:
+        judge = metric.judge
+        model = getattr(judge, "model", None)
+        return cls(
+            metric_name=metric.name,
+            threshold=metric.threshold,
+            judge_name=str(getattr(judge, "name", type(judge).__name__)),
+            judge_model=None if model is None else str(model),
+        )
+
+    def failure(
+        self, error_type: str, explanation: str, *, total_chunks: int, item_id: str | None
+    ) -> MetricEvaluationResult:
+        """A ``label="error"`` result for a failure outside the metric (``timeout``, ``invalid_input``,
+        ``worker_crashed``)."""
+        return MetricEvaluationResult.failure(
+            metric_name=self.metric_name,
+            threshold=self.threshold,
+            error_type=error_type,
+            explanation=explanation,
+            total_chunks=total_chunks,
+            judge_name=self.judge_name,
+            judge_model=self.judge_model,
+            item_id=item_id,
+        )
+
+    def failure_of(
+        self, interaction: Interaction, error_type: str, explanation: str
+    ) -> MetricEvaluationResult:
+        """:meth:`failure` for a captured interaction."""
+        return self.failure(
+            error_type, explanation, total_chunks=_total_chunks(interaction), item_id=interaction.id
+        )
+
+
 def error_result(
     metric: ContextualUtilization, interaction: Interaction, error_type: str, explanation: str
 ) -> MetricEvaluationResult:
     """A ``label="error"`` result for a failure outside the metric (``timeout``, ``invalid_input``)."""
-    judge = metric.judge
-    model = getattr(judge, "model", None)
-    return MetricEvaluationResult.failure(
-        metric_name=metric.name,
-        threshold=metric.threshold,
-        error_type=error_type,
-        explanation=explanation,
-        total_chunks=_total_chunks(interaction),
-        judge_name=str(getattr(judge, "name", type(judge).__name__)),
-        judge_model=None if model is None else str(model),
-        item_id=interaction.id,
-    )
+    return MetricInfo.of(metric).failure_of(interaction, error_type, explanation)

@@ -1,45 +1,38 @@
 """The engine behind :class:`~ctxutil_otel.worker.Evaluator`: admission, a bounded queue, and one
 daemon thread running an asyncio loop that evaluates with bounded concurrency.
 
-Modelled on the OpenTelemetry SDK's ``BatchProcessor``
-(``opentelemetry/sdk/_shared_internal/__init__.py``): a bounded queue filled from any thread, one
+Modelled on the OpenTelemetry SDK's ``BatchProcessor``: a bounded queue filled from any thread, one
 daemon worker thread, ``force_flush``/``shutdown`` with deadlines, and re-initialisation in a forked
-child through ``os.register_at_fork`` holding a weak reference.
+child through ``os.register_at_fork`` holding a weak reference. Where each evaluation runs is the
+:class:`~ctxutil_otel.worker._types.Judging` given: on this loop (``worker="thread"``) or in a child
+process (``worker="process"``, ``_process.py``); admission, accounting and emission are the same.
 
-Admission is one chain (:meth:`Engine._admission`), asked twice. ``admit()`` (at capture, before the
-capture path has done any work for the interaction) refuses what would be refused anyway: not running, a
-full queue, no rate-cap token (taken here, once per interaction), a spent token budget; the caller then
-stops capturing. ``submit()`` asks the same chain again without the rate cap, reserving the token budget,
-because the queue may fill in between.
+Admission is one chain (:meth:`Engine._admission`, then ``_admission.AdmissionChain``), asked twice.
+``admit()`` (at capture, before any capture work) refuses what would be refused anyway: not running, a
+full queue, no rate-cap token (taken here, once per interaction), a spent token budget. ``submit()`` asks
+again without the rate cap, reserving the token budget, because the queue may fill in between.
 
-Lifecycle: one :class:`Lifecycle` state. ``RUNNING`` admits; ``DRAINING`` (the Evaluator was
-garbage-collected, or ``shutdown()`` is waiting for its deadline) admits nothing and lets the dispatcher
-finish what is queued, then end; ``STOPPED`` (shutdown's deadline passed, or it finished) counts what is
-left and ends the dispatcher at once. ``DISABLED`` (``OTEL_SDK_DISABLED``) admits nothing and runs no
-thread.
+Lifecycle (:class:`~ctxutil_otel.worker._types.Lifecycle`): ``RUNNING`` admits; ``DRAINING`` (collected,
+or ``shutdown()`` waiting for its deadline) admits nothing and finishes what is queued; ``STOPPED`` counts
+what is left and ends the dispatcher at once; ``DISABLED`` (``OTEL_SDK_DISABLED``) runs no thread.
 
-Exactly-once accounting: an admitted interaction is an entry with a sequence number; it lives in the
-queue, then in ``_in_flight``, and its outcome is counted by whoever removes it from there under the
-lock (the worker when it finishes, or ``shutdown`` at its deadline), never twice.
+Exactly-once accounting: an admitted interaction is an entry with a sequence number, in the queue, then
+in ``_in_flight``; whoever removes it from there under the lock (the worker when it finishes, or
+``shutdown`` at its deadline) counts its outcome, never twice.
 
-CPU budget (``max_worker_cpu_fraction``): before taking the next queued interaction the dispatcher asks
-the :class:`~ctxutil_otel.worker._throttle.CpuThrottle` whether the worker thread's CPU (spent, and held
-for the evaluations just started) is within its share of one core, and waits on the loop when it is not;
-the interaction stays queued meanwhile, so admission, ``force_flush`` and ``shutdown`` behave exactly as
-without the budget (a full queue drops ``queue_full``).
+CPU budget (``max_worker_cpu_fraction``, ``_throttle.py``): before taking the next queued interaction the
+dispatcher waits while the worker thread's CPU is over its share of one core; the interaction stays queued
+meanwhile, so admission, ``force_flush`` and ``shutdown`` behave as without the budget.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import enum
 import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Literal
 
 from .._accounting import ADMITTED, Admission, DropReason, OutcomeKey, refused
 from .._fork import reinit_after_fork
@@ -47,34 +40,24 @@ from .._interaction import Interaction
 from .._selection import SelectionFacts, SelectionRule
 from ..metric._contextual_utilization import ContextualUtilization
 from ..metric._results import MetricEvaluationResult
-from ..sampling import TokenBucket, TokenBudget, TraceIdRatioSampler
 from ..sampling._rules import SelectionRules
+from ._admission import AdmissionChain, Unselected
 from ._convert import Rejection
 from ._drop_log import DropLog
-from ._evaluate import evaluate
+from ._evaluate import InThreadJudging
+from ._loop import call_soon, run_loop
 from ._stats import EvaluatorStats
 from ._tally import Tally
 from ._throttle import CpuThrottle, Sleep
-from ._types import EvaluationEmitter, QueueEntry, outcome_of
+from ._types import EvaluationEmitter, Judging, Lifecycle, QueueEntry, outcome_of
 
 __all__ = ["Engine", "Lifecycle"]
 
 _log = logging.getLogger("ctxutil_otel.worker")
 
-#: Why an interaction is not evaluated before admission: the fallback rate, or a matching rule's rate.
-Unselected = Literal["sampled_out", "not_selected"]
-
 _LOG_INTERVAL_S = 10.0
 _JOIN_GRACE_S = 0.1
-
-
-class Lifecycle(enum.Enum):
-    """The engine's one lifecycle state (see the module docstring)."""
-
-    RUNNING = "running"
-    DRAINING = "draining"
-    STOPPED = "stopped"
-    DISABLED = "disabled"
+_CLOSE_TIMEOUT_S = 5.0  # the process worker's child, when the engine ends without shutdown()
 
 
 class Engine:
@@ -82,7 +65,7 @@ class Engine:
 
     def __init__(
         self,
-        metric: ContextualUtilization,
+        judging: ContextualUtilization | Judging,
         emitter: EvaluationEmitter,
         *,
         sample_rate: float,
@@ -98,18 +81,20 @@ class Engine:
         cpu_clock: Callable[[], float] = time.thread_time,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
-        self._metric = metric
+        # A metric runs on this loop (the thread worker).
+        self._judging: Judging = (
+            InThreadJudging(judging, timeout_s) if isinstance(judging, ContextualUtilization) else judging
+        )
         self._emitter = emitter
-        self._sampler = TraceIdRatioSampler(sample_rate)
-        # None without rules: the decision is the bare trace-id ratio, as cheap as before rules existed.
-        self._selection = (
-            SelectionRules(selection_rules, sample_rate=sample_rate) if selection_rules else None
+        self._chain = AdmissionChain(
+            sample_rate=sample_rate,
+            selection_rules=selection_rules,
+            rate_limit=rate_limit,
+            token_budget=token_budget,
         )
         self._max_queue_size = max_queue_size
         self._max_concurrency = max_concurrency
-        self._timeout_s = timeout_s
-        self._rate_limit = rate_limit
-        self._token_budget = token_budget
+        self._close_deadline: float | None = None
         self._cpu_fraction = cpu_fraction
         self._clocks = (clock, cpu_clock, sleep)  # the CPU budget's; injectable for tests
         self._state = Lifecycle.DISABLED if disabled else Lifecycle.RUNNING
@@ -127,8 +112,7 @@ class Engine:
         self._seq = 0
         self._tally = Tally()
         self._drop_log = DropLog(_LOG_INTERVAL_S)
-        self._limiter = TokenBucket(self._rate_limit) if self._rate_limit else None
-        self._budget = TokenBudget(self._token_budget) if self._token_budget else None
+        self._chain.reset()
         clock, cpu_clock, sleep = self._clocks
         self._throttle = (
             CpuThrottle(self._cpu_fraction, clock=clock, cpu_clock=cpu_clock, sleep=sleep)
@@ -149,7 +133,9 @@ class Engine:
 
     def _at_fork_reinit(self) -> None:
         # The parent's thread and loop do not exist in the child; its queued work is the parent's.
-        # Counters restart at zero, so the child's own accounting invariant holds.
+        # Counters restart at zero, so the child's own accounting invariant holds. A process worker's
+        # child is the parent's: this process starts its own when it first evaluates.
+        self._judging.reset_after_fork()
         self._init_state()
 
     # --- hot path -----------------------------------------------------------------------------
@@ -176,21 +162,12 @@ class Engine:
         """``None`` when the interaction is selected, else the outcome it would be counted in: the first
         selection rule matching ``facts`` decides (``not_selected``), with none the ``sample_rate`` does
         (``sampled_out``). Without rules or facts: the trace-id ratio alone (the fast path)."""
-        try:
-            selection = self._selection
-            if selection is None or facts is None:
-                return None if self._sampler.should_sample(trace_id) else "sampled_out"
-            decision = selection.decide(trace_id, facts)
-            if decision.selected:
-                return None
-            return "sampled_out" if decision.rule is None else "not_selected"
-        except Exception:  # a non-int trace id from a capture bug: not sampled, still counted
-            return "sampled_out"
+        return self._chain.unselected(trace_id, facts)
 
     @property
     def selection(self) -> SelectionRules | None:
         """The selection rules, or ``None`` when none are configured."""
-        return self._selection
+        return self._chain.selection
 
     def submit(self, interaction: Interaction) -> bool:
         suppressed: int | None = None
@@ -209,7 +186,7 @@ class Engine:
             self._drop_log.log(reason, suppressed)
             return False
         if wake is not None:
-            _call_soon(wake[0], wake[1].set)
+            call_soon(wake[0], wake[1].set)
         return True
 
     def _admission(self, *, at_capture: bool) -> tuple[DropReason | None, float | None]:
@@ -222,14 +199,7 @@ class Engine:
             return ("sdk_disabled" if self._state is Lifecycle.DISABLED else "shutdown"), None
         if len(self._queue) >= self._max_queue_size:
             return "queue_full", None  # at submit: the NEWEST is dropped, the queued work is older
-        if at_capture and self._limiter is not None and not self._limiter.try_acquire():
-            return "rate_limited", None
-        if self._budget is None:
-            return None, None
-        if at_capture:
-            return ("token_budget" if self._budget.level() <= 0 else None), None
-        reserved = self._budget.reserve()
-        return ("token_budget" if reserved is None else None), reserved
+        return self._chain.limits(at_capture=at_capture)
 
     def _refuse(self, reason: DropReason) -> int | None:
         """Under the lock: count a drop; returns what :meth:`DropLog.due` returns for its message."""
@@ -268,25 +238,13 @@ class Engine:
 
     # --- worker thread ------------------------------------------------------------------------
     def _thread_main(self) -> None:
-        loop = asyncio.new_event_loop()
-        try:
-            loop.run_until_complete(self._dispatch())
-        except asyncio.CancelledError:
-            pass  # shutdown cancelled the dispatcher
-        except BaseException:  # pragma: no cover - a bug in the engine; never crash silently
-            _log.exception("ctxutil evaluator worker stopped unexpectedly")
-        finally:
-            try:
-                tasks = asyncio.all_tasks(loop)
-                for task in tasks:
-                    task.cancel()
-                if tasks:
-                    loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-                loop.run_until_complete(loop.shutdown_asyncgens())
-            finally:
-                with self._lock:
-                    self._loop = None
-                loop.close()
+        run_loop(self._dispatch(), before_close=self._loop_closing)
+
+    def _loop_closing(self) -> None:
+        with self._lock:
+            self._loop = None
+        deadline = self._close_deadline
+        self._judging.close(_CLOSE_TIMEOUT_S if deadline is None else deadline - time.monotonic())
 
     async def _dispatch(self) -> None:
         semaphore = asyncio.Semaphore(self._max_concurrency)
@@ -352,19 +310,17 @@ class Engine:
     async def _evaluate_entry(self, entry: QueueEntry) -> None:
         interaction = entry.interaction
         start = time.perf_counter()
-        result = await evaluate(self._metric, interaction, self._timeout_s)
+        result = await self._judging.evaluate(interaction)
         if isinstance(result, Rejection):  # not evaluable: dropped, nothing to emit
-            if self._budget is not None and entry.reserved is not None:
-                self._budget.refund(entry.reserved)
+            self._chain.refund(entry.reserved)
             _log.debug("interaction %s not evaluable: %s", interaction.id, result.message)
             self._finish(entry, ("dropped", result.detail))
             return
         duration_s = time.perf_counter() - start
-        if self._budget is not None and entry.reserved is not None:
-            spent = None if result.usage is None else result.usage.total_tokens
-            if spent is None and result.error_type is None:
-                spent = 0  # a judge that reports no usage spent no tokens
-            self._budget.settle(entry.reserved, spent)
+        spent = None if result.usage is None else result.usage.total_tokens
+        if spent is None and result.error_type is None:
+            spent = 0  # a judge that reports no usage spent no tokens
+        self._chain.settle(entry.reserved, spent)
         outcome = outcome_of(result)
         with self._lock:
             if entry.seq not in self._in_flight:
@@ -418,37 +374,28 @@ class Engine:
             if self._shutdown_called:
                 return True
             self._shutdown_called = True
+            self._close_deadline = deadline
             self._state = Lifecycle.DRAINING  # from now on submit() drops with reason "shutdown"
             wake = (self._loop, self._wake) if self._idle else None
         if wake is not None and wake[0] is not None and wake[1] is not None:
-            _call_soon(wake[0], wake[1].set)  # an idle dispatcher sees the state and ends when drained
+            call_soon(wake[0], wake[1].set)  # an idle dispatcher sees the state and ends when drained
         own_thread = threading.current_thread() is self._thread
         flushed = False if own_thread else self.force_flush(int((deadline - time.monotonic()) * 1000))
-        refunds: list[float] = []
         with self._lock:
-            left = len(self._queue)
-            for queued in self._queue:
-                self._tally.count(("dropped", "shutdown"))
-                if queued.reserved is not None:
-                    refunds.append(queued.reserved)
+            left, refunds = self._tally.count_unfinished(self._queue, self._in_flight.values())
             self._queue.clear()
-            for running in self._in_flight.values():
-                # Evaluated and being emitted: its real outcome; otherwise abandoned at the deadline.
-                self._tally.count(running.outcome or ("dropped", "shutdown"))
-                left += running.outcome is None
             self._in_flight.clear()
             self._state = Lifecycle.STOPPED
             self._cond.notify_all()
             loop, dispatcher = self._loop, self._dispatcher
-        if self._budget is not None:
-            for reserved in refunds:
-                self._budget.refund(reserved)
+        for reserved in refunds:
+            self._chain.refund(reserved)
         if left:
             _log.warning(
                 "ctxutil evaluator shut down with %d evaluations unfinished (dropped: shutdown)", left
             )
         if loop is not None and dispatcher is not None:
-            _call_soon(loop, dispatcher.cancel)
+            call_soon(loop, dispatcher.cancel)
         if not own_thread and self._thread.is_alive():
             self._thread.join(max(0.0, deadline - time.monotonic()) + _JOIN_GRACE_S)
         return flushed and left == 0
@@ -461,7 +408,7 @@ class Engine:
             self._state = Lifecycle.DRAINING
         loop, wake = self._loop, self._wake
         if loop is not None and wake is not None:
-            _call_soon(loop, wake.set)
+            call_soon(loop, wake.set)
 
     @property
     def is_shutdown(self) -> bool:
@@ -470,8 +417,3 @@ class Engine:
     @property
     def thread(self) -> threading.Thread:
         return self._thread
-
-
-def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], object]) -> None:
-    with contextlib.suppress(RuntimeError):  # the loop is closed: the worker has already stopped
-        loop.call_soon_threadsafe(callback)

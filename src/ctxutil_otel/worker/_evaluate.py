@@ -1,8 +1,11 @@
-"""One evaluation on the worker's loop: convert the interaction, run the metric under the per-evaluation
-timeout with OpenTelemetry instrumentation suppressed, and turn every failure into a result.
+"""One evaluation: convert the interaction, run the metric under the per-evaluation timeout with
+OpenTelemetry instrumentation suppressed, and turn every failure into a result.
 
 The engine (``_engine.py``) decides what is evaluated and when, and accounts for it; this module only
-evaluates. It never raises (except ``asyncio.CancelledError``, when shutdown cancels the evaluation).
+evaluates. :class:`InThreadJudging` runs the metric on the worker thread's own loop (``worker="thread"``);
+the process worker (``_process.py``) converts in the application process and runs
+:func:`evaluate_item` in its child. Nothing here raises (except ``asyncio.CancelledError``, when
+shutdown cancels the evaluation).
 """
 
 from __future__ import annotations
@@ -12,11 +15,41 @@ import asyncio
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach, set_value
 
 from .._interaction import Interaction
+from .._item import DatasetItem
 from ..metric._contextual_utilization import ContextualUtilization
 from ..metric._results import MetricEvaluationResult
-from ._convert import Rejection, error_result, to_dataset_item
+from ._convert import MetricInfo, Rejection, to_dataset_item
 
-__all__ = ["evaluate"]
+__all__ = ["InThreadJudging", "evaluate", "evaluate_item"]
+
+
+async def evaluate_item(
+    metric: ContextualUtilization, item: DatasetItem, timeout_s: float, info: MetricInfo
+) -> MetricEvaluationResult:
+    """The metric's result for a converted ``item``: ``timeout`` past ``timeout_s`` seconds (the judge
+    call is cancelled), or the class name of an unexpected exception from ``metric.execute`` (which
+    handles judge errors itself), as ``label="error"`` results."""
+    # The judge's own calls (HTTP, SDK instrumentation) must not become spans of the application.
+    token = attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
+    chunks = len(item.retrieved_content)
+    try:
+        return await asyncio.wait_for(metric.execute(item), timeout_s)
+    except asyncio.TimeoutError:
+        return info.failure(
+            "timeout", f"Evaluation timed out after {timeout_s:g} s.", total_chunks=chunks, item_id=item.id
+        )
+    except Exception as exc:  # execute() handles judge errors; anything else is still counted
+        return info.failure(type(exc).__name__, "Evaluation raised.", total_chunks=chunks, item_id=item.id)
+    finally:
+        detach(token)
+
+
+def convert(interaction: Interaction, info: MetricInfo) -> DatasetItem | MetricEvaluationResult | Rejection:
+    """The item to evaluate; a ``failed`` conversion as its error result; a ``dropped`` one as is."""
+    converted = to_dataset_item(interaction)
+    if isinstance(converted, Rejection) and converted.outcome == "failed":
+        return info.failure_of(interaction, converted.detail, converted.message)
+    return converted
 
 
 async def evaluate(
@@ -26,21 +59,27 @@ async def evaluate(
     (outcome ``dropped``, nothing to emit).
 
     Failures are results with ``label="error"``: ``invalid_input`` (the interaction does not convert),
-    ``timeout`` (the metric ran past ``timeout_s`` seconds; the judge call is cancelled), or the class
-    name of an unexpected exception from ``metric.execute`` (which handles judge errors itself).
+    ``timeout``, or an unexpected exception's class name (see :func:`evaluate_item`).
     """
-    converted = to_dataset_item(interaction)
-    if isinstance(converted, Rejection):
-        if converted.outcome == "dropped":
-            return converted
-        return error_result(metric, interaction, converted.detail, converted.message)
-    # The judge's own calls (HTTP, SDK instrumentation) must not become spans of the application.
-    token = attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
-    try:
-        return await asyncio.wait_for(metric.execute(converted), timeout_s)
-    except asyncio.TimeoutError:
-        return error_result(metric, interaction, "timeout", f"Evaluation timed out after {timeout_s:g} s.")
-    except Exception as exc:  # execute() handles judge errors; anything else is still counted
-        return error_result(metric, interaction, type(exc).__name__, "Evaluation raised.")
-    finally:
-        detach(token)
+    info = MetricInfo.of(metric)
+    converted = convert(interaction, info)
+    if not isinstance(converted, DatasetItem):
+        return converted
+    return await evaluate_item(metric, converted, timeout_s, info)
+
+
+class InThreadJudging:
+    """``worker="thread"``: the metric runs on the evaluator thread's asyncio loop."""
+
+    def __init__(self, metric: ContextualUtilization, timeout_s: float) -> None:
+        self._metric = metric
+        self._timeout_s = timeout_s
+
+    async def evaluate(self, interaction: Interaction) -> MetricEvaluationResult | Rejection:
+        return await evaluate(self._metric, interaction, self._timeout_s)
+
+    def close(self, timeout_s: float) -> None:
+        """Nothing to release: the loop is the engine's."""
+
+    def reset_after_fork(self) -> None:
+        """Nothing is shared with a forked child."""

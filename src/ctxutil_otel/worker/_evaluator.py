@@ -20,6 +20,7 @@ from ..judges._from_settings import build_judge
 from ..metric._contextual_utilization import ContextualUtilization
 from ..sampling import TraceIdRatioSampler
 from ._engine import Engine
+from ._process import ChildProcessJudging
 from ._stats import EvaluatorStats
 from ._types import EvaluationEmitter
 
@@ -58,6 +59,12 @@ class Evaluator:
     starting the next evaluation; interactions wait in the queue (when it is full, submits are
     dropped ``queue_full``). ``stats().cpu_throttled_s`` tells how long it waited. Work a judge
     hands to other threads (``asyncio.to_thread``) is not measured.
+
+    With ``worker="process"`` (``CTXUTIL_WORKER=process``) the judge and the metric run in a child process
+    (``multiprocessing``, ``spawn``) started at the first evaluation; this process converts, pipes the
+    strings and emits, so the CPU budget covers only that. Same accounting and deadlines; a child that dies
+    fails its in-flight evaluations with ``error.type`` ``worker_crashed`` and is replaced; a ``metric``
+    passed in must be picklable (``TypeError`` otherwise). Which worker to choose: docs/worker.md.
 
     Judges must be asyncio-cooperative: a judge that blocks the loop (synchronous I/O, long CPU work)
     stalls the worker and defeats the timeout, though never the request path.
@@ -127,17 +134,23 @@ class Evaluator:
                 )
             resolved = _agree_with_emitter(resolved, emitter, overrides)
         self._settings = resolved
-        if metric is None:
-            metric = ContextualUtilization(
-                judge=build_judge(resolved), threshold=resolved.threshold, mode=resolved.mode
+        judging: ContextualUtilization | ChildProcessJudging
+        if resolved.worker == "process":  # the child builds the judge (a metric given is pickled to it)
+            judging = ChildProcessJudging(
+                settings=resolved,
+                metric=metric,
+                timeout_s=resolved.evaluation_timeout_s,
+                max_in_flight=resolved.max_concurrency,
             )
+        else:
+            judging = metric = _metric_from(resolved) if metric is None else metric
         disabled = sdk_disabled()
         if disabled:
             warn_if_nowhere(tracer_provider, meter_provider, logger_provider)
         self._metric = metric
         self._emitter = emitter
         engine = Engine(
-            metric,
+            judging,
             emitter,
             sample_rate=resolved.sample_rate,
             selection_rules=resolved.selection_rules,
@@ -270,6 +283,10 @@ class Evaluator:
 
     @property
     def metric(self) -> ContextualUtilization:
+        """The metric evaluated. With ``worker="process"`` and no metric passed in, the child builds the
+        one it runs; this is a copy built from the same settings on first access."""
+        if self._metric is None:
+            self._metric = _metric_from(self._settings)
         return self._metric
 
     @property
@@ -290,6 +307,12 @@ class Evaluator:
             f"Evaluator(sample_rate={s.sample_rate}, judge={s.judge!r}, max_queue_size={s.max_queue_size}, "
             f"max_concurrency={s.max_concurrency}, shutdown={self._engine.is_shutdown})"
         )
+
+
+def _metric_from(settings: Settings) -> ContextualUtilization:
+    return ContextualUtilization(
+        judge=build_judge(settings), threshold=settings.threshold, mode=settings.mode
+    )
 
 
 def _weak_outcomes(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .._accounting import OutcomeKey
 from ._stats import EvaluatorStats
+from ._types import QueueEntry
 
 __all__ = ["Tally"]
 
@@ -28,6 +30,23 @@ class Tally:
         kind, detail = outcome
         key: OutcomeKey = (kind, None) if kind in _NO_DETAIL else (kind, detail or "unknown")
         self.outcomes[key] = self.outcomes.get(key, 0) + 1
+
+    def count_unfinished(
+        self, queued: Iterable[QueueEntry], running: Iterable[QueueEntry]
+    ) -> tuple[int, list[float | None]]:
+        """At shutdown's deadline: every queued entry and every running one not yet evaluated is
+        ``dropped``/``shutdown``; one evaluated and being emitted counts its real outcome. Returns how
+        many were left unfinished and the queued entries' reserved judge tokens (to refund)."""
+        refunds = []
+        left = 0
+        for entry in queued:
+            self.count(("dropped", "shutdown"))
+            refunds.append(entry.reserved)
+            left += 1
+        for entry in running:
+            self.count(entry.outcome or ("dropped", "shutdown"))
+            left += entry.outcome is None
+        return left, refunds
 
     def snapshot(
         self, *, in_flight: int, queue_size: int, cpu_throttled_s: float, cpu_throttled: bool

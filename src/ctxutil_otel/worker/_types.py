@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -9,8 +10,9 @@ from typing import Protocol
 from .._accounting import OutcomeKey
 from .._interaction import Interaction
 from ..metric._results import MetricEvaluationResult
+from ._convert import Rejection
 
-__all__ = ["EvaluationEmitter", "QueueEntry", "outcome_of"]
+__all__ = ["EvaluationEmitter", "Judging", "Lifecycle", "QueueEntry", "outcome_of"]
 
 
 class EvaluationEmitter(Protocol):
@@ -24,6 +26,32 @@ class EvaluationEmitter(Protocol):
         queue_size: Callable[[], int],
         cpu_throttled_s: Callable[[], float] | None = None,
     ) -> None: ...
+
+
+class Lifecycle(enum.Enum):
+    """The engine's one lifecycle state (see ``_engine.py``'s docstring)."""
+
+    RUNNING = "running"
+    DRAINING = "draining"
+    STOPPED = "stopped"
+    DISABLED = "disabled"
+
+
+class Judging(Protocol):
+    """Where the engine's evaluations run: on its own loop (``worker="thread"``) or in a child process
+    (``worker="process"``). Called only from the engine's worker thread."""
+
+    async def evaluate(self, interaction: Interaction) -> MetricEvaluationResult | Rejection:
+        """The result (failures as ``label="error"`` results) or the rejection of a non-evaluable one."""
+        ...
+
+    def close(self, timeout_s: float) -> None:
+        """Release what evaluating holds (the child process), within ``timeout_s`` seconds."""
+        ...
+
+    def reset_after_fork(self) -> None:
+        """In a forked child: forget what belongs to the parent (never use or stop it)."""
+        ...
 
 
 @dataclass(slots=True)

@@ -1,0 +1,294 @@
+"""``worker="process"``: the judge and the metric run in a child process; the application process only
+converts the interaction, copies its strings down the pipe and emits the result that comes back.
+
+Standard library only: a ``multiprocessing`` child started with the ``spawn`` method (a fresh interpreter:
+no inherited locks, threads or OpenTelemetry providers) and one duplex ``Pipe``. Everything here runs on
+the engine's worker thread and its asyncio loop, which reads the pipe (``loop.add_reader``): the CPU the
+application process still spends per evaluation (conversion, pickling, emission) is the worker thread's,
+which the CPU budget (``max_worker_cpu_fraction``) measures. See ``_child.py`` for the messages.
+
+Contract, the same as the thread worker's (the engine's accounting is unchanged):
+
+* bounded on both sides: the engine's queue in this process; in the child at most ``max_concurrency``
+  evaluations (the engine's semaphore), so the pipe holds at most that many interactions;
+* per-evaluation timeout: the child's own (``evaluation_timeout_s``, failed ``timeout``); a child that does
+  not answer within that plus a grace (its loop is blocked) is killed: that evaluation fails ``timeout``, the
+  others in flight ``worker_crashed``;
+* a child that dies (crash, ``kill -9``, out of memory) fails its in-flight evaluations with
+  ``error.type`` ``worker_crashed``; the next evaluation starts a new child, after a back-off when it keeps
+  dying (a child that cannot build its judge);
+* fork safety: a forked application process forgets the parent's child (never uses or stops it, and
+  removes it from ``multiprocessing``'s own list so its exit does not terminate it) and starts its own
+  when it first evaluates;
+* the child starts lazily, at the first evaluation, off the request path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import multiprocessing
+import multiprocessing.process
+import pickle
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.context import ForkServerContext, SpawnContext
+from multiprocessing.process import BaseProcess
+
+from .._interaction import Interaction
+from .._item import DatasetItem
+from .._settings import Settings
+from ..metric._contextual_utilization import METRIC_NAME, ContextualUtilization
+from ..metric._results import MetricEvaluationResult
+from ._child import ChildConfig, child_main, decode_result
+from ._convert import MetricInfo, Rejection, to_strings
+from ._evaluate import convert
+
+__all__ = ["ChildProcessJudging"]
+
+_log = logging.getLogger("ctxutil_otel.worker")
+
+#: How long a new child may take to import and build its judge before it counts as crashed.
+STARTUP_TIMEOUT_S = 120.0
+#: Wait before restarting after the n-th consecutive crash (the last value repeats).
+BACKOFF_S = (0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+_KILL_JOIN_S = 1.0
+_EXPIRED = "expired"  # the future's value when the backstop fired (a result is JSON: never this)
+
+
+@dataclass(eq=False)
+class _Child:
+    process: BaseProcess
+    conn: Connection
+    loop: asyncio.AbstractEventLoop
+    ready: asyncio.Future[bool]  # True once it said hello; False when it died first
+    lost: bool = False
+
+
+class ChildProcessJudging:
+    """The engine's :class:`~ctxutil_otel.worker._types.Judging` for ``worker="process"`` (module docstring).
+
+    Args:
+        settings: Sent to the child, which builds the judge and the metric from them (the API key
+            travels through the pipe, never on a command line or in an environment).
+        metric: A metric to run instead (pickled to the child).
+        timeout_s: The per-evaluation timeout (``evaluation_timeout_s``).
+        max_in_flight: The child's bound (``max_concurrency``).
+        start_method: ``"spawn"`` (default) or ``"forkserver"``.
+
+    Raises:
+        TypeError: ``metric`` cannot be pickled (it could not reach the child).
+    """
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        metric: ContextualUtilization | None,
+        timeout_s: float,
+        max_in_flight: int,
+        start_method: str = "spawn",
+    ) -> None:
+        if metric is not None:
+            try:
+                pickle.dumps(metric)
+            except Exception as exc:
+                raise TypeError(
+                    f"worker='process' sends the metric to its child process, but it cannot be pickled "
+                    f"({type(exc).__name__}); pass a picklable metric or judge, or use worker='thread'"
+                ) from None
+            info = MetricInfo.of(metric)
+        else:
+            info = MetricInfo(METRIC_NAME, settings.threshold, settings.judge, settings.judge_model)
+        self._context: SpawnContext | ForkServerContext = multiprocessing.get_context(start_method)  # type: ignore[assignment]  # spawn or forkserver
+        self._config = ChildConfig(settings, metric, timeout_s, max_in_flight)
+        self._info = info
+        # The child times out by itself; this only catches a child whose loop no longer runs.
+        self._backstop_s = timeout_s + max(1.0, timeout_s / 4)
+        self._init_state()
+
+    def _init_state(self) -> None:
+        self._child: _Child | None = None
+        self._pending: dict[int, tuple[asyncio.Future[str | None], _Child]] = {}
+        self._seq = 0
+        self._crashes = 0
+        self._restart_at = 0.0
+        self.started = 0  # children started (tests and the benchmark read it)
+
+    @property
+    def pid(self) -> int | None:
+        """The running child's process id, or ``None``."""
+        child = self._child
+        return None if child is None else child.process.pid
+
+    # --- evaluation (the worker thread's loop) -----------------------------------------------------
+    async def evaluate(self, interaction: Interaction) -> MetricEvaluationResult | Rejection:
+        strings = to_strings(interaction)  # the child validates: no DatasetItem built here
+        if strings is None:  # not str query or answer (rare): validated here, never pickled as is
+            converted = convert(interaction, self._info)
+            if not isinstance(converted, DatasetItem):
+                return converted
+            strings = converted.query, converted.actual_output, converted.retrieved_content
+        elif isinstance(strings, Rejection):
+            if strings.outcome == "dropped":
+                return strings
+            return self._info.failure_of(interaction, strings.detail, strings.message)
+        child = await self._ready_child()
+        if child is None:
+            return self._crashed(interaction)
+        self._seq += 1
+        seq = self._seq
+        future: asyncio.Future[str | None] = child.loop.create_future()
+        self._pending[seq] = (future, child)
+        # A timer rather than asyncio.wait_for: no extra task per evaluation.
+        backstop = child.loop.call_later(self._backstop_s, self._expire, seq, child)
+        try:
+            child.conn.send(("evaluate", seq, *strings, interaction.id))
+        except (OSError, ValueError):
+            self._lost(child)  # resolves the future: worker_crashed
+        try:
+            raw = await future
+        finally:
+            backstop.cancel()
+            self._pending.pop(seq, None)
+        if raw is None:
+            return self._crashed(interaction)
+        if raw is _EXPIRED:
+            return self._info.failure_of(
+                interaction, "timeout", f"Evaluation timed out after {self._config.timeout_s:g} s."
+            )
+        return decode_result(raw, strings[2])
+
+    def _expire(self, seq: int, child: _Child) -> None:
+        """The child did not answer ``seq`` in time (its loop is blocked): that one times out, the child
+        is killed (what else it had in flight fails ``worker_crashed``)."""
+        waiting = self._pending.pop(seq, None)
+        if waiting is not None and not waiting[0].done():
+            waiting[0].set_result(_EXPIRED)
+            self._lost(child, unresponsive=True)
+
+    def _crashed(self, interaction: Interaction) -> MetricEvaluationResult:
+        return self._info.failure_of(interaction, "worker_crashed", "The evaluation child process ended.")
+
+    async def _ready_child(self) -> _Child | None:
+        """The running child, started if need be; ``None`` when it died before saying hello."""
+        child = self._child
+        while child is None:
+            delay = self._restart_at - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)  # shutdown cancels it
+            child = self._child or self._start()
+        if not child.ready.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(child.ready), STARTUP_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                self._lost(child)
+        return child if child.ready.result() else None
+
+    def _start(self) -> _Child:
+        loop = asyncio.get_running_loop()
+        parent_conn, child_conn = self._context.Pipe(duplex=True)
+        process = self._context.Process(
+            target=child_main, args=(child_conn,), name="ctxutil-evaluator-child", daemon=True
+        )
+        child = _Child(process, parent_conn, loop, loop.create_future())
+        self._child = child
+        self.started += 1
+        try:
+            process.start()
+            child_conn.close()  # ours: the child's end must close here for its death to reach us as EOF
+            parent_conn.send(self._config)
+            loop.add_reader(parent_conn.fileno(), self._on_readable, child)
+        except Exception:
+            _log.exception("ctxutil evaluator: could not start the evaluation child process")
+            child_conn.close()
+            self._lost(child)
+        return child
+
+    def _on_readable(self, child: _Child) -> None:
+        # One message per call: the loop calls again while more is readable (level-triggered), which saves
+        # the selector Connection.poll() builds per call.
+        try:
+            message = child.conn.recv()
+        except Exception:  # EOF (the child died), a broken pipe or message
+            self._lost(child)
+            return
+        if message[0] == "hello":
+            self._info = message[1]
+            if not child.ready.done():
+                child.ready.set_result(True)
+            return
+        _, seq, result = message
+        waiting = self._pending.pop(seq, None)
+        self._crashes = 0  # it works: the next crash restarts at once
+        if waiting is not None and not waiting[0].done():
+            waiting[0].set_result(result)
+
+    def _lost(self, child: _Child, *, unresponsive: bool = False) -> None:
+        """The child died or stopped answering: kill it, fail what it had in flight, restart later."""
+        if child.lost:
+            return
+        child.lost = True
+        with contextlib.suppress(Exception):
+            child.loop.remove_reader(child.conn.fileno())
+        child.conn.close()
+        process = child.process
+        with contextlib.suppress(Exception):
+            if process.is_alive():
+                process.kill()
+            process.join(_KILL_JOIN_S)
+        if not child.ready.done():
+            child.ready.set_result(False)
+        failed = 0
+        for seq, (future, owner) in list(self._pending.items()):
+            if owner is child:
+                del self._pending[seq]
+                if not future.done():
+                    future.set_result(None)
+                    failed += 1
+        if self._child is child:
+            self._child = None
+        self._restart_at = time.monotonic() + BACKOFF_S[min(self._crashes, len(BACKOFF_S) - 1)]
+        self._crashes += 1
+        _log.warning(
+            "ctxutil evaluator: the evaluation child process %s %s (exit code %s); %d evaluations in flight "
+            "counted failed (worker_crashed); a new child starts with the next evaluation",
+            process.pid,
+            "stopped answering and was killed" if unresponsive else "ended",
+            process.exitcode,
+            failed,
+        )
+
+    # --- end and fork ------------------------------------------------------------------------------
+    def close(self, timeout_s: float) -> None:
+        """Ask the child to stop, wait up to ``timeout_s`` seconds, then kill it (worker thread, at the
+        end)."""
+        child, self._child = self._child, None
+        if child is None or child.lost:
+            return
+        child.lost = True
+        with contextlib.suppress(Exception):
+            child.loop.remove_reader(child.conn.fileno())
+        with contextlib.suppress(Exception):
+            child.conn.send(("stop",))
+        process = child.process
+        with contextlib.suppress(Exception):
+            process.join(max(0.0, timeout_s))
+            if process.is_alive():
+                process.kill()
+                process.join(_KILL_JOIN_S)
+        child.conn.close()
+
+    def reset_after_fork(self) -> None:
+        """In a forked application process: the child is the parent's. Close our copy of the pipe and
+        take it off ``multiprocessing``'s list of children (whose exit hook would terminate it)."""
+        child = self._child
+        if child is not None:
+            children = getattr(multiprocessing.process, "_children", None)
+            if isinstance(children, set):
+                children.discard(child.process)
+            with contextlib.suppress(Exception):
+                child.conn.close()
+        self._init_state()
