@@ -12,6 +12,13 @@ One limiter bounds both the evaluation dimensions (:meth:`~CardinalityLimiter.bo
 service's identity (:meth:`~CardinalityLimiter.bound_group`: name, namespace and environment count as one
 value of the dimension ``ctxutil.evaluated.service.name``).
 
+Values are made safe for every exporter first (:func:`clean_value`): a lone surrogate (what ``json.loads``
+makes of a broken ``\\ud800`` escape in user metadata) becomes U+FFFD, since prometheus_client's
+``generate_latest`` raises ``UnicodeEncodeError`` on it and loses the whole page for good (counters are
+cumulative); a control character (``\\n``, ``\\x00``, any ``Cc``) becomes a space. Strings are then cut to
+``max_chars``; a number (or other non-string) whose text is longer is reported as :data:`OVERFLOW_VALUE`
+and counted like an overflow, never cut into a different number.
+
 The cardinality budget: the number of series of one instrument is at most the product of
 ``max_values + 1`` over its dimensions (times the label/outcome values); docs/slices.md sizes it.
 """
@@ -19,6 +26,7 @@ The cardinality budget: the number of series of one instrument is at most the pr
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable, Mapping
 
@@ -34,14 +42,26 @@ OVERFLOW_VALUE = DIMENSION_OTHER
 
 _log = logging.getLogger("ctxutil_otel.emit")
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def clean_value(value: str) -> str:
+    """``value`` with each control character (Unicode category ``Cc``) replaced by a space and each lone
+    surrogate by U+FFFD, so that it encodes as UTF-8 and stays on one line."""
+    if value.isprintable():  # the common case: no Cc, no surrogate (both are not printable)
+        return value
+    return _SURROGATE.sub("\ufffd", _CONTROL.sub(" ", value))
+
 
 class CardinalityLimiter:
     """Truncates and bounds dimension values; safe to call from several threads.
 
     Args:
         max_values: Distinct values kept per dimension (>= 1); later ones become :data:`OVERFLOW_VALUE`.
-        max_chars: Longest value kept, in characters (>= 1); longer values are cut (before counting, so
-            values differing only past the cut are one value).
+        max_chars: Longest value kept, in characters (>= 1); longer strings are cut (before counting, so
+            values differing only past the cut are one value); a longer non-string (a number's text) is
+            reported as :data:`OVERFLOW_VALUE` and counted as an overflow.
         on_overflow: Called (outside the lock, never raising into the caller) with a dimension's name and
             a count: ``0`` the first time the dimension is seen (so that a counter of overflows starts at
             0 and ``rate()`` sees its first overflow), then ``1`` each time a value is reported as
@@ -69,7 +89,8 @@ class CardinalityLimiter:
         reinit_after_fork(self.reinit_after_fork)
 
     def bound(self, dimensions: Mapping[str, object] | None) -> dict[str, str]:
-        """The dimensions as metric attributes: values as strings, truncated, overflowed past the budget.
+        """The dimensions as metric attributes: values as cleaned strings (:func:`clean_value`), cut,
+        overflowed past the budget (a non-string too long to keep whole is :data:`OVERFLOW_VALUE`).
         ``None`` and empty values are left out."""
         if not dimensions:
             return {}
@@ -80,7 +101,12 @@ class CardinalityLimiter:
             for name, raw in dimensions.items():
                 if raw is None:
                     continue
-                value = str(raw)[:max_chars]
+                text = clean_value(str(raw))
+                if len(text) > max_chars and not isinstance(raw, str):
+                    self._refuse(name, overflowed, "its text is longer than dimension_max_chars")
+                    out[name] = OVERFLOW_VALUE
+                    continue
+                value = text[:max_chars]
                 if not value:
                     continue
                 if self._admit(name, value, overflowed):
@@ -91,11 +117,14 @@ class CardinalityLimiter:
         return out
 
     def bound_group(self, name: str, attributes: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
-        """``attributes`` as given while their combination is one of the first ``max_values`` seen for
-        dimension ``name`` (or was seen before), else ``{name: _OTHER}`` (counted as an overflow of
-        ``name``). ``{}`` stays ``{}``."""
+        """``attributes`` (string values cleaned and cut to ``max_chars``, like :meth:`bound`'s) while their
+        combination is one of the first ``max_values`` seen for dimension ``name`` (or was seen before),
+        else ``{name: _OTHER}`` (counted as an overflow of ``name``). ``{}`` stays ``{}``."""
         if not attributes:
             return attributes
+        attributes = {
+            k: clean_value(v)[: self.max_chars] if isinstance(v, str) else v for k, v in attributes.items()
+        }
         identity = tuple(sorted((k, str(v)) for k, v in attributes.items()))
         reports: list[tuple[str, int]] = []
         with self._lock:
@@ -125,19 +154,26 @@ class CardinalityLimiter:
         if len(seen) < self.max_values:
             seen.add(value)
             return True
+        self._refuse(name, reports, f"it has more than {self.max_values} distinct values (dimension_max_values)")
+        return False
+
+    def _refuse(self, name: str, reports: list[tuple[str, int]], why: str) -> None:
+        """Lock held: counts a value of ``name`` reported as :data:`OVERFLOW_VALUE`, warns on the first."""
+        if name not in self._seen:
+            self._seen[name] = set()
+            reports.append((name, 0))
         count = self._overflowed.get(name, 0)
         self._overflowed[name] = count + 1
         reports.append((name, 1))
         if count == 0:
             _log.warning(
-                "ctxutil: metric dimension %r has more than %d distinct values (dimension_max_values); "
-                "later ones are reported as %r and counted in ctxutil.dimension.overflow (raise the limit, "
-                "or drop the dimension from metric_dimensions: docs/slices.md)",
+                "ctxutil: a value of metric dimension %r is reported as %r because %s; such values are "
+                "counted in ctxutil.dimension.overflow (raise the limit, or drop the dimension from "
+                "metric_dimensions: docs/slices.md)",
                 name,
-                self.max_values,
                 OVERFLOW_VALUE,
+                why,
             )
-        return False
 
     def _report(self, reports: list[tuple[str, int]]) -> None:
         callback = self._on_overflow

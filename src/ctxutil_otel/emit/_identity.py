@@ -68,8 +68,8 @@ def document_attributes(
 
 def evaluated_service_attributes(interaction: Interaction) -> dict[str, AttributeValue]:
     """``ctxutil.evaluated.service.name`` / ``.namespace`` / ``ctxutil.evaluated.deployment.environment.name``
-    from the interaction's ``service`` (the sender's Resource), values cut to 128 characters; ``{}`` when
-    unknown. The emitter bounds how many distinct identities it labels
+    from the interaction's ``service`` (the sender's Resource); ``{}`` when unknown. The emitter cleans and
+    cuts the values to ``dimension_max_chars`` and bounds how many distinct identities it labels
     (``CardinalityLimiter.bound_group``)."""
     service = getattr(interaction, "service", None)
     if not isinstance(service, Mapping):
@@ -78,7 +78,7 @@ def evaluated_service_attributes(interaction: Interaction) -> dict[str, Attribut
     for key, name in EVALUATED_SERVICE_FROM_RESOURCE.items():
         value = service.get(key)
         if isinstance(value, str) and value and name not in out:
-            out[name] = truncate(value, 128)
+            out[name] = value
     return out
 
 
