@@ -37,6 +37,15 @@ __all__ = [
 
 # A metric_dimensions key: part of an attribute name and, with . and - as _, of a Prometheus label.
 _DIMENSION_KEY = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+# Keys whose values are user content (queries, answers, messages, documents) in the conventions capture reads
+# (OpenTelemetry GenAI, OpenInference, OpenLLMetry, ours); dimension values leave without content capture.
+_CONTENT_KEY = re.compile(
+    r"(?:metadata\.)?(?:input\.value|output\.value|gen_ai\..*messages.*|gen_ai\.system_instructions.*"
+    r"|gen_ai\.(?:prompt|completion).*|gen_ai\.retrieval\.(?:query\.text|documents).*|retrieval\.documents.*"
+    r"|llm\.(?:input_messages|output_messages|prompts).*|traceloop\.entity\.(?:input|output).*"
+    r"|ctxutil\.(?:query|answer).*)",
+    re.IGNORECASE,
+)
 
 
 class Settings(BaseSettings):
@@ -286,7 +295,9 @@ class Settings(BaseSettings):
             "Metadata keys added as dimensions to every evaluation result's metrics, span and event, as "
             "ctxutil.metadata.<key> (CTXUTIL_METRIC_DIMENSIONS, comma-separated, e.g. prompt_version,tenant; "
             "empty by default): read from the LangChain root run's metadata, or from the span attributes "
-            "<key> or metadata.<key>. Keys: letters, digits, _ . - only. The answering model, its provider, "
+            "<key> or metadata.<key>. Keys: letters, digits, _ . - only; refused: keys that become the same "
+            "Prometheus label, and keys carrying user content (input.value, gen_ai.*messages ...: values "
+            "are emitted whatever capture_content says). The answering model, its provider, "
             "the root chain and the retriever are dimensions without configuration. See docs/slices.md."
         ),
     )
@@ -390,7 +401,22 @@ class Settings(BaseSettings):
                     f"metadata key {key!r} must be letters, digits, '_', '.' or '-' (it becomes the metric "
                     f"attribute ctxutil.metadata.<key> and a Prometheus label)"
                 )
-        return tuple(dict.fromkeys(value))
+            if _CONTENT_KEY.fullmatch(key):
+                raise ValueError(
+                    f"metadata key {key!r} carries user content (queries, answers, messages or documents); "
+                    f"dimension values are emitted whatever capture_content says, so metric_dimensions "
+                    f"refuses it (docs/slices.md)"
+                )
+        labels: dict[str, str] = {}
+        for key in dict.fromkeys(value):
+            label = "ctxutil_metadata_" + key.replace(".", "_").replace("-", "_")
+            other = labels.setdefault(label, key)
+            if other != key:
+                raise ValueError(
+                    f"metadata keys {other!r} and {key!r} both become the Prometheus label {label}; "
+                    f"keep one of them in metric_dimensions"
+                )
+        return tuple(labels.values())
 
     @field_validator("judge_base_url")
     @classmethod
