@@ -38,7 +38,8 @@ class Interaction:
             it, so ``serve`` can name each sender); ``None`` when unknown.
         dimensions: Raw dimension values read once by capture (docs/slices.md), keyed by the attribute
             they become: ``gen_ai.request.model``, ``gen_ai.provider.name``, ``ctxutil.chain.name``,
-            ``ctxutil.retriever.name``, ``ctxutil.metadata.<key>``; absent keys are unknown. Not truncated
+            ``ctxutil.retriever.name``, ``ctxutil.metadata.<key>``; absent keys are unknown. Strings, or
+            numbers and booleans as given (a metadata value), never other types. Not truncated
             nor bounded here: the emitter does that, per process (``dimension_max_values`` /
             ``dimension_max_chars``). ``None`` when capture read none.
     """
@@ -55,4 +56,4 @@ class Interaction:
     metadata: dict[str, object] = field(default_factory=dict)
     response_id: str | None = None
     service: Mapping[str, str] | None = None
-    dimensions: Mapping[str, str] | None = None
+    dimensions: Mapping[str, str | int | float | bool] | None = None

@@ -33,12 +33,10 @@ class DocsRetriever(FixedRetriever):
 
 
 def test_model_provider_chain_retriever_and_metadata_keys(make_rig: MakeRig) -> None:
-    rig = make_rig(metric_dimensions=("prompt_version", "tenant", "absent"))
+    rig = make_rig(metric_dimensions=("prompt_version", "tenant", "absent", "big", "regions"))
     chain = rag_chain(DocsRetriever(), ChatAcme(responses=[ANSWER])).with_config(run_name="faq_chain")
-    chain.invoke(
-        QUESTION,
-        config={"callbacks": [rig.handler], "metadata": {"prompt_version": "v3", "tenant": 42, "x": "y"}},
-    )
+    metadata = {"prompt_version": "v3", "tenant": 42, "x": "y", "big": 10**30, "regions": ["eu", "us"]}
+    chain.invoke(QUESTION, config={"callbacks": [rig.handler], "metadata": metadata})
     interaction, _ = rig.only()
     assert interaction.dimensions == {
         n.ATTR_REQUEST_MODEL: "acme-large-2",
@@ -46,7 +44,8 @@ def test_model_provider_chain_retriever_and_metadata_keys(make_rig: MakeRig) -> 
         n.ATTR_CHAIN_NAME: "faq_chain",
         n.ATTR_RETRIEVER_NAME: "DocsRetriever",
         "ctxutil.metadata.prompt_version": "v3",
-        "ctxutil.metadata.tenant": "42",
+        "ctxutil.metadata.tenant": 42,  # numbers as given: the emitter keeps them whole or reports _OTHER
+        "ctxutil.metadata.big": 10**30,  # (a cut 10**30 would be a different number); lists are not read
     }
     assert_accounted(rig)
 

@@ -25,11 +25,15 @@ TENANT = "ctxutil.metadata.tenant"
 
 def test_a_lone_surrogate_does_not_break_the_prometheus_page() -> None:
     registry = CollectorRegistry()
-    provider = MeterProvider(metric_readers=[PrometheusMetricReader(registry=registry)], shutdown_on_exit=False)
+    provider = MeterProvider(
+        metric_readers=[PrometheusMetricReader(registry=registry)], shutdown_on_exit=False
+    )
     try:
         emitter = Emitter(meter_provider=provider)
         bad = json.loads('"bad\\ud800"')  # what json.loads makes of user metadata with a lone surrogate
-        interaction = Interaction(query="q", answer="a", documents=["c"], trace_id=3, dimensions={TENANT: bad})
+        interaction = Interaction(
+            query="q", answer="a", documents=["c"], trace_id=3, dimensions={TENANT: bad}
+        )
         emitter.emit(interaction, evaluate(GREEN_TEA, GREEN_TEA_MARKS), 0.1)
         text = generate_latest(registry).decode()  # raised UnicodeEncodeError before the fix
         samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
@@ -50,7 +54,13 @@ def test_control_characters_become_spaces() -> None:
 def test_a_number_too_long_is_other_not_a_different_number() -> None:
     limiter = CardinalityLimiter(max_chars=16)
     out = limiter.bound({"big": 10**30, "small": 12345, "ratio": 0.5, "flag": True, "text": "x" * 20})
-    assert out == {"big": n.DIMENSION_OTHER, "small": "12345", "ratio": "0.5", "flag": "True", "text": "x" * 16}
+    assert out == {
+        "big": n.DIMENSION_OTHER,
+        "small": "12345",
+        "ratio": "0.5",
+        "flag": "True",
+        "text": "x" * 16,
+    }
     assert limiter.overflowed() == {"big": 1}
 
 

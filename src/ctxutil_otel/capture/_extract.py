@@ -341,7 +341,15 @@ def _scalar(value: object) -> str | None:
     return None
 
 
-def dimensions_of(root: RootRun, metadata_keys: Sequence[str] = ()) -> dict[str, str]:
+def _metadata_scalar(value: object) -> str | int | float | bool | None:
+    """A metadata dimension value: a non-empty ``str``, or an ``int`` / ``float`` / ``bool`` as given (the
+    emitter's limiter turns it into text, or ``_OTHER`` when too long to keep whole); else ``None``."""
+    if isinstance(value, str):
+        return value or None
+    return value if isinstance(value, (bool, int, float)) else None
+
+
+def dimensions_of(root: RootRun, metadata_keys: Sequence[str] = ()) -> dict[str, str | int | float | bool]:
     """The dimensions of a finished root run (docs/slices.md), read once, from references kept at the
     starts: ``gen_ai.request.model`` / ``gen_ai.provider.name`` from the answering model run's metadata
     (``ls_model_name`` / ``ls_provider``; the model also from its ``invocation_params``),
@@ -349,7 +357,7 @@ def dimensions_of(root: RootRun, metadata_keys: Sequence[str] = ()) -> dict[str,
     and ``ctxutil.metadata.<key>`` for ``metadata_keys`` found in the root's metadata (else the answering
     model run's, which LangChain passes the config's metadata to). Raw values: the emitter bounds them.
     Unknown ones are absent."""
-    out: dict[str, str] = {}
+    out: dict[str, str | int | float | bool] = {}
     start = root.llm_start if isinstance(root.llm_start, Mapping) else {}
     llm_metadata = start.get("metadata")
     llm_metadata = llm_metadata if isinstance(llm_metadata, Mapping) else {}
@@ -375,7 +383,7 @@ def dimensions_of(root: RootRun, metadata_keys: Sequence[str] = ()) -> dict[str,
         sources = [m for m in (metadata, llm_metadata) if isinstance(m, Mapping) and m]
         for key in metadata_keys:
             for source in sources:
-                value = _scalar(source.get(key))
+                value = _metadata_scalar(source.get(key))
                 if value is not None:
                     out[DIMENSION_METADATA_PREFIX + "." + key] = value
                     break

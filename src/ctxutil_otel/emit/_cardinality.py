@@ -154,7 +154,9 @@ class CardinalityLimiter:
         if len(seen) < self.max_values:
             seen.add(value)
             return True
-        self._refuse(name, reports, f"it has more than {self.max_values} distinct values (dimension_max_values)")
+        self._refuse(
+            name, reports, f"it has more than {self.max_values} distinct values (dimension_max_values)"
+        )
         return False
 
     def _refuse(self, name: str, reports: list[tuple[str, int]], why: str) -> None:

@@ -106,3 +106,14 @@ def test_the_span_is_read_at_conversion_not_at_on_end(make_harness: Make) -> Non
     h.flush()
     (interaction,) = h.interactions
     assert interaction.response_id == "chatcmpl-1"
+
+
+def test_numbers_kept_as_given_arrays_not_read(make_harness: Make) -> None:
+    """A number stays a number (the emitter keeps it whole or reports ``_OTHER``; cutting its text would
+    make a different number); an array attribute is not read (docs/slices.md)."""
+    h = make_harness(metric_dimensions=("shard", "ratio", "regions"))
+    turn(h, {}, {"shard": 2**62, "ratio": 0.25, "regions": ["eu", "us"]})
+    found = dims(h)
+    assert found["ctxutil.metadata.shard"] == 2**62
+    assert found["ctxutil.metadata.ratio"] == 0.25
+    assert "ctxutil.metadata.regions" not in found

@@ -66,6 +66,12 @@ def _text(value: object) -> str | None:
     return None
 
 
+def _scalar(value: object) -> str | int | float | bool | None:
+    if isinstance(value, str):
+        return value or None
+    return value if isinstance(value, (bool, int, float)) else None
+
+
 def _pick(attributes: Mapping[str, object], wanted: frozenset[str]) -> dict[str, object]:
     """The entries of ``attributes`` whose key is in ``wanted``, in one pass over its keys: the SDK's
     span attributes (a read-only view of ``BoundedAttributes``) answer a missing key through a raised
@@ -112,11 +118,11 @@ def dimensions(
     closing: object,
     metadata_keys: Sequence[str],
     generation: object = None,
-) -> dict[str, str]:
+) -> dict[str, str | int | float | bool]:
     """The turn's raw dimensions (module docstring) from its generation span (``generated``: its
     :func:`generation_facts`; ``generation``: the span, for metadata keys), retrieval spans and the span
     that closed it (each may be ``None``); unknown ones are absent."""
-    out: dict[str, str] = {}
+    out: dict[str, str | int | float | bool] = {}
     if generated:
         model = _first(generated, _MODEL_KEYS)
         if model is not None:
@@ -143,15 +149,17 @@ def dimensions(
     return out
 
 
-def _metadata_value(sources: Sequence[Mapping[str, object]], key: str) -> str | None:
+def _metadata_value(sources: Sequence[Mapping[str, object]], key: str) -> str | int | float | bool | None:
+    """A metadata key's value: a non-empty ``str``, or a number / boolean as given (the emitter's limiter
+    turns it into text, or ``_OTHER`` when too long to keep whole); other types (arrays) are not read."""
     flat = f"metadata.{key}"
     for found in sources:
-        value = _text(found.get(key))
+        value = _scalar(found.get(key))
         if value is None:
-            value = _text(found.get(flat))
+            value = _scalar(found.get(flat))
         if value is None and "metadata" in found:
             metadata = as_mapping(found["metadata"])  # OpenInference: a JSON object string
-            value = None if metadata is None else _text(metadata.get(key))
+            value = None if metadata is None else _scalar(metadata.get(key))
         if value is not None:
             return value
     return None
