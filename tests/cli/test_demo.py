@@ -26,7 +26,10 @@ def test_demo_prints_telemetry_and_a_summary_on_the_console() -> None:
     summary = out[out.index("  #  id") :]
     for row in rows:
         assert row["id"][:22] in summary
-    assert "evaluator: captured 8, sampled out 0, evaluated" in summary
+    assert "evaluator: captured 8, sampled out 0, not selected 0, evaluated" in summary
+    events = [line for line in out.splitlines() if line.startswith("[event] gen_ai.evaluation.result")]
+    assert sum("evaluation=contextual_relevancy" in line for line in events) == 8
+    assert sum("evaluation=contextual_utilization" in line for line in events) == 8
     assert "agreement with the labels" in summary and "mean utilization" in summary
 
 
@@ -40,7 +43,7 @@ def test_demo_quiet_prints_only_the_summary() -> None:
 def test_demo_sample_rate_zero_evaluates_nothing_and_says_so() -> None:
     proc = run_demo("--limit", "5", "--quiet", "--sample-rate", "0")
     assert proc.returncode == 0, proc.stderr
-    assert "captured 5, sampled out 5, evaluated 0" in proc.stdout
+    assert "captured 5, sampled out 5, not selected 0, evaluated 0" in proc.stdout
 
 
 def test_demo_rejects_a_bad_setting_naming_it() -> None:

@@ -74,7 +74,7 @@ def test_unreachable_endpoint_is_named_in_a_warning_and_the_summary(protocol: st
         f"warning: cannot connect to the OTLP endpoint http://127.0.0.1:{port}/otlp (traces, metrics, logs): "
         "Connection refused; telemetry may not be delivered (the exit waits at most 1 s for it)"
     ]
-    assert "evaluator: captured 2, sampled out 0, evaluated 2" in proc.stdout
+    assert "evaluator: captured 2, sampled out 0, not selected 0, evaluated 2" in proc.stdout
     assert "did not accept a connection at the start: probably not delivered" in proc.stdout
     assert not any(secret in proc.stdout for secret in ("alice", "s3cret", "abc123"))
 

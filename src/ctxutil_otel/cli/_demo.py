@@ -246,7 +246,7 @@ def render_summary(
     failed = sum(stats.failed.values())
     out.append(
         f"evaluator: captured {stats.captured}, sampled out {stats.sampled_out}, "
-        f"evaluated {stats.evaluated}, "
+        f"not selected {stats.not_selected}, evaluated {stats.evaluated}, "
         f"not applicable {stats.not_applicable}, dropped {dropped}{_detail(stats.dropped)}, "
         f"failed {failed}{_detail(stats.failed)}"
     )

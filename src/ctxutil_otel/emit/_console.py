@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 __all__ = ["format_log_record", "format_metrics", "format_span"]
 
 _SHOWN = (
+    "gen_ai.evaluation.name",
     "gen_ai.evaluation.score.value",
     "gen_ai.evaluation.score.label",
     "ctxutil.utilized_chunks",
@@ -26,6 +27,9 @@ _SHOWN = (
 )
 
 
+_LABELS = {"gen_ai.evaluation.name": "evaluation", "error.type": "error.type"}
+
+
 def _short(attributes: Mapping[str, Any] | None) -> str:
     if not attributes:
         return ""
@@ -33,11 +37,8 @@ def _short(attributes: Mapping[str, Any] | None) -> str:
     for key in _SHOWN:
         if key in attributes:
             value = attributes[key]
-            parts.append(
-                f"{key.rsplit('.', 1)[-1] if key != 'error.type' else key}={value:.3g}"
-                if isinstance(value, float)
-                else f"{key.rsplit('.', 1)[-1]}={value}"
-            )
+            label = _LABELS.get(key) or key.rsplit(".", 1)[-1]
+            parts.append(f"{label}={value:.3g}" if isinstance(value, float) else f"{label}={value}")
     return " ".join(parts)
 
 
