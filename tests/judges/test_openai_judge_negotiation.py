@@ -8,6 +8,7 @@ llama-cpp-python's 500, vLLM's and OpenAI's 400, FastAPI's and TGI's 422).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from typing import Any
 
@@ -312,6 +313,24 @@ SCHEMA = {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}
         (400, {"error": {"message": "Unsupported parameter: 'max_tokens'", "param": "max_tokens"}},
          _sent(response_format=SCHEMA), "token_param"),
         (500, "upstream error", _sent(response_format=SCHEMA), None),
+        # OpenAI's context-length error names the response_format schema's tokens but refuses no format
+        # (it stepped the format down to prompt-only for the whole process before).
+        (400, {"error": {"message": "This model's maximum context length is 128000 tokens. However, your "
+                                    "messages resulted in 130000 tokens (including 317 in the "
+                                    "response_format schemas.)", "param": "messages",
+                         "code": "context_length_exceeded"}}, _sent(response_format=SCHEMA), None),
+        # A field named at fault other than response_format: whatever the message says.
+        (400, {"error": {"message": "messages too long for response_format json_schema",
+                         "param": "messages"}}, _sent(response_format=SCHEMA), None),
+        # FastAPI's body-level 422 echoes the whole request in "input": the echo names nothing.
+        (422, {"detail": [{"type": "json_invalid", "loc": ["body", 12], "msg": "JSON decode error",
+                           "input": {"response_format": {"type": "json_schema"}, "max_tokens": 100}}]},
+         _sent(response_format=SCHEMA), None),
+        # ... while a 422 locating the error in response_format refuses it.
+        (422, {"detail": [{"loc": ["body", "response_format", "type"], "msg": "Input should be 'text'",
+                           "input": "json_schema"}]}, _sent(response_format=SCHEMA), "format"),
+        # A value error naming the parameter is not a refusal of it (it switched the parameter before).
+        (400, {"error": {"message": "input length and `max_tokens` exceed context limit"}}, _sent(), None),
         # A value too large for the model is not a refusal of the parameter (the other would fail alike).
         (400, {"error": {"message": "max_tokens is too large: 100000. This model supports at most 16384 "
                                     "completion tokens", "param": "max_tokens"}}, _sent(), None),
@@ -321,6 +340,37 @@ def test_what_counts_as_a_refusal(status: int, body: Any, sent: bytes, feature: 
     raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()
     refused = refused_feature(status, raw, sent)
     assert (refused.feature if refused else None) == feature
+
+
+async def test_the_deadline_bounds_the_call_across_re_sends_after_refusals(
+    serve: ServeFn, make_judge: MakeJudgeFn
+) -> None:
+    # Each re-send after a refusal got a fresh deadline: three slow refusals (0.8 s each) and then an
+    # answer finished a call whose deadline was 2 s. Now the third request gets what is left: timeout.
+    refuse = refusing({"json_schema", "json_object"}, "llama_cpp")
+
+    def slow(request: RecordedRequest) -> Reply:
+        reply = refuse(request)
+        return dataclasses.replace(reply, delay_s=0.8) if reply.status >= 400 else reply
+
+    server = serve(slow)
+    judge = make_judge(server, deadline_s=2.0)
+    with pytest.raises(JudgeError) as info:
+        await judge.judge(QUERY, ANSWER, CHUNKS)
+    assert info.value.error_type == "timeout"
+    assert formats(server.requests)[:2] == ["json_schema", "json_object_schema"]
+
+
+def test_a_placeholder_key_is_redacted_as_a_word_only() -> None:
+    # OPENAI_API_KEY=none (servers needing no key): "got none. None of" stayed readable only in part.
+    from ctxutil_otel.judges._negotiate import FeatureRefused
+    from ctxutil_otel.judges._retry import translate
+
+    error = translate(FeatureRefused(400, "format", "got none. None of the formats; key=none"), "none")
+    assert error is not None and str(error) == "HTTP 400: got [REDACTED]. None of the formats; key=[REDACTED]"
+    long_key = "sk-proj-abcdefghijklmnop"
+    error = translate(FeatureRefused(400, "format", "bad key SK-PROJ-ABCDEFGH..."), long_key)
+    assert error is not None and "ABCDEFGH" not in str(error) and "[REDACTED]" in str(error)
 
 
 def test_the_settings_offer_the_judges_formats() -> None:

@@ -78,7 +78,10 @@ _NOT_A_REFUSAL = frozenset({401, 403, 408, 409, 429})  # auth, retryable: they m
 _FORMAT_WORDS = ("response_format", "response format")
 # "max_tokens is too large: 100000. This model supports at most 16384 completion tokens" (OpenAI):
 # the other parameter would be refused the same way.
-_VALUE_WORDS = ("too large", "at most", "must be less", "must be <=", "exceeds")
+_VALUE_WORDS = (
+    "too large", "at most", "must be less", "must be <=", "exceed",
+    "context length", "context limit", "context window", "maximum context",
+)  # fmt: skip
 _MAX_REGISTRY = 64  # (endpoint, model) pairs remembered; the oldest is forgotten beyond it
 
 # Output bound: a verdict without a reason is about 20 tokens ({"index": 12, "is_relevant": false,
@@ -142,11 +145,36 @@ def _short_message(payload: object, text: str) -> str:
     return server_message(payload) or text[:200]
 
 
+def _said(payload: object, text: str) -> tuple[str, object, bool]:
+    """What an error body says, without what it echoes of the request: ``(words, param, structured)``.
+
+    OpenAI's ``{"error": {"message", "param", "code"}}`` gives its message and ``param``; FastAPI's 422
+    ``{"detail": [{"loc", "msg", "input"}]}`` (llama-cpp-python, TGI) its messages and locations, not its
+    ``input`` (which may echo the whole request body); anything else its whole text. ``structured`` is
+    True when the server named the field at fault (``param`` or ``loc``): then only that counts."""
+    if isinstance(payload, dict):
+        error = payload.get("error")
+        if isinstance(error, dict):
+            param = error.get("param")
+            if error.get("code") == "context_length_exceeded":  # names response_format's tokens, refuses none
+                return "", None, True
+            return str(error.get("message", "")).lower(), param, isinstance(param, str) and bool(param)
+        detail = payload.get("detail")
+        if isinstance(detail, list) and detail and all(isinstance(d, dict) for d in detail):
+            locs = [".".join(str(part) for part in d.get("loc") or ()) for d in detail]
+            words = " ".join(f"{loc} {d.get('msg', '')}" for loc, d in zip(locs, detail, strict=True))
+            return words.lower(), ",".join(locs), all(locs)
+    return text.lower(), None, False
+
+
 def refused_feature(status: int, body: bytes, request: bytes) -> FeatureRefused | None:
     """The refusal an HTTP error answer states, or ``None``.
 
     ``body`` is the error body, ``request`` the JSON request body: a refusal must name something
-    the request carried (a ``response_format``, or its output-limit parameter).
+    the request carried (a ``response_format``, or its output-limit parameter). Where the server names
+    the field at fault (OpenAI's ``param``, FastAPI's ``loc``), only that field counts: an error about
+    ``messages`` that mentions the ``response_format`` schema's tokens (OpenAI's context-length error)
+    is not a refusal of the format.
     """
     if status < 400 or status in _NOT_A_REFUSAL:
         return None
@@ -161,20 +189,18 @@ def refused_feature(status: int, body: bytes, request: bytes) -> FeatureRefused 
         payload: object = json.loads(text)
     except ValueError:
         payload = None
-    lowered = text.lower()
-    param = None
-    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
-        param = payload["error"].get("param")
+    said, param, structured = _said(payload, text)
+    named = str(param) if structured else said
     fmt = sent.get("response_format")
     if isinstance(fmt, dict):
         # The body names the parameter, or the type the request asked for.
         words = (*_FORMAT_WORDS, str(fmt.get("type", "response_format")).lower())
-        if param == "response_format" or any(word in lowered for word in words):
+        if any(word in named for word in words):
             return FeatureRefused(status, "format", _short_message(payload, text))
-    if any(word in lowered for word in _VALUE_WORDS):  # the value is refused, not the parameter
+    if any(word in said for word in _VALUE_WORDS):  # the value is refused, not the parameter
         return None
     for name in TOKEN_PARAMS:
-        if name in sent and (param == name or name in lowered):
+        if name in sent and name in named:
             return FeatureRefused(status, "token_param", _short_message(payload, text))
     return None
 

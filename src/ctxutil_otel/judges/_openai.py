@@ -6,6 +6,7 @@ import asyncio
 import functools
 import logging
 import os
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -112,7 +113,7 @@ class OpenAIJudge:
     64 KiB (``MAX_ERROR_BODY_BYTES``); a larger one fails at once with the error type of its status.
 
     Args:
-        model: Chat model name, sent as ``model`` and reported as ``gen_ai.request.model``.
+        model: Chat model name, sent as ``model`` and reported as ``ctxutil.judge.model``.
         base_url: OpenAI-compatible endpoint, e.g. ``http://localhost:11434/v1``; ``None`` uses the
             SDK default (``OPENAI_BASE_URL``, else api.openai.com). No credentials in it: no
             ``user:password@``, query string (``?api-key=``) or fragment; the key goes in ``api_key``.
@@ -384,13 +385,18 @@ class OpenAIJudge:
 
         client = self._client()
         negotiation = self._negotiation
+        # One deadline for the call, re-sends after a refusal included.
+        end = time.monotonic() + self.deadline_s
         while True:
             fmt, param = negotiation.format, negotiation.token_param
             failure: JudgeError | None = None
             body = chat_body(self._model, messages, self.temperature, response_format_body(fmt, reasons))
             body[param] = output_token_limit(n_chunks, reasons)
+            left = end - time.monotonic()
+            if left <= 0:
+                raise JudgeTimeoutError(f"no answer within the {self.deadline_s:g} s deadline of the call")
             try:
-                raw = await within_deadline(functools.partial(post_chat, client, body), self.deadline_s)
+                raw = await within_deadline(functools.partial(post_chat, client, body), left)
             except FeatureRefused as exc:
                 step = negotiation.on_refusal(exc, fmt, param)
                 if step != "fail":

@@ -316,9 +316,14 @@ _MIN_SECRET_FRAGMENT = 8  # characters of the key that are redacted wherever the
 def _redact(text: str, secret: str | None) -> str:
     """``text`` with the key, and any run of 8 or more of its leading or trailing characters in any letter
     case, replaced by ``[REDACTED]``: servers echo keys whole, cut (``sk-abc...``), masked in the middle
-    (``sk-abc****wxyz``) or upper-cased."""
+    (``sk-abc****wxyz``) or upper-cased. A key shorter than 8 characters is a placeholder (no real key
+    is): only it, as a whole word in its own case, is replaced."""
     if not secret:
         return text
+    if len(secret) < _MIN_SECRET_FRAGMENT:
+        # A placeholder for servers that need no key ("none", "EMPTY"): its exact word only, or "got
+        # none. None of..." would read "got [REDACTED]. [REDACTED] of...".
+        return re.sub(rf"(?<!\w){re.escape(secret)}(?!\w)", REDACTED, text)
     text = re.sub(re.escape(secret), REDACTED, text, flags=re.IGNORECASE)
     for n in range(len(secret) - 1, _MIN_SECRET_FRAGMENT - 1, -1):
         for fragment in (secret[:n], secret[-n:]):
