@@ -129,7 +129,8 @@ class Senders:
 
 _LINE = re.compile(
     r"spans accepted (\d+), rejected (\d+); requests (\{.*?\}); evaluator: captured (\d+), "
-    r"sampled out (\d+), evaluated (\d+), not applicable (\d+), dropped (\{.*?\}), failed (\{.*?\})"
+    r"sampled out (\d+), not selected (\d+), evaluated (\d+), not applicable (\d+), dropped (\{.*?\}), "
+    r"failed (\{.*?\})"
 )
 
 
@@ -139,14 +140,15 @@ def assert_accounting_adds_up(stderr: str, answered: int) -> None:
     assert match, f"no accounting line in:\n{stderr}"
     spans, rejected = int(match[1]), int(match[2])
     requests: dict[str, int] = ast.literal_eval(match[3])
-    captured, sampled_out, evaluated, not_applicable = (int(match[i]) for i in (4, 5, 6, 7))
-    dropped: dict[str, int] = ast.literal_eval(match[8])
-    failed: dict[str, int] = ast.literal_eval(match[9])
+    captured, sampled_out, not_selected, evaluated, not_applicable = (int(match[i]) for i in (4, 5, 6, 7, 8))
+    dropped: dict[str, int] = ast.literal_eval(match[9])
+    failed: dict[str, int] = ast.literal_eval(match[10])
     assert rejected == 0
     assert spans == SPANS_PER_EXPORT * requests.get("ok", 0)
     assert answered <= requests.get("ok", 0)  # some 200s may not have reached the sender before exit
     assert captured == requests.get("ok", 0), match[0]
-    assert captured == sampled_out + evaluated + not_applicable + sum(dropped.values()) + sum(failed.values())
+    outcomes = sampled_out + not_selected + evaluated + not_applicable
+    assert captured == outcomes + sum(dropped.values()) + sum(failed.values())
 
 
 def _listener_thread(pid: int) -> int:

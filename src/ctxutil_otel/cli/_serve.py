@@ -269,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"ctxutil-otel serve: stopped; spans accepted {stats.spans_accepted}, rejected "
         f"{stats.spans_rejected}; requests {dict(sorted(stats.requests.items()))}; evaluator: captured "
-        f"{evaluated.captured}, not selected {evaluated.not_selected}, sampled out {evaluated.sampled_out}, "
+        f"{evaluated.captured}, sampled out {evaluated.sampled_out}, not selected {evaluated.not_selected}, "
         f"evaluated {evaluated.evaluated}, "
         f"not applicable {evaluated.not_applicable}, "
         f"dropped {dict(evaluated.dropped)}, failed {dict(evaluated.failed)}",
