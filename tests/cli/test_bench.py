@@ -10,7 +10,7 @@ import pytest
 
 from ctxutil_otel.cli import main
 from ctxutil_otel.data import load_sample, sample_path
-from tests.support.openai_server import OpenAICompatServer, verdict_handler
+from tests.support.openai_server import OpenAICompatServer, error_reply, verdict_handler
 
 from .conftest import run_cli
 
@@ -141,3 +141,18 @@ def test_bench_with_the_openai_judge_against_a_local_server(
     assert report["judge"] == "openai" and report["judge_model"] == "judge-model"
     assert report["n"] == 5 and report["errors"] == 0
     assert requests >= 5  # one chat call per interaction (the server's stand-in verdicts)
+
+
+def test_failed_rows_are_counted_by_error_type(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A judge that fails on every row: the report says why (it said only "errors 12" before).
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    monkeypatch.setenv("CTXUTIL_JUDGE_DEADLINE_S", "30")
+    with OpenAICompatServer(lambda request: error_reply(401, "bad key")) as server:
+        argv = ["bench", sample_path(), "--judge", "openai", "--model", "m", "--base-url", server.base_url]
+        assert main([*argv, "--limit", "3", "--json"]) == 1
+        report = json.loads(capsys.readouterr().out)
+        assert report["errors"] == 3 and report["error_types"] == {"auth": 3}
+        assert main([*argv, "--limit", "2"]) == 1
+    assert "errors by error.type: auth 2" in capsys.readouterr().out

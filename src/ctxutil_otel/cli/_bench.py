@@ -179,6 +179,8 @@ def run(args: argparse.Namespace) -> int:
             f"{len(results)} rows in {elapsed:.2f} s = {speed} evaluations/s; {len(bad)} unreadable lines"
         )
         print(render_table(report))
+        if report.error_types:
+            print("errors by error.type: " + ", ".join(f"{k} {v}" for k, v in report.error_types.items()))
         if usage.total_tokens:
             print(f"judge tokens: {usage.input_tokens} input, {usage.output_tokens} output")
         for block in extra_lines:

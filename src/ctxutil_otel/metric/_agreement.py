@@ -114,12 +114,13 @@ class RowPrediction:
     utilized: Sequence[bool]
     score: float | None
     error: bool = False
+    error_type: str | None = None
 
 
 def prediction_from_result(result: MetricEvaluationResult) -> RowPrediction:
     """Per-chunk verdicts (``signals.verdicts``, duplicates included) and score of one result."""
     if result.label == "error":
-        return RowPrediction((), (), None, error=True)
+        return RowPrediction((), (), None, error=True, error_type=result.error_type or "unknown")
     verdicts = result.signals.verdicts
     return RowPrediction(
         relevant=[v.is_relevant for v in verdicts],
@@ -134,6 +135,7 @@ class AgreementFigures(BaseModel):
     n: int = 0
     scored: int = 0
     errors: int = 0
+    error_types: dict[str, int] = Field(default_factory=dict)
     rmse: float | None = None
     mae: float | None = None
     relevance_precision: float | None = None
@@ -181,6 +183,7 @@ def auroc(positives: Sequence[float], negatives: Sequence[float]) -> float | Non
 class _Tally:
     n: int = 0
     errors: int = 0
+    error_types: dict[str, int] = field(default_factory=dict)
     errors_sq: float = 0.0
     errors_abs: float = 0.0
     scored: int = 0
@@ -197,6 +200,8 @@ class _Tally:
         self.n += 1
         if pred.error:
             self.errors += 1
+            kind = pred.error_type or "unknown"
+            self.error_types[kind] = self.error_types.get(kind, 0) + 1
             return
         for label, relevant, utilized in zip(row.chunk_labels, pred.relevant, pred.utilized, strict=True):
             _count(self.rel, relevant, label.relevant)
@@ -221,6 +226,7 @@ class _Tally:
             n=self.n,
             scored=self.scored,
             errors=self.errors,
+            error_types=dict(sorted(self.error_types.items())),
             rmse=math.sqrt(self.errors_sq / self.scored) if self.scored else None,
             mae=self.errors_abs / self.scored if self.scored else None,
             relevance_precision=rel_p,
