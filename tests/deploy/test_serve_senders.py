@@ -13,8 +13,6 @@ import json
 import queue
 import re
 import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,7 +25,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from ._promql import DEPLOY
-from .conftest import PrometheusServer, wait_until
+from .conftest import PrometheusServer, line_child, wait_until
 
 JOB = "ctxutil-evaluator"
 WAIT_S = 30.0
@@ -53,35 +51,9 @@ TURNS = 3
 def serve(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[subprocess.Popen[str], queue.Queue[str]]]:
-    stderr = (tmp_path_factory.mktemp("serve") / "stderr.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("_serve_app.py"))],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-        text=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.put(line)
-
-    threading.Thread(target=pump, daemon=True).start()
-    try:
-        yield process, lines
-    finally:
-        if process.poll() is None:
-            assert process.stdin is not None
-            process.stdin.write("exit\n")
-            process.stdin.close()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        stderr.close()
+    log = tmp_path_factory.mktemp("serve") / "stderr.log"
+    with line_child(Path(__file__).with_name("_serve_app.py"), log) as child:
+        yield child.process, child.lines
 
 
 def _receive(lines: queue.Queue[str]) -> dict[str, Any]:
