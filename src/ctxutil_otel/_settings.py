@@ -9,12 +9,12 @@ Rate and budget limits use ``0`` (or ``None``) for *unlimited*.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
+from ._dimension_keys import check_dimension_keys
 from ._mode import EvaluationMode
 from ._selection import SelectionRule, parse_rules
 from ._settings_sources import (
@@ -34,19 +34,6 @@ __all__ = [
     "SettingsError",
     "env_var",
 ]
-
-# A metric_dimensions key: part of an attribute name and, with . and - as _, of a Prometheus label.
-_DIMENSION_KEY = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
-# Keys whose values are user content (queries, answers, messages, documents) in the conventions capture reads
-# (OpenTelemetry GenAI, OpenInference, OpenLLMetry, ours); dimension values leave without content capture.
-_CONTENT_KEY = re.compile(
-    r"(?:metadata\.)?(?:input\.value|output\.value|gen_ai\..*messages.*|gen_ai\.system_instructions.*"
-    r"|gen_ai\.(?:prompt|completion).*|gen_ai\.retrieval\.(?:query\.text|documents).*|retrieval\.documents.*"
-    r"|llm\.(?:input_messages|output_messages|prompts).*|traceloop\.entity\.(?:input|output).*"
-    r"|ctxutil\.(?:query|answer).*)",
-    re.IGNORECASE,
-)
-
 
 class Settings(BaseSettings):
     """Configuration of sampling, the evaluation worker, the judge and emission.
@@ -395,28 +382,7 @@ class Settings(BaseSettings):
     @field_validator("metric_dimensions")
     @classmethod
     def _dimension_keys(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for key in value:
-            if not _DIMENSION_KEY.fullmatch(key):
-                raise ValueError(
-                    f"metadata key {key!r} must be letters, digits, '_', '.' or '-' (it becomes the metric "
-                    f"attribute ctxutil.metadata.<key> and a Prometheus label)"
-                )
-            if _CONTENT_KEY.fullmatch(key):
-                raise ValueError(
-                    f"metadata key {key!r} carries user content (queries, answers, messages or documents); "
-                    f"dimension values are emitted whatever capture_content says, so metric_dimensions "
-                    f"refuses it (docs/slices.md)"
-                )
-        labels: dict[str, str] = {}
-        for key in dict.fromkeys(value):
-            label = "ctxutil_metadata_" + key.replace(".", "_").replace("-", "_")
-            other = labels.setdefault(label, key)
-            if other != key:
-                raise ValueError(
-                    f"metadata keys {other!r} and {key!r} both become the Prometheus label {label}; "
-                    f"keep one of them in metric_dimensions"
-                )
-        return tuple(labels.values())
+        return check_dimension_keys(value)
 
     @field_validator("judge_base_url")
     @classmethod
