@@ -20,17 +20,7 @@ from ctxutil_otel.judges._from_settings import build_judge
 from ctxutil_otel.judges._learned import follow_estimate
 from ctxutil_otel.judges._learned_model import ModelFileError, load_model, shipped_model
 
-QUERY = "What are the health benefits of green tea?"
-ANSWER = (
-    "Green tea contains catechins, antioxidants that reduce inflammation. "
-    "It may also boost metabolism slightly."
-)
-CHUNKS = [
-    "Green tea contains catechins, antioxidants that reduce inflammation in the body.",
-    "Studies suggest green tea may boost metabolism slightly in some adults.",
-    "The Eiffel Tower was completed in 1889 for the World's Fair in Paris.",
-    "Green tea is a popular drink; its health benefits include better focus, according to some.",
-]
+from .test_offline_judges import ANSWER, CHUNKS, QUERY
 
 # sha256 of the shipped model's verdicts and probabilities (rounded to 9 places) on the bundled sample.
 # Changes only when the model or the features change: retrain, check docs/judges.md, then update.
@@ -106,23 +96,11 @@ async def test_quoted_chunks_are_utilized_and_off_topic_chunk_is_not_relevant() 
     assert not verdicts[2].is_relevant and not verdicts[2].is_utilized
 
 
-async def test_reasons_quote_the_evidence_and_reasons_false_gives_the_same_verdicts() -> None:
+async def test_reasons_quote_the_evidence() -> None:
     with_reasons = await LearnedJudge().judge(QUERY, ANSWER, CHUNKS)
     assert with_reasons.verdicts[0].reason.startswith("used (P(relevant) ")
     assert "'catechin'" in with_reasons.verdicts[0].reason
     assert with_reasons.verdicts[2].reason.startswith("not relevant")
-    without = await LearnedJudge().judge(QUERY, ANSWER, CHUNKS, reasons=False)
-    assert all(v.reason == "" for v in without.verdicts)
-    assert [(v.is_relevant, v.is_utilized) for v in without.verdicts] == [
-        (v.is_relevant, v.is_utilized) for v in with_reasons.verdicts
-    ]
-
-
-async def test_empty_answer_uses_nothing_and_no_chunks_gives_no_verdicts() -> None:
-    judge = LearnedJudge()
-    empty = await judge.judge(QUERY, "", CHUNKS)
-    assert not any(v.is_utilized for v in empty.verdicts)
-    assert (await judge.judge(QUERY, ANSWER, [])).verdicts == []
 
 
 async def test_an_answer_from_another_interaction_is_not_credited_to_the_chunks() -> None:

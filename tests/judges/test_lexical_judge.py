@@ -13,17 +13,7 @@ from ctxutil_otel import ContextualUtilization, DatasetItem, EvaluationMode
 from ctxutil_otel.judges import Judge, LexicalJudge
 from ctxutil_otel.judges._text import sentences, stem, tokens, words
 
-QUERY = "What are the health benefits of green tea?"
-ANSWER = (
-    "Green tea contains catechins, antioxidants that reduce inflammation. "
-    "It may also boost metabolism slightly."
-)
-CHUNKS = [
-    "Green tea contains catechins, antioxidants that reduce inflammation in the body.",
-    "Studies suggest green tea may boost metabolism slightly in some adults.",
-    "The Eiffel Tower was completed in 1889 for the World's Fair in Paris.",
-    "Green tea is a popular drink; its health benefits include better focus, according to some.",
-]
+from .test_offline_judges import ANSWER, CHUNKS, QUERY
 
 
 async def test_judge_is_deterministic_across_calls_and_instances() -> None:
@@ -48,23 +38,11 @@ async def test_quoted_chunks_are_utilized_and_off_topic_chunk_is_not_relevant() 
     assert verdicts[3].is_relevant and not verdicts[3].is_utilized
 
 
-async def test_reasons_name_shared_terms_and_reasons_false_gives_empty_reasons() -> None:
+async def test_reasons_name_shared_terms() -> None:
     with_reasons = await LexicalJudge().judge(QUERY, ANSWER, CHUNKS)
     assert with_reasons.verdicts[0].reason.startswith("used: shares")
     assert "'catechin'" in with_reasons.verdicts[0].reason
     assert with_reasons.verdicts[2].reason.startswith("not relevant")
-    without = await LexicalJudge().judge(QUERY, ANSWER, CHUNKS, reasons=False)
-    assert all(v.reason == "" for v in without.verdicts)
-    assert [(v.is_relevant, v.is_utilized) for v in without.verdicts] == [
-        (v.is_relevant, v.is_utilized) for v in with_reasons.verdicts
-    ]
-
-
-async def test_empty_answer_uses_nothing_and_no_chunks_gives_no_verdicts() -> None:
-    judge = LexicalJudge()
-    empty = await judge.judge(QUERY, "", CHUNKS)
-    assert not any(v.is_utilized for v in empty.verdicts)
-    assert (await judge.judge(QUERY, ANSWER, [])).verdicts == []
 
 
 async def test_fallback_marks_best_on_topic_chunk_when_answer_shares_nothing() -> None:
