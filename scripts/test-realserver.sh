@@ -5,7 +5,8 @@
 #
 #   --if-cached  run only when llama-cpp-python is installed already or its compiled wheel is in pip's
 #                wheel cache (then the install takes seconds); otherwise say why and exit 0. .ci/run uses
-#                this: compiling llama-cpp-python takes about 5 minutes on 2 idle cores (over 30 under load).
+#                this: compiling llama-cpp-python takes about 5 minutes on 2 idle cores (53 min 44 s
+#                measured under load 3-9; docs/llm-judge.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
