@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _train_data import NATURAL, Example, examples_of
+from _train_data import NATURAL, TRUNCATED, Example, examples_of
 from _train_decision import choose_decision
 
 from ctxutil_otel.judges._learned import decide_relevant, row_features
@@ -110,29 +110,38 @@ def hgb(kind: str, args: argparse.Namespace, max_iter: int) -> Any:
     )
 
 
+def copy_weight(ex: Example, args: argparse.Namespace) -> float:
+    """Training weight of an example: ``--truncated-weight`` for truncated copies, else 1."""
+    return float(args.truncated_weight) if ex.kind == TRUNCATED else 1.0
+
+
 def chunk_sets(
-    examples: Sequence[Example],
-) -> tuple[list[list[float]], list[int], list[list[float]], list[int]]:
-    """(relevance X, y) over natural rows; (utilization X, y) over labelled-relevant chunks of all rows."""
+    examples: Sequence[Example], args: argparse.Namespace
+) -> tuple[list[list[float]], list[int], list[list[float]], list[int], list[float]]:
+    """(relevance X, y) over natural rows; (utilization X, y, weight) over labelled-relevant chunks of all
+    rows."""
     rx: list[list[float]] = []
     ry: list[int] = []
     ux: list[list[float]] = []
     uy: list[int] = []
+    uw: list[float] = []
     for ex in examples:
         for x, r, u in zip(ex.features, ex.relevant, ex.utilized, strict=True):
-            if ex.kind == NATURAL:
+            if ex.kind == NATURAL or (args.relevance_truncated and ex.kind == TRUNCATED):
                 rx.append(x)
                 ry.append(int(r))
             if r:
                 ux.append(x)
                 uy.append(int(u))
-    return rx, ry, ux, uy
+                uw.append(copy_weight(ex, args))
+    return rx, ry, ux, uy, uw
 
 
 def fit_chunk_models(examples: Sequence[Example], args: argparse.Namespace) -> tuple[Any, Any]:
-    rx, ry, ux, uy = chunk_sets(examples)
+    rx, ry, ux, uy, uw = chunk_sets(examples, args)
     rel = hgb("clf", args, args.max_iter).fit(rx, ry)
-    use = hgb("clf", args, args.max_iter).fit(ux, uy)
+    weighted = any(w != 1.0 for w in uw)
+    use = hgb("clf", args, args.max_iter).fit(ux, uy, sample_weight=uw if weighted else None)
     return rel, use
 
 
@@ -185,7 +194,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     rows = load(args.train, args.limit)
     zipf = zipf_table(args.vocabulary)
     weights = WordWeights.from_zipf(zipf)
-    examples = examples_of(rows, weights, rng, truncated=not args.no_truncated)
+    cuts = tuple(int(c) for c in args.truncate_cuts.split(","))
+    examples = examples_of(rows, weights, rng, truncated=not args.no_truncated, cuts=cuts)
     natural = examples[: len(rows)]
     print(
         f"{len(rows)} rows, {sum(len(e.features) for e in natural)} unique chunks, {len(examples)} examples "
@@ -223,6 +233,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     # the rounding offset.
     row_x: list[list[float]] = []
     row_y: list[float] = []
+    row_w: list[float] = []
     row_of: list[int] = []
     for k, ex in enumerate(examples):
         relevant = decide_relevant(oof_rel[k], threshold, fallback)
@@ -230,19 +241,25 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             continue
         row_x.append(row_features(oof_rel[k], oof_use[k], relevant, ex.features))
         row_y.append(ex.score)
+        row_w.append(copy_weight(ex, args))
         row_of.append(k)
+    row_weighted = any(w != 1.0 for w in row_w)
     oof_score: dict[int, float] = {}
     for fold in range(args.folds):
         inside = [j for j, k in enumerate(row_of) if fold_of[examples[k].row_index] != fold]
         fitted = hgb("reg", args, args.row_max_iter).fit(
-            [row_x[j] for j in inside], [row_y[j] for j in inside]
+            [row_x[j] for j in inside],
+            [row_y[j] for j in inside],
+            sample_weight=[row_w[j] for j in inside] if row_weighted else None,
         )
         held = [j for j, k in enumerate(row_of) if fold_of[examples[k].row_index] == fold]
         if held:
             for j, value in zip(held, fitted.predict([row_x[j] for j in held]), strict=True):
                 oof_score[row_of[j]] = float(value)
     (low, high, penalty), offset = choose_decision(natural, oof_rel, oof_use, oof_score, threshold, fallback)
-    row_model = hgb("reg", args, args.row_max_iter).fit(row_x, row_y)
+    row_model = hgb("reg", args, args.row_max_iter).fit(
+        row_x, row_y, sample_weight=row_w if row_weighted else None
+    )
 
     rel, use = fit_chunk_models(examples, args)
     document: dict[str, Any] = {
@@ -330,6 +347,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--vocabulary", type=int, default=25_000, help="wordfreq words exported")
     parser.add_argument(
         "--no-truncated", action="store_true", help="leave out the truncated-answer copies (a variant)"
+    )
+    parser.add_argument(
+        "--truncate-cuts",
+        default="1",
+        help="comma-separated sentence counts: a truncated copy of each row cut to its first N sentences",
+    )
+    parser.add_argument(
+        "--truncated-weight", type=float, default=1.0, help="training weight of the truncated copies"
+    )
+    parser.add_argument(
+        "--relevance-truncated",
+        action="store_true",
+        help="train P(relevant) on the truncated copies too (their relevance labels are the row's)",
     )
     parser.add_argument("--check", action="store_true", help="compare with --out instead of writing it")
     raw_argv = list(sys.argv[1:] if argv is None else argv)
