@@ -5,9 +5,10 @@ doing so; the copies teach it what the drift checks of ``ctxutil-otel bench --pe
 
 * **swapped**: the answer of another row of the same subset (:func:`derangement`); every chunk is
   labelled *not utilized*, relevance unchanged (relevance does not depend on the answer).
-* **truncated**: the answer cut to its first sentence, as ``--perturb truncate`` cuts it (rows whose answer
-  has one sentence get no copy). A chunk labelled utilized stays utilized only when the first sentence
-  draws on what the labels say was used from it (:func:`first_sentence_uses`); relevance unchanged.
+* **truncated**: the answer cut to its first sentence, as ``--perturb truncate`` cuts it, and (``cuts``)
+  to its first N sentences (rows whose answer has N sentences or fewer get no such copy). A chunk labelled
+  utilized stays utilized only when a kept sentence draws on what the labels say was used from it
+  (:func:`first_sentence_uses`, :func:`prefix_uses`); relevance unchanged.
 """
 
 from __future__ import annotations

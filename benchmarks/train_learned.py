@@ -11,13 +11,16 @@ Steps (all deterministic for a given ``--seed``; training only ever reads ``--tr
    share a key are added), rounded to 0.1 Zipf and written into the model file.
 2. Per-chunk feature rows (``chunk_features``, the function the judge runs) for every training row, the
    chunks de-duplicated as the metric does, plus (``_train_data.py``) one **swapped-answer copy** of every
-   row (another row's answer, every chunk labelled *not utilized*) and one **truncated-answer copy** of
-   every multi-sentence row (the answer cut to its first sentence; a used chunk stays used only when the
-   first sentence draws on its labelled-used sentences). Relevance labels are unchanged in the copies.
-   Without them a model learns "answers use their context" from natural data and barely reacts when they
-   stop doing so.
-3. ``P(relevant)``: ``HistGradientBoostingClassifier`` over all chunks of the natural rows.
-   ``P(utilized | relevant)``: the same over the labelled-relevant chunks of natural rows and copies.
+   row (another row's answer, every chunk labelled *not utilized*) and **truncated-answer copies**: each
+   row whose answer has more than N sentences cut to its first N, for each N of ``--truncate-cuts``
+   (default 1 and 2); a used chunk stays used only when a kept sentence draws on its labelled-used
+   sentences. Relevance labels are unchanged in the copies. Without them a model learns "answers use
+   their context" from natural data and barely reacts when they stop doing so.
+3. ``P(relevant)``: ``HistGradientBoostingClassifier`` over all chunks of the natural rows and of the
+   truncated copies (``--no-relevance-truncated``: natural rows only; without the copies P(relevant)
+   follows the answer, so a cut answer loses relevant chunks instead of used ones and the pooled
+   utilization barely falls). ``P(utilized | relevant)``: the same over the labelled-relevant chunks of
+   natural rows and copies.
 4. Out-of-fold (``--folds``-fold, rows split at random, a row's copies in its fold) probabilities for
    every example; on them the relevance threshold (best relevance F1), the row model
    (``HistGradientBoostingRegressor``, squared error, target: the example's labelled score), and the
@@ -94,8 +97,8 @@ def hgb(kind: str, args: argparse.Namespace, max_iter: int) -> Any:
             max_iter=max_iter,
             learning_rate=args.learning_rate,
             max_leaf_nodes=args.max_leaf_nodes,
-            min_samples_leaf=20,
-            l2_regularization=1.0,
+            min_samples_leaf=args.min_samples_leaf,
+            l2_regularization=args.l2_regularization,
             early_stopping=False,
             random_state=args.seed,
         )
@@ -268,7 +271,13 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             "model_id": f"ctxutil-gbdt-ragbench-seed{args.seed}",
             "training_data": f"{args.train.name} ({len(rows)} rows, RAGBench validation splits, CC-BY-4.0) "
             "plus one swapped-answer copy of each row labelled not utilized"
-            + ("" if args.no_truncated else " and one truncated-answer copy of each multi-sentence row"),
+            + (
+                ""
+                if args.no_truncated
+                else f" and truncated-answer copies (the answer cut to its first {args.truncate_cuts} "
+                "sentences, of each row with more), labelled by the sentences kept"
+                + ("; P(relevant) learns from them too" if args.relevance_truncated else "")
+            ),
             "word_frequencies": f"wordfreq {_version('wordfreq')} top {args.vocabulary} English words "
             "(training-time only; exported here as the 'zipf' table)",
             "trainer": f"scikit-learn {_version('scikit-learn')} HistGradientBoosting",
@@ -282,6 +291,11 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                     "row_max_iter",
                     "learning_rate",
                     "max_leaf_nodes",
+                    "min_samples_leaf",
+                    "l2_regularization",
+                    "truncate_cuts",
+                    "truncated_weight",
+                    "relevance_truncated",
                     "folds",
                     "vocabulary",
                 )
@@ -342,6 +356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--row-max-iter", type=int, default=150, help="trees of the row model")
     parser.add_argument("--learning-rate", type=float, default=0.08)
     parser.add_argument("--max-leaf-nodes", type=int, default=15)
+    parser.add_argument("--min-samples-leaf", type=int, default=20, help="of the chunk models' trees")
+    parser.add_argument("--l2-regularization", type=float, default=1.0, help="of the chunk models")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--fallback", type=float, default=0.2, help="fallback relevance probability")
     parser.add_argument("--vocabulary", type=int, default=25_000, help="wordfreq words exported")
@@ -350,7 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--truncate-cuts",
-        default="1",
+        default="1,2",
         help="comma-separated sentence counts: a truncated copy of each row cut to its first N sentences",
     )
     parser.add_argument(
@@ -358,7 +374,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--relevance-truncated",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         help="train P(relevant) on the truncated copies too (their relevance labels are the row's)",
     )
     parser.add_argument("--check", action="store_true", help="compare with --out instead of writing it")
