@@ -151,6 +151,15 @@ def test_shipped_model_carries_its_provenance() -> None:
     assert "train_learned.py" in provenance["command"]
 
 
+def test_shipped_model_id_names_its_content() -> None:
+    # The trainer ends the id with the sha256 of everything but the provenance: a retrained model with
+    # other trees or thresholds reports another gen_ai.request.model.
+    document = _document()
+    body = json.dumps({k: v for k, v in document.items() if k != "provenance"}, sort_keys=True)
+    digest = hashlib.sha256(body.encode("utf-8")).hexdigest()[:8]
+    assert document["provenance"]["model_id"] == f"ctxutil-gbdt-ragbench-seed20261201-{digest}"
+
+
 @pytest.mark.parametrize(
     ("path", "value", "field"),
     [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -52,6 +53,7 @@ def test_small_retrain_writes_a_model_the_judge_loads_and_training_is_reproducib
     assert "exported trees reproduce scikit-learn exactly" in printed
     document = json.loads(out.read_text(encoding="utf-8"))
     assert document["provenance"]["seed"] == 20261201
+    assert re.fullmatch(r"ctxutil-gbdt-ragbench-seed20261201-[0-9a-f]{8}", document["provenance"]["model_id"])
     assert document["provenance"]["date"] == "2026-01-01"
     assert "--max-iter 4" in document["provenance"]["command"]
     assert len(document["relevance"]["trees"]) == 4 and len(document["row"]["trees"]) == 3
