@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from _train_data import examples_of
-from _train_decision import choose_decision
+from _train_decision import choose_decision, report
 from _train_models import best_f1_threshold, copy_weight, export, fit_chunk_models, hgb, raw
 
 from ctxutil_otel.judges._learned import decide_relevant, row_features
@@ -158,6 +158,10 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             for j, value in zip(held, fitted.predict([row_x[j] for j in held]), strict=True):
                 oof_score[row_of[j]] = float(value)
     (low, high, penalty), offset = choose_decision(natural, oof_rel, oof_use, oof_score, threshold, fallback)
+    print(
+        "  out of fold on train, chosen: "
+        + report(examples, oof_rel, oof_use, oof_score, threshold, fallback, (low, high, penalty), offset)
+    )
     row_model = hgb("reg", args, args.row_max_iter).fit(
         row_x, row_y, sample_weight=row_w if row_weighted else None
     )

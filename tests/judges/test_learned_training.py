@@ -51,6 +51,8 @@ def test_small_retrain_writes_a_model_the_judge_loads_and_training_is_reproducib
     assert train_learned.main(["--train", str(train_file), "--out", str(out), *SMALL]) == 0
     printed = capsys.readouterr().out
     assert "exported trees reproduce scikit-learn exactly" in printed
+    # The measures out of fold on train, the guide for choosing variants without dev.
+    assert "out of fold on train, chosen: low-score AUROC" in printed and "truncate drop" in printed
     document = json.loads(out.read_text(encoding="utf-8"))
     assert document["provenance"]["seed"] == 20261201
     assert re.fullmatch(r"ctxutil-gbdt-ragbench-seed20261201-[0-9a-f]{8}", document["provenance"]["model_id"])
