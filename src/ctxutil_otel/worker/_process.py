@@ -32,7 +32,7 @@ import multiprocessing
 import multiprocessing.process
 import pickle
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
@@ -45,6 +45,7 @@ from ..metric._results import MetricEvaluationResult
 from ._child import ChildConfig, child_main, decode_result
 from ._convert import MetricInfo, Rejection, to_strings
 from ._evaluate import convert
+from ._types import Judged
 
 __all__ = ["ChildProcessJudging"]
 
@@ -55,7 +56,13 @@ STARTUP_TIMEOUT_S = 120.0
 #: Wait before restarting after the n-th consecutive crash (the last value repeats).
 BACKOFF_S = (0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 _KILL_JOIN_S = 1.0
-_EXPIRED = "expired"  # the future's value when the backstop fired (a result is JSON: never this)
+_EXPIRED = "expired"  # the future's value when the backstop fired (an answer is a tuple: never this)
+
+#: What an evaluation's future resolves to: ``(JSON, seconds)`` from the child, ``_EXPIRED``, or ``None``
+#: (the child was lost).
+_Outcome = tuple[str, float] | str | None
+#: One evaluation as sent: ``(seq, query, answer, chunk texts, item id)``.
+_Request = tuple[int, str, str, list[str], str | None]
 
 
 @dataclass(eq=False)
@@ -65,6 +72,7 @@ class _Child:
     loop: asyncio.AbstractEventLoop
     ready: asyncio.Future[bool]  # True once it said hello; False when it died first
     lost: bool = False
+    outgoing: list[_Request] = field(default_factory=list)  # sent together at the end of this loop turn
 
 
 class ChildProcessJudging:
@@ -111,7 +119,7 @@ class ChildProcessJudging:
 
     def _init_state(self) -> None:
         self._child: _Child | None = None
-        self._pending: dict[int, tuple[asyncio.Future[str | None], _Child]] = {}
+        self._pending: dict[int, tuple[asyncio.Future[_Outcome], _Child]] = {}
         self._seq = 0
         self._crashes = 0
         self._restart_at = 0.0
@@ -124,7 +132,7 @@ class ChildProcessJudging:
         return None if child is None else child.process.pid
 
     # --- evaluation (the worker thread's loop) -----------------------------------------------------
-    async def evaluate(self, interaction: Interaction) -> MetricEvaluationResult | Rejection:
+    async def evaluate(self, interaction: Interaction) -> Judged | MetricEvaluationResult | Rejection:
         strings = to_strings(interaction)  # the child validates: no DatasetItem built here
         if strings is None:  # not str query or answer (rare): validated here, never pickled as is
             converted = convert(interaction, self._info)
@@ -140,26 +148,35 @@ class ChildProcessJudging:
             return self._crashed(interaction)
         self._seq += 1
         seq = self._seq
-        future: asyncio.Future[str | None] = child.loop.create_future()
+        future: asyncio.Future[_Outcome] = child.loop.create_future()
         self._pending[seq] = (future, child)
         # A timer rather than asyncio.wait_for: no extra task per evaluation.
         backstop = child.loop.call_later(self._backstop_s, self._expire, seq, child)
+        if not child.outgoing:  # the first of this loop turn: send them all at its end, in one message
+            child.loop.call_soon(self._send, child)
+        child.outgoing.append((seq, *strings, interaction.id))
         try:
-            child.conn.send(("evaluate", seq, *strings, interaction.id))
-        except (OSError, ValueError):
-            self._lost(child)  # resolves the future: worker_crashed
-        try:
-            raw = await future
+            answer = await future
         finally:
             backstop.cancel()
             self._pending.pop(seq, None)
-        if raw is None:
+        if answer is None:
             return self._crashed(interaction)
-        if raw is _EXPIRED:
+        if isinstance(answer, str):  # _EXPIRED
             return self._info.failure_of(
                 interaction, "timeout", f"Evaluation timed out after {self._config.timeout_s:g} s."
             )
-        return decode_result(raw, strings[2])
+        raw, duration_s = answer
+        return Judged(decode_result(raw, strings[2]), duration_s)
+
+    def _send(self, child: _Child) -> None:
+        batch, child.outgoing = child.outgoing, []
+        if child.lost or not batch:
+            return  # their futures are resolved already (worker_crashed)
+        try:
+            child.conn.send(("evaluate", batch))
+        except (OSError, ValueError):
+            self._lost(child)  # resolves the futures: worker_crashed
 
     def _expire(self, seq: int, child: _Child) -> None:
         """The child did not answer ``seq`` in time (its loop is blocked): that one times out, the child
@@ -220,11 +237,12 @@ class ChildProcessJudging:
             if not child.ready.done():
                 child.ready.set_result(True)
             return
-        _, seq, result = message
-        waiting = self._pending.pop(seq, None)
         self._crashes = 0  # it works: the next crash restarts at once
-        if waiting is not None and not waiting[0].done():
-            waiting[0].set_result(result)
+        pending = self._pending
+        for seq, raw, duration_s in message[1]:
+            waiting = pending.pop(seq, None)
+            if waiting is not None and not waiting[0].done():
+                waiting[0].set_result((raw, duration_s))
 
     def _lost(self, child: _Child, *, unresponsive: bool = False) -> None:
         """The child died or stopped answering: kill it, fail what it had in flight, restart later."""
