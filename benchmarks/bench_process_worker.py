@@ -1,6 +1,7 @@
 """The process worker beside the thread worker, in one run (issue 13): evaluations/s per application process
-with the chain near the do-nothing floor, the application process's CPU per evaluation, the child's memory, and emission's floor (``_emit_floor.py``: the OpenTelemetry SDK's own calls per evaluation,
-replayed hot beside ``Emitter.emit``).
+with the chain near the do-nothing floor, the application process's CPU per evaluation, the child's memory,
+and emission's floor (``_emit_floor.py``: the OpenTelemetry SDK's own calls per evaluation, replayed hot
+beside ``Emitter.emit``).
 
     .venv/bin/python benchmarks/bench_process_worker.py [--iterations 2000] [--rounds 10] [--json PATH]
                                                          [--judges openai learned lexical]
