@@ -54,14 +54,16 @@ class CpuThrottle(CpuBudget):
 
     def starts(self) -> int:
         """How many evaluations may start together once the budget allows one: as many as the burst
-        (``burst_s``) covers at the expected CPU of each, at least 1 (always 1 while the cost is unknown),
-        at most ``MAX_STARTS``. Each start still holds its expected CPU (:meth:`started`), so the pace is
-        the same; only the wake-ups are fewer (one per batch rather than one per evaluation), and the
-        worker runs ahead of its share by at most the burst, as after an idle spell."""
+        (``burst_s``) covers at the expected CPU of each, rounded, at least 1 (always 1 while the cost is
+        unknown), at most ``MAX_STARTS``. Each start still holds its expected CPU (:meth:`started`), so the
+        pace is the same; only the wake-ups are fewer (one per batch rather than one per evaluation), and
+        the worker runs ahead of its share by about the burst, as after an idle spell. Rounded rather than
+        cut: the expected CPU includes each wake-up's own cost (cold caches after the wait), which a batch
+        shares, so one start per wait would keep its estimate, and its batches, where they are."""
         expected = self.estimate()
         if expected <= 0:
             return 1
-        return max(1, min(MAX_STARTS, int(self.burst_s / expected)))
+        return max(1, min(MAX_STARTS, round(self.burst_s / expected)))
 
     async def wait(self, seconds: float) -> None:
         """Wait ``seconds`` (cancellable: shutdown cancels it), counting the time waited."""
