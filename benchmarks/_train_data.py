@@ -5,9 +5,10 @@ doing so; the copies teach it what the drift checks of ``ctxutil-otel bench --pe
 
 * **swapped**: the answer of another row of the same subset (:func:`derangement`); every chunk is
   labelled *not utilized*, relevance unchanged (relevance does not depend on the answer).
-* **truncated**: the answer cut to its first sentence, as ``--perturb truncate`` cuts it (rows whose answer
-  has one sentence get no copy). A chunk labelled utilized stays utilized only when the first sentence
-  draws on what the labels say was used from it (:func:`first_sentence_uses`); relevance unchanged.
+* **truncated**: the answer cut to its first sentence, as ``--perturb truncate`` cuts it, and (``cuts``)
+  to its first N sentences (rows whose answer has N sentences or fewer get no such copy). A chunk labelled
+  utilized stays utilized only when a kept sentence draws on what the labels say was used from it
+  (:func:`first_sentence_uses`, :func:`prefix_uses`); relevance unchanged.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ class Example:
         kind: str,
         weights: WordWeights,
         answer: str | None = None,
+        kept: Sequence[str] | None = None,
     ) -> None:
         first: dict[str, int] = {}
         unique: list[int] = []
@@ -94,7 +96,9 @@ class Example:
         if kind == SWAPPED:
             used = [False] * len(row["chunk_labels"])
         elif kind == TRUNCATED:
-            used = first_sentence_uses(row, answer)
+            used = (
+                first_sentence_uses(row, answer) if kept is None or len(kept) == 1 else prefix_uses(row, kept)
+            )
         else:
             used = [bool(lab["utilized"]) for lab in row["chunk_labels"]]
         self.row_index = row_index
@@ -127,17 +131,38 @@ def derangement(rows: Sequence[dict[str, Any]], rng: random.Random) -> list[int]
     return partner
 
 
+def prefix_uses(row: dict[str, Any], kept: Sequence[str]) -> list[bool]:
+    """Per chunk of ``row``: labelled utilized and one of the ``kept`` answer sentences draws on it
+    (:func:`first_sentence_uses` per sentence)."""
+    out = [False] * len(row["chunk_labels"])
+    for sentence in kept:
+        out = [a or b for a, b in zip(out, first_sentence_uses(row, sentence), strict=True)]
+    return out
+
+
 def examples_of(
-    rows: Sequence[dict[str, Any]], weights: WordWeights, rng: random.Random, *, truncated: bool = True
+    rows: Sequence[dict[str, Any]],
+    weights: WordWeights,
+    rng: random.Random,
+    *,
+    truncated: bool = True,
+    cuts: Sequence[int] = (1,),
 ) -> list[Example]:
-    """Natural rows first (in file order), then one swapped copy per row, then a truncated copy of each
-    row whose answer has more than one sentence (when ``truncated``)."""
+    """Natural rows first (in file order), then one swapped copy per row, then (when ``truncated``) for
+    each ``c`` of ``cuts`` a copy of each row whose answer has more than ``c`` sentences, cut to its first
+    ``c`` (``c = 1``: the cut of ``--perturb truncate``)."""
     partner = derangement(rows, rng)
     out = [Example(r, i, NATURAL, weights) for i, r in enumerate(rows)]
     out += [Example(r, i, SWAPPED, weights, rows[partner[i]]["actual_output"]) for i, r in enumerate(rows)]
     if truncated:
-        for i, r in enumerate(rows):
-            cut = first_sentence(r["actual_output"])
-            if len(sentences(r["actual_output"])) > 1:
-                out.append(Example(r, i, TRUNCATED, weights, cut))
+        for c in cuts:
+            for i, r in enumerate(rows):
+                parts = sentences(r["actual_output"])
+                if len(parts) > c:
+                    cut = (
+                        first_sentence(r["actual_output"])
+                        if c == 1
+                        else " ".join(p.strip() for p in parts[:c])
+                    )
+                    out.append(Example(r, i, TRUNCATED, weights, cut, kept=[p.strip() for p in parts[:c]]))
     return out

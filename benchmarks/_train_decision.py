@@ -119,3 +119,80 @@ def choose_decision(
             f"utilization F1 {o.utilization_f1:.4f}, pooled {o.pooled:.3f} (labelled {o.labelled_pooled:.3f})"
         )
     return follow, offset
+
+
+def _verdicts(
+    k: int,
+    oof_rel: Sequence[Sequence[float]],
+    oof_use: Sequence[Sequence[float]],
+    oof_score: dict[int, float],
+    threshold: float,
+    fallback: float,
+    follow: tuple[float, float, float],
+    offset: float,
+) -> tuple[list[bool], list[bool]]:
+    low, high, penalty = follow
+    score = oof_score.get(k, 0.0)
+    relevant = decide_relevant(oof_rel[k], threshold, fallback)
+    if any(relevant):
+        relevant = follow_estimate(
+            oof_rel[k], relevant, score, low=low, high=high, penalty=penalty, offset=offset
+        )
+    return relevant, decide_utilized(score, oof_use[k], relevant, offset)
+
+
+def _pooled(verdicts: Sequence[tuple[list[bool], list[bool]]]) -> float:
+    used = sum(r and u for rel, use in verdicts for r, u in zip(rel, use, strict=True))
+    relevant = sum(sum(rel) for rel, _ in verdicts)
+    return used / relevant if relevant else 0.0
+
+
+def report(
+    examples: Sequence[Example],
+    oof_rel: Sequence[Sequence[float]],
+    oof_use: Sequence[Sequence[float]],
+    oof_score: dict[int, float],
+    threshold: float,
+    fallback: float,
+    follow: tuple[float, float, float],
+    offset: float,
+) -> str:
+    """The issue-11 measures of a decision, out of fold on train, as one line: low-score AUROC of the
+    verdicts' scores and of the row model's continuous estimate (natural rows), that estimate's RMSE, the
+    pooled utilization of the swapped copies (``--perturb swap``) and its fall when every multi-sentence
+    answer is replaced by its one-sentence copy (``--perturb truncate``). The guide for choosing between
+    training variants without looking at dev (``docs/judges.md``)."""
+    from ctxutil_otel.metric._agreement import LOW_SCORE, auroc
+
+    natural: dict[int, tuple[list[bool], list[bool]]] = {}
+    swapped: list[tuple[list[bool], list[bool]]] = []
+    cut_once: dict[int, tuple[list[bool], list[bool]]] = {}
+    low: list[float] = []
+    other: list[float] = []
+    low_c: list[float] = []
+    other_c: list[float] = []
+    squared: list[float] = []
+    for k, ex in enumerate(examples):
+        got = _verdicts(k, oof_rel, oof_use, oof_score, threshold, fallback, follow, offset)
+        if ex.kind == "swapped":
+            swapped.append(got)
+        elif ex.kind == "truncated":
+            cut_once.setdefault(ex.row_index, got)  # the one-sentence copy comes first
+        else:
+            natural[ex.row_index] = got
+            if ex.score is not None and any(got[0]):
+                predicted = sum(r and u for r, u in zip(*got, strict=True)) / sum(got[0])
+                estimate = min(1.0, max(0.0, oof_score.get(k, 0.0)))
+                (low if ex.score < LOW_SCORE else other).append(-predicted)
+                (low_c if ex.score < LOW_SCORE else other_c).append(-estimate)
+                squared.append((estimate - ex.score) ** 2)
+    pooled = _pooled(list(natural.values()))
+    truncated = _pooled([cut_once.get(i, v) for i, v in natural.items()])
+    area = auroc(low, other)
+    area_c = auroc(low_c, other_c)
+    return (
+        f"low-score AUROC {area if area is not None else float('nan'):.4f}, swap pooled "
+        f"{_pooled(swapped):.3f}, truncate drop {pooled - truncated:.3f}; row model's continuous estimate: "
+        f"RMSE {math.sqrt(math.fsum(squared) / len(squared)) if squared else 0.0:.4f}, "
+        f"AUROC {area_c if area_c is not None else float('nan'):.4f}"
+    )

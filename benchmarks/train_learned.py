@@ -11,13 +11,16 @@ Steps (all deterministic for a given ``--seed``; training only ever reads ``--tr
    share a key are added), rounded to 0.1 Zipf and written into the model file.
 2. Per-chunk feature rows (``chunk_features``, the function the judge runs) for every training row, the
    chunks de-duplicated as the metric does, plus (``_train_data.py``) one **swapped-answer copy** of every
-   row (another row's answer, every chunk labelled *not utilized*) and one **truncated-answer copy** of
-   every multi-sentence row (the answer cut to its first sentence; a used chunk stays used only when the
-   first sentence draws on its labelled-used sentences). Relevance labels are unchanged in the copies.
-   Without them a model learns "answers use their context" from natural data and barely reacts when they
-   stop doing so.
-3. ``P(relevant)``: ``HistGradientBoostingClassifier`` over all chunks of the natural rows.
-   ``P(utilized | relevant)``: the same over the labelled-relevant chunks of natural rows and copies.
+   row (another row's answer, every chunk labelled *not utilized*) and **truncated-answer copies**: each
+   row whose answer has more than N sentences cut to its first N, for each N of ``--truncate-cuts``
+   (default 1 and 2); a used chunk stays used only when a kept sentence draws on its labelled-used
+   sentences. Relevance labels are unchanged in the copies. Without them a model learns "answers use
+   their context" from natural data and barely reacts when they stop doing so.
+3. ``P(relevant)``: ``HistGradientBoostingClassifier`` over all chunks of the natural rows and of the
+   truncated copies (``--no-relevance-truncated``: natural rows only; without the copies P(relevant)
+   follows the answer, so a cut answer loses relevant chunks instead of used ones and the pooled
+   utilization barely falls). ``P(utilized | relevant)``: the same over the labelled-relevant chunks of
+   natural rows and copies.
 4. Out-of-fold (``--folds``-fold, rows split at random, a row's copies in its fold) probabilities for
    every example; on them the relevance threshold (best relevance F1), the row model
    (``HistGradientBoostingRegressor``, squared error, target: the example's labelled score), and the
@@ -33,6 +36,7 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # HistGradientBoosting threads fight on a shared machine
 import datetime
+import hashlib
 import json
 import math
 import random
@@ -42,8 +46,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _train_data import NATURAL, Example, examples_of
-from _train_decision import choose_decision
+from _train_data import examples_of
+from _train_decision import choose_decision, report
+from _train_models import best_f1_threshold, copy_weight, export, fit_chunk_models, hgb, raw
 
 from ctxutil_otel.judges._learned import decide_relevant, row_features
 from ctxutil_otel.judges._learned_features import FEATURE_NAMES, WordWeights
@@ -84,108 +89,14 @@ def grouped(zipf: dict[str, float]) -> dict[str, str]:
     return {z: " ".join(sorted(ws)) for z, ws in sorted(groups.items(), key=lambda kv: -float(kv[0]))}
 
 
-def hgb(kind: str, args: argparse.Namespace, max_iter: int) -> Any:
-    """A chunk classifier (``kind="clf"``) or the row regressor (``"reg"``, smaller and more regularised:
-    it learns from ~2,800 rows, not ~12,000 chunks)."""
-    from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
-
-    if kind == "clf":
-        return HistGradientBoostingClassifier(
-            max_iter=max_iter,
-            learning_rate=args.learning_rate,
-            max_leaf_nodes=args.max_leaf_nodes,
-            min_samples_leaf=20,
-            l2_regularization=1.0,
-            early_stopping=False,
-            random_state=args.seed,
-        )
-    return HistGradientBoostingRegressor(
-        max_iter=max_iter,
-        learning_rate=0.03,
-        max_leaf_nodes=7,
-        min_samples_leaf=50,
-        l2_regularization=3.0,
-        early_stopping=False,
-        random_state=args.seed,
-    )
-
-
-def chunk_sets(
-    examples: Sequence[Example],
-) -> tuple[list[list[float]], list[int], list[list[float]], list[int]]:
-    """(relevance X, y) over natural rows; (utilization X, y) over labelled-relevant chunks of all rows."""
-    rx: list[list[float]] = []
-    ry: list[int] = []
-    ux: list[list[float]] = []
-    uy: list[int] = []
-    for ex in examples:
-        for x, r, u in zip(ex.features, ex.relevant, ex.utilized, strict=True):
-            if ex.kind == NATURAL:
-                rx.append(x)
-                ry.append(int(r))
-            if r:
-                ux.append(x)
-                uy.append(int(u))
-    return rx, ry, ux, uy
-
-
-def fit_chunk_models(examples: Sequence[Example], args: argparse.Namespace) -> tuple[Any, Any]:
-    rx, ry, ux, uy = chunk_sets(examples)
-    rel = hgb("clf", args, args.max_iter).fit(rx, ry)
-    use = hgb("clf", args, args.max_iter).fit(ux, uy)
-    return rel, use
-
-
-def export(model: Any, link: str) -> dict[str, Any]:
-    """The trees of a fitted HistGradientBoosting* model in the model-file format."""
-    trees = []
-    for iteration in model._predictors:  # one predictor per iteration (binary / regression)
-        (predictor,) = iteration
-        nodes = []
-        for node in predictor.nodes:
-            if node["is_leaf"]:
-                nodes.append([float(node["value"])])
-            else:
-                if node["is_categorical"]:
-                    raise SystemExit("categorical splits are not supported by the exporter")
-                nodes.append(
-                    [
-                        int(node["feature_idx"]),
-                        float(node["num_threshold"]),
-                        int(node["left"]),
-                        int(node["right"]),
-                    ]
-                )
-        trees.append(nodes)
-    baseline = float(model._baseline_prediction.ravel()[0])
-    return {"baseline": baseline, "link": link, "trees": trees}
-
-
-def raw(model: Any, x: list[list[float]]) -> list[float]:
-    out = model._raw_predict(x) if hasattr(model, "_raw_predict") else model.predict(x)
-    return [float(v) for v in out.ravel()]
-
-
-def best_f1_threshold(probs: Sequence[float], labels: Sequence[bool]) -> float:
-    best = (-1.0, 0.5)
-    for step in range(5, 96):
-        t = step / 100
-        tp = sum(1 for p, y in zip(probs, labels, strict=True) if p >= t and y)
-        fp = sum(1 for p, y in zip(probs, labels, strict=True) if p >= t and not y)
-        fn = sum(1 for p, y in zip(probs, labels, strict=True) if p < t and y)
-        f1 = 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0
-        if f1 > best[0] + 1e-12:
-            best = (f1, t)
-    return best[1]
-
-
 def train(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     rng = random.Random(args.seed)
     rows = load(args.train, args.limit)
     zipf = zipf_table(args.vocabulary)
     weights = WordWeights.from_zipf(zipf)
-    examples = examples_of(rows, weights, rng, truncated=not args.no_truncated)
+    cuts = tuple(int(c) for c in args.truncate_cuts.split(","))
+    examples = examples_of(rows, weights, rng, truncated=not args.no_truncated, cuts=cuts)
     natural = examples[: len(rows)]
     print(
         f"{len(rows)} rows, {sum(len(e.features) for e in natural)} unique chunks, {len(examples)} examples "
@@ -223,6 +134,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     # the rounding offset.
     row_x: list[list[float]] = []
     row_y: list[float] = []
+    row_w: list[float] = []
     row_of: list[int] = []
     for k, ex in enumerate(examples):
         relevant = decide_relevant(oof_rel[k], threshold, fallback)
@@ -230,19 +142,29 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             continue
         row_x.append(row_features(oof_rel[k], oof_use[k], relevant, ex.features))
         row_y.append(ex.score)
+        row_w.append(copy_weight(ex, args))
         row_of.append(k)
+    row_weighted = any(w != 1.0 for w in row_w)
     oof_score: dict[int, float] = {}
     for fold in range(args.folds):
         inside = [j for j, k in enumerate(row_of) if fold_of[examples[k].row_index] != fold]
         fitted = hgb("reg", args, args.row_max_iter).fit(
-            [row_x[j] for j in inside], [row_y[j] for j in inside]
+            [row_x[j] for j in inside],
+            [row_y[j] for j in inside],
+            sample_weight=[row_w[j] for j in inside] if row_weighted else None,
         )
         held = [j for j, k in enumerate(row_of) if fold_of[examples[k].row_index] == fold]
         if held:
             for j, value in zip(held, fitted.predict([row_x[j] for j in held]), strict=True):
                 oof_score[row_of[j]] = float(value)
     (low, high, penalty), offset = choose_decision(natural, oof_rel, oof_use, oof_score, threshold, fallback)
-    row_model = hgb("reg", args, args.row_max_iter).fit(row_x, row_y)
+    print(
+        "  out of fold on train, chosen: "
+        + report(examples, oof_rel, oof_use, oof_score, threshold, fallback, (low, high, penalty), offset)
+    )
+    row_model = hgb("reg", args, args.row_max_iter).fit(
+        row_x, row_y, sample_weight=row_w if row_weighted else None
+    )
 
     rel, use = fit_chunk_models(examples, args)
     document: dict[str, Any] = {
@@ -251,7 +173,13 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             "model_id": f"ctxutil-gbdt-ragbench-seed{args.seed}",
             "training_data": f"{args.train.name} ({len(rows)} rows, RAGBench validation splits, CC-BY-4.0) "
             "plus one swapped-answer copy of each row labelled not utilized"
-            + ("" if args.no_truncated else " and one truncated-answer copy of each multi-sentence row"),
+            + (
+                ""
+                if args.no_truncated
+                else f" and truncated-answer copies (the answer cut to its first {args.truncate_cuts} "
+                "sentences, of each row with more), labelled by the sentences kept"
+                + ("; P(relevant) learns from them too" if args.relevance_truncated else "")
+            ),
             "word_frequencies": f"wordfreq {_version('wordfreq')} top {args.vocabulary} English words "
             "(training-time only; exported here as the 'zipf' table)",
             "trainer": f"scikit-learn {_version('scikit-learn')} HistGradientBoosting",
@@ -265,6 +193,11 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                     "row_max_iter",
                     "learning_rate",
                     "max_leaf_nodes",
+                    "min_samples_leaf",
+                    "l2_regularization",
+                    "truncate_cuts",
+                    "truncated_weight",
+                    "relevance_truncated",
                     "folds",
                     "vocabulary",
                 )
@@ -285,6 +218,10 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "row": export(row_model, "identity"),
         "zipf": grouped(zipf),
     }
+    # The id names the content: a retrained model with other trees or thresholds gets another id (the
+    # judge reports it as gen_ai.request.model), the same training reproduces it.
+    digest = hashlib.sha256(_canonical(document).encode("utf-8")).hexdigest()
+    document["provenance"]["model_id"] = f"ctxutil-gbdt-ragbench-seed{args.seed}-{digest[:8]}"
 
     # The pure-Python trees must give scikit-learn's raw outputs exactly.
     loaded = load_model(document)
@@ -325,11 +262,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--row-max-iter", type=int, default=150, help="trees of the row model")
     parser.add_argument("--learning-rate", type=float, default=0.08)
     parser.add_argument("--max-leaf-nodes", type=int, default=15)
+    parser.add_argument("--min-samples-leaf", type=int, default=20, help="of the chunk models' trees")
+    parser.add_argument("--l2-regularization", type=float, default=1.0, help="of the chunk models")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--fallback", type=float, default=0.2, help="fallback relevance probability")
     parser.add_argument("--vocabulary", type=int, default=25_000, help="wordfreq words exported")
     parser.add_argument(
         "--no-truncated", action="store_true", help="leave out the truncated-answer copies (a variant)"
+    )
+    parser.add_argument(
+        "--truncate-cuts",
+        default="1,2",
+        help="comma-separated sentence counts: a truncated copy of each row cut to its first N sentences",
+    )
+    parser.add_argument(
+        "--truncated-weight", type=float, default=1.0, help="training weight of the truncated copies"
+    )
+    parser.add_argument(
+        "--relevance-truncated",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="train P(relevant) on the truncated copies too (their relevance labels are the row's)",
     )
     parser.add_argument("--check", action="store_true", help="compare with --out instead of writing it")
     raw_argv = list(sys.argv[1:] if argv is None else argv)

@@ -22,4 +22,3 @@ from tests.support.env import clean_environment
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     clean_environment(monkeypatch)
-

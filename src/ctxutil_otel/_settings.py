@@ -52,6 +52,9 @@ class Settings(BaseSettings):
         extra="forbid",
         frozen=True,
         validate_default=True,
+        # nan compares false with every bound, so without this it failed "should be less than or
+        # equal to 1; got nan"; inf is no setting's meaningful value either.
+        allow_inf_nan=False,
     )
 
     # --- sampling and admission -------------------------------------------------------------

@@ -24,7 +24,7 @@ from .test_offline_judges import ANSWER, CHUNKS, QUERY
 
 # sha256 of the shipped model's verdicts and probabilities (rounded to 9 places) on the bundled sample.
 # Changes only when the model or the features change: retrain, check docs/judges.md, then update.
-SAMPLE_FINGERPRINT = "760bccde97f2ca102a8c008f49af91249f7c564022568c0327ffc17d4fdea1e7"
+SAMPLE_FINGERPRINT = "a91a3a263ad0263995499209f2385536ec80459e277b4a636a1d89b5bed2749c"
 
 
 def _document() -> dict[str, Any]:
@@ -149,6 +149,15 @@ def test_shipped_model_carries_its_provenance() -> None:
         assert provenance.get(key), key
     assert "ragbench_train.jsonl" in provenance["training_data"]
     assert "train_learned.py" in provenance["command"]
+
+
+def test_shipped_model_id_names_its_content() -> None:
+    # The trainer ends the id with the sha256 of everything but the provenance: a retrained model with
+    # other trees or thresholds reports another gen_ai.request.model.
+    document = _document()
+    body = json.dumps({k: v for k, v in document.items() if k != "provenance"}, sort_keys=True)
+    digest = hashlib.sha256(body.encode("utf-8")).hexdigest()[:8]
+    assert document["provenance"]["model_id"] == f"ctxutil-gbdt-ragbench-seed20261201-{digest}"
 
 
 @pytest.mark.parametrize(

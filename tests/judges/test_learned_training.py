@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -50,8 +51,11 @@ def test_small_retrain_writes_a_model_the_judge_loads_and_training_is_reproducib
     assert train_learned.main(["--train", str(train_file), "--out", str(out), *SMALL]) == 0
     printed = capsys.readouterr().out
     assert "exported trees reproduce scikit-learn exactly" in printed
+    # The measures out of fold on train, the guide for choosing variants without dev.
+    assert "out of fold on train, chosen: low-score AUROC" in printed and "truncate drop" in printed
     document = json.loads(out.read_text(encoding="utf-8"))
     assert document["provenance"]["seed"] == 20261201
+    assert re.fullmatch(r"ctxutil-gbdt-ragbench-seed20261201-[0-9a-f]{8}", document["provenance"]["model_id"])
     assert document["provenance"]["date"] == "2026-01-01"
     assert "--max-iter 4" in document["provenance"]["command"]
     assert len(document["relevance"]["trees"]) == 4 and len(document["row"]["trees"]) == 3
@@ -129,3 +133,22 @@ def test_copies_share_their_rows_fold_and_carry_the_derived_labels() -> None:
     assert kinds == [("natural", 0), ("natural", 1), ("swapped", 0), ("swapped", 1), ("truncated", 0)]
     assert made[2].utilized == [False, False, False] and made[2].relevant == [True, True, True]
     assert made[4].utilized == [True, False, False] and made[4].score == 1 / 3
+
+
+def test_copies_cut_to_two_sentences_keep_the_chunks_either_kept_sentence_draws_on() -> None:
+    import random
+
+    from ctxutil_otel.judges._learned_features import WordWeights
+
+    row = _row(
+        "Ada Brandt discovered it in 1911. Its orbit lasts 76 years; it last passed in 1986. "
+        "Comets are icy bodies."
+    )
+    row["chunk_labels"][2] = {"relevant": True, "utilized": True}  # type: ignore[index]  # test data
+    row["utilized_sentence_keys"] = ["0a", "1a", "2a"]
+    short = _row("It was discovered in 1911. Its orbit lasts 76 years.")
+    made = _train_data.examples_of([row, short], WordWeights(), random.Random(0), cuts=(1, 2))
+    truncated = [(ex.row_index, ex.utilized) for ex in made if ex.kind == _train_data.TRUNCATED]
+    # cut to one sentence: both rows (each has more than one); cut to two: only the three-sentence answer,
+    # which keeps the chunks of its first two sentences and loses the third's.
+    assert truncated == [(0, [True, False, False]), (1, [True, False, False]), (0, [True, True, False])]

@@ -220,3 +220,11 @@ def test_judge_base_url_with_credentials_is_rejected_naming_the_variable(
     message = str(info.value)
     assert "CTXUTIL_JUDGE_BASE_URL" in message and "CTXUTIL_JUDGE_API_KEY" in message
     assert "SECRET123" not in message
+
+
+@pytest.mark.parametrize("name", ["sample_rate", "evaluation_timeout_s", "judge_timeout_s", "threshold"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), "nan"])
+def test_non_finite_numbers_are_refused_as_such(name: str, value: object) -> None:
+    # nan passes no bound check, so it used to fail "should be less than or equal to 1; got nan".
+    with pytest.raises(SettingsError, match=rf"{name}: Input should be a finite number"):
+        Settings(**{name: value})

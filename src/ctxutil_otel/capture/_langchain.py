@@ -17,19 +17,8 @@ When is an interaction *captured* (``Evaluator.admit`` is called, which counts i
     callbacks=[handler])``, where the handler sees only the root) is captured at its end; a root evicted
     or still running at shutdown is counted whether or not it retrieved.
 
-Every captured interaction then ends in exactly one outcome (see ``_root_accounting.RootAccounting``):
-    * ``sampled_out``, or dropped ``rate_limited`` / ``queue_full`` / ``token_budget`` / ``shutdown``:
-      ``admit()`` said no; the root's state is freed at once and its later callbacks cost one lock-free
-      ``dict`` lookup that misses;
-    * ``submit()`` at the root's end (the Evaluator counts evaluated / not_applicable / failed or its own
-      drops);
-    * ``not_evaluable``: the root ended without a query or without any answer;
-    * ``chain_error``: the root run failed, or ended while its answer model was still running (a stream
-      the consumer abandoned: sync and async agree);
-    * ``ttl_expired`` / ``pending_full``: evicted (unfinished for ``run_ttl_s`` / the oldest when more than
-      ``max_pending_runs`` runs were tracked), before or after its first retrieval; ``shutdown``: still
-      running at :meth:`UtilizationCallbackHandler.shutdown`;
-    * ``capture_error``: an unexpected error in this handler while finishing the root.
+Every captured interaction then ends in exactly one outcome: ``_root_accounting.py`` lists them and
+counts them.
 
 Hot path: ``run_inline = True`` (the async callback manager calls the handler on the event loop, in
 order, instead of hopping to a thread pool per event; each callback is a few dict operations and never

@@ -8,6 +8,20 @@
   :meth:`RootAccounting.lost`. A root that had not retrieved yet is counted too (``Evaluator.count_lost``:
   ``sampled_out`` outside the trace-id sample, else dropped with the reason), because whether it would
   have retrieved is unknowable: leaving it out would hide that the bound is too small.
+
+The outcomes, one per captured interaction:
+    * ``sampled_out``, or dropped ``rate_limited`` / ``queue_full`` / ``token_budget`` / ``shutdown``:
+      ``admit()`` said no; the root's state is freed at once and its later callbacks cost one lock-free
+      ``dict`` lookup that misses;
+    * ``submit()`` at the root's end (the Evaluator counts evaluated / not_applicable / failed or its own
+      drops);
+    * ``not_evaluable``: the root ended without a query or without any answer;
+    * ``chain_error``: the root run failed, or ended while its answer model was still running (a stream
+      the consumer abandoned: sync and async agree);
+    * ``ttl_expired`` / ``pending_full``: evicted (unfinished for ``run_ttl_s`` / the oldest when more than
+      ``max_pending_runs`` runs were tracked), before or after its first retrieval; ``shutdown``: still
+      running at :meth:`UtilizationCallbackHandler.shutdown`;
+    * ``capture_error``: an unexpected error in this handler while finishing the root.
 """
 
 from __future__ import annotations

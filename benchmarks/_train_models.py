@@ -1,0 +1,115 @@
+"""The models of ``train_learned.py``: scikit-learn ``HistGradientBoosting*`` set-up, the chunk models'
+training sets, and the export of fitted trees to the model-file format
+(``ctxutil_otel.judges._learned_model``)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from _train_data import NATURAL, TRUNCATED, Example
+
+
+def hgb(kind: str, args: argparse.Namespace, max_iter: int) -> Any:
+    """A chunk classifier (``kind="clf"``) or the row regressor (``"reg"``, smaller and more regularised:
+    it learns from ~2,800 rows, not ~12,000 chunks)."""
+    from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+
+    if kind == "clf":
+        return HistGradientBoostingClassifier(
+            max_iter=max_iter,
+            learning_rate=args.learning_rate,
+            max_leaf_nodes=args.max_leaf_nodes,
+            min_samples_leaf=args.min_samples_leaf,
+            l2_regularization=args.l2_regularization,
+            early_stopping=False,
+            random_state=args.seed,
+        )
+    return HistGradientBoostingRegressor(
+        max_iter=max_iter,
+        learning_rate=0.03,
+        max_leaf_nodes=7,
+        min_samples_leaf=50,
+        l2_regularization=3.0,
+        early_stopping=False,
+        random_state=args.seed,
+    )
+
+
+def copy_weight(ex: Example, args: argparse.Namespace) -> float:
+    """Training weight of an example: ``--truncated-weight`` for truncated copies, else 1."""
+    return float(args.truncated_weight) if ex.kind == TRUNCATED else 1.0
+
+
+def chunk_sets(
+    examples: Sequence[Example], args: argparse.Namespace
+) -> tuple[list[list[float]], list[int], list[list[float]], list[int], list[float]]:
+    """(relevance X, y) over natural rows; (utilization X, y, weight) over labelled-relevant chunks of all
+    rows."""
+    rx: list[list[float]] = []
+    ry: list[int] = []
+    ux: list[list[float]] = []
+    uy: list[int] = []
+    uw: list[float] = []
+    for ex in examples:
+        for x, r, u in zip(ex.features, ex.relevant, ex.utilized, strict=True):
+            if ex.kind == NATURAL or (args.relevance_truncated and ex.kind == TRUNCATED):
+                rx.append(x)
+                ry.append(int(r))
+            if r:
+                ux.append(x)
+                uy.append(int(u))
+                uw.append(copy_weight(ex, args))
+    return rx, ry, ux, uy, uw
+
+
+def fit_chunk_models(examples: Sequence[Example], args: argparse.Namespace) -> tuple[Any, Any]:
+    rx, ry, ux, uy, uw = chunk_sets(examples, args)
+    rel = hgb("clf", args, args.max_iter).fit(rx, ry)
+    weighted = any(w != 1.0 for w in uw)
+    use = hgb("clf", args, args.max_iter).fit(ux, uy, sample_weight=uw if weighted else None)
+    return rel, use
+
+
+def export(model: Any, link: str) -> dict[str, Any]:
+    """The trees of a fitted HistGradientBoosting* model in the model-file format."""
+    trees = []
+    for iteration in model._predictors:  # one predictor per iteration (binary / regression)
+        (predictor,) = iteration
+        nodes = []
+        for node in predictor.nodes:
+            if node["is_leaf"]:
+                nodes.append([float(node["value"])])
+            else:
+                if node["is_categorical"]:
+                    raise SystemExit("categorical splits are not supported by the exporter")
+                nodes.append(
+                    [
+                        int(node["feature_idx"]),
+                        float(node["num_threshold"]),
+                        int(node["left"]),
+                        int(node["right"]),
+                    ]
+                )
+        trees.append(nodes)
+    baseline = float(model._baseline_prediction.ravel()[0])
+    return {"baseline": baseline, "link": link, "trees": trees}
+
+
+def raw(model: Any, x: list[list[float]]) -> list[float]:
+    out = model._raw_predict(x) if hasattr(model, "_raw_predict") else model.predict(x)
+    return [float(v) for v in out.ravel()]
+
+
+def best_f1_threshold(probs: Sequence[float], labels: Sequence[bool]) -> float:
+    best = (-1.0, 0.5)
+    for step in range(5, 96):
+        t = step / 100
+        tp = sum(1 for p, y in zip(probs, labels, strict=True) if p >= t and y)
+        fp = sum(1 for p, y in zip(probs, labels, strict=True) if p >= t and not y)
+        fn = sum(1 for p, y in zip(probs, labels, strict=True) if p < t and y)
+        f1 = 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0
+        if f1 > best[0] + 1e-12:
+            best = (f1, t)
+    return best[1]
