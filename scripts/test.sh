@@ -12,6 +12,7 @@ if [ -x deploy/install-prometheus.sh ] || [ -f deploy/install-prometheus.sh ]; t
 fi
 
 .venv/bin/ruff check src tests benchmarks examples
+.venv/bin/ruff format --check src tests benchmarks examples
 .venv/bin/mypy
 set +e
 .venv/bin/python -m pytest "$@"

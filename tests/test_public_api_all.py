@@ -137,5 +137,3 @@ def test_every_pinned_name_resolves(package: str) -> None:
     module = importlib.import_module(package)
     missing = [name for name in EXPECTED_ALL[package] if getattr(module, name, None) is None]
     assert missing == [], f"{package}: {missing}"
-
-

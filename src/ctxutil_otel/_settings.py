@@ -35,6 +35,7 @@ __all__ = [
     "env_var",
 ]
 
+
 class Settings(BaseSettings):
     """Configuration of sampling, the evaluation worker, the judge and emission.
 
