@@ -257,15 +257,9 @@ def chunk_attributes(
         on_error(ATTR_CHUNK_PREFIX, exc)
     shown = max(0, min(len(verdicts), max_chunks))
     for i in range(shown):
-        for field, get in _chunk_fields(verdicts[i], i, capture_content, max_content_chars, text_of):
-            key = chunk_attribute(i, field)
-            try:
-                value = get()
-            except Exception as exc:
-                on_error(key, exc)
-                continue
-            if value is not None:
-                out[key] = value
+        # The usual case first, without a function per field (emission is on the worker's CPU budget).
+        if capture_content or not _verdict_fields(verdicts[i], i, out):
+            _each_field(out, verdicts[i], i, capture_content, max_content_chars, text_of, on_error)
         if metadata_keys:
             try:
                 index = int(verdicts[i].index)
@@ -274,6 +268,59 @@ def chunk_attributes(
                 on_error(chunk_attribute(i, CHUNK_METADATA), exc)
     out[ATTR_CHUNKS_TRUNCATED] = shown < len(verdicts)
     return out
+
+
+#: ``ctxutil.chunks.{i}.index`` / ``.is_relevant`` / ``.is_utilized`` for the first chunks, made once.
+_VERDICT_KEYS = [
+    (
+        chunk_attribute(i, CHUNK_INDEX),
+        chunk_attribute(i, CHUNK_IS_RELEVANT),
+        chunk_attribute(i, CHUNK_IS_UTILIZED),
+    )
+    for i in range(128)
+]
+
+
+def _verdict_fields(verdict: ChunkResult, i: int, out: dict[str, AttributeValue]) -> bool:
+    """The three verdict fields of chunk ``i`` into ``out``; ``False`` (nothing added) when one is not
+    valid, for :func:`_each_field` to report the one that fails."""
+    try:
+        index, relevant, utilized = int(verdict.index), verdict.is_relevant, verdict.is_utilized
+    except Exception:
+        return False
+    if not isinstance(relevant, bool) or not isinstance(utilized, bool):
+        return False
+    if i < len(_VERDICT_KEYS):
+        key_index, key_relevant, key_utilized = _VERDICT_KEYS[i]
+    else:
+        key_index = chunk_attribute(i, CHUNK_INDEX)
+        key_relevant, key_utilized = (
+            chunk_attribute(i, CHUNK_IS_RELEVANT),
+            chunk_attribute(i, CHUNK_IS_UTILIZED),
+        )
+    out[key_index], out[key_relevant], out[key_utilized] = index, relevant, utilized
+    return True
+
+
+def _each_field(
+    out: dict[str, AttributeValue],
+    verdict: ChunkResult,
+    i: int,
+    capture_content: bool,
+    max_content_chars: int,
+    text_of: Callable[[int], str | None],
+    on_error: ErrorCallback,
+) -> None:
+    """Chunk ``i``'s fields one by one into ``out``: one that fails is reported and only it is lost."""
+    for field, get in _chunk_fields(verdict, i, capture_content, max_content_chars, text_of):
+        key = chunk_attribute(i, field)
+        try:
+            value = get()
+        except Exception as exc:
+            on_error(key, exc)
+            continue
+        if value is not None:
+            out[key] = value
 
 
 def _chunk_fields(

@@ -49,7 +49,7 @@ from ._loop import call_soon, run_loop
 from ._stats import EvaluatorStats
 from ._tally import Tally
 from ._throttle import CpuThrottle, Sleep
-from ._types import EvaluationEmitter, Judging, Lifecycle, QueueEntry, outcome_of
+from ._types import EvaluationEmitter, Judged, Judging, Lifecycle, QueueEntry, outcome_of
 
 __all__ = ["Engine", "Lifecycle"]
 
@@ -289,9 +289,38 @@ class Engine:
                 await wake.wait()
                 wake.clear()
                 continue
-            task = asyncio.ensure_future(self._evaluate(entry, semaphore))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
+            self._start_task(entry, semaphore, tasks)
+            if throttle is not None:
+                await self._start_more(throttle, semaphore, tasks)
+
+    async def _start_more(
+        self, throttle: CpuThrottle, semaphore: asyncio.Semaphore, tasks: set[asyncio.Task[None]]
+    ) -> None:
+        """Once the budget allows a start, start as many as its burst covers (``CpuThrottle.starts``, each
+        holding its expected CPU): one wake-up per batch rather than per evaluation, and a process worker
+        sends the batch down its pipe at once."""
+        for _ in range(throttle.starts() - 1):
+            if semaphore.locked():
+                return
+            await semaphore.acquire()  # not locked: returns at once
+            with self._lock:
+                entry = (
+                    self._queue.popleft() if self._queue and self._state is not Lifecycle.STOPPED else None
+                )
+                if entry is not None:
+                    self._in_flight[entry.seq] = entry
+                    throttle.started()
+            if entry is None:
+                semaphore.release()
+                return
+            self._start_task(entry, semaphore, tasks)
+
+    def _start_task(
+        self, entry: QueueEntry, semaphore: asyncio.Semaphore, tasks: set[asyncio.Task[None]]
+    ) -> None:
+        task = asyncio.ensure_future(self._evaluate(entry, semaphore))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
 
     async def _evaluate(self, entry: QueueEntry, semaphore: asyncio.Semaphore) -> None:
         try:
@@ -310,13 +339,16 @@ class Engine:
     async def _evaluate_entry(self, entry: QueueEntry) -> None:
         interaction = entry.interaction
         start = time.perf_counter()
-        result = await self._judging.evaluate(interaction)
-        if isinstance(result, Rejection):  # not evaluable: dropped, nothing to emit
+        judged = await self._judging.evaluate(interaction)
+        if isinstance(judged, Rejection):  # not evaluable: dropped, nothing to emit
             self._chain.refund(entry.reserved)
-            _log.debug("interaction %s not evaluable: %s", interaction.id, result.message)
-            self._finish(entry, ("dropped", result.detail))
+            _log.debug("interaction %s not evaluable: %s", interaction.id, judged.message)
+            self._finish(entry, ("dropped", judged.detail))
             return
-        duration_s = time.perf_counter() - start
+        if isinstance(judged, Judged):  # timed where it ran (the process worker's child)
+            result, duration_s = judged.result, judged.duration_s
+        else:
+            result, duration_s = judged, time.perf_counter() - start
         spent = None if result.usage is None else result.usage.total_tokens
         if spent is None and result.error_type is None:
             spent = 0  # a judge that reports no usage spent no tokens
