@@ -47,6 +47,7 @@ from ..metric._results import MetricEvaluationResult
 from ._child import ChildConfig, child_main, decode_result
 from ._convert import MetricInfo, Rejection, to_strings
 from ._evaluate import convert
+from ._sender import Sender
 from ._types import Judged
 
 __all__ = ["ChildProcessJudging"]
@@ -78,6 +79,7 @@ class _Child:
     conn: Connection
     loop: asyncio.AbstractEventLoop
     ready: asyncio.Future[bool]  # True once it said hello; False when it died first
+    sender: Sender | None = None  # writes down the pipe from its own thread (``_sender.py``)
     lost: bool = False
     outgoing: list[_Request] = field(default_factory=list)  # sent together at the end of this loop turn
     reading: bool = False  # the loop watches the pipe (see ChildProcessJudging._read)
@@ -182,13 +184,9 @@ class ChildProcessJudging:
 
     def _send(self, child: _Child) -> None:
         batch, child.outgoing = child.outgoing, []
-        if child.lost or not batch:
+        if child.lost or not batch or child.sender is None:
             return  # their futures are resolved already (worker_crashed)
-        try:
-            child.conn.send(("evaluate", batch))
-        except (OSError, ValueError):
-            self._lost(child)  # resolves the futures: worker_crashed
-            return
+        child.sender.send(("evaluate", batch))  # never blocks this loop (a hung child stops reading)
         self._unwatch(child)
 
     def _expire(self, seq: int, child: _Child) -> None:
@@ -229,7 +227,8 @@ class ChildProcessJudging:
         try:
             process.start()
             child_conn.close()  # ours: the child's end must close here for its death to reach us as EOF
-            parent_conn.send(self._config)
+            child.sender = Sender(parent_conn, loop, lambda: self._lost(child))
+            child.sender.send(self._config)
             self._watch(child)
         except Exception:
             _log.exception("ctxutil evaluator: could not start the evaluation child process")
@@ -299,12 +298,12 @@ class ChildProcessJudging:
             child.rearm.cancel()
         with contextlib.suppress(Exception):
             child.loop.remove_reader(child.conn.fileno())
-        child.conn.close()
         process = child.process
         with contextlib.suppress(Exception):
             if process.is_alive():
-                process.kill()
+                process.kill()  # also ends a send blocked on its full pipe
             process.join(_KILL_JOIN_S)
+        self._release(child)
         if not child.ready.done():
             child.ready.set_result(False)
         failed = 0
@@ -339,15 +338,27 @@ class ChildProcessJudging:
             child.rearm.cancel()
         with contextlib.suppress(Exception):
             child.loop.remove_reader(child.conn.fileno())
-        with contextlib.suppress(Exception):
-            child.conn.send(("stop",))
+        if child.sender is not None:
+            child.sender.send(("stop",))
         process = child.process
         with contextlib.suppress(Exception):
             process.join(max(0.0, timeout_s))
             if process.is_alive():
                 process.kill()
                 process.join(_KILL_JOIN_S)
-        child.conn.close()
+        self._release(child)
+        if child.sender is not None:
+            child.sender.join(_KILL_JOIN_S)
+
+    @staticmethod
+    def _release(child: _Child) -> None:
+        """Close the pipe: at once without a sender; else its thread closes it once what it holds is
+        sent (or the pipe broke)."""
+        if child.sender is None:
+            with contextlib.suppress(Exception):
+                child.conn.close()
+        else:
+            child.sender.finish()
 
     def reset_after_fork(self) -> None:
         """In a forked application process: the child is the parent's. Close our copy of the pipe and
