@@ -77,8 +77,18 @@ def encode_result(result: MetricEvaluationResult) -> str:
 
 
 def decode_result(raw: str, chunks: Sequence[str]) -> MetricEvaluationResult:
-    """:func:`encode_result` undone in the parent, ``chunks`` being the texts it sent."""
-    result = MetricEvaluationResult.model_validate_json(raw)
+    """:func:`encode_result` undone in the parent, ``chunks`` being the texts it sent.
+
+    Raises:
+        pydantic.ValidationError: ``raw`` is not a result.
+    """
+    try:
+        result = MetricEvaluationResult.model_validate_json(raw)
+    except ValidationError:
+        # pydantic's JSON parser refuses a lone surrogate (``"\\ud800"``, from a judge's reason quoting
+        # the query), which Python strings (and the thread worker) carry: the standard library's parser
+        # takes it, lossless, at the cost of building the dict first.
+        result = MetricEvaluationResult.model_validate(json.loads(raw))
     for entry in result.signals.chunk_breakdown:
         if not entry.chunk_text and 0 <= entry.index < len(chunks):
             entry.chunk_text = chunks[entry.index]
