@@ -6,17 +6,24 @@ Real parts throughout: a real spawned child, real pipes and signals, real subpro
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
 from ctxutil_otel.judges import JudgeResult
 from ctxutil_otel.metric import ContextualUtilization
+from ctxutil_otel.worker._process import ChildProcessJudging
 from tests.support.gate import Address, Gate, pass_gate
 
-from .conftest import MakeEvaluator, _all_verdicts, interaction
+from .conftest import GateJudge, MakeEvaluator, _all_verdicts, interaction
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX: signals and process groups")
 
@@ -69,3 +76,92 @@ def test_a_hung_child_behind_a_full_pipe_is_still_killed_in_time(make_evaluator:
     assert evaluator.force_flush(30_000)  # generous: the contract kills it after 1.05 s
     stats = evaluator.stats()
     assert stats.failed == {"timeout": 1, "worker_crashed": 7} and stats.evaluated == 0
+
+
+class PidReportingBlockJudge:
+    """Reports its process id at a :class:`Gate` (in the query it reports), then blocks its event loop."""
+
+    name = "pid-reporting-block"
+    model: str | None = None
+
+    def __init__(self, address: Address) -> None:
+        self.address = address
+
+    async def judge(
+        self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
+    ) -> JudgeResult:
+        await pass_gate(self.address, str(os.getpid()), wait=False)
+        time.sleep(120)  # noqa: ASYNC251  # blocking the loop is the point
+        return _all_verdicts(chunks)
+
+
+_APP = """
+import sys, threading
+from ctxutil_otel.metric import ContextualUtilization
+from ctxutil_otel.worker import Evaluator
+from tests.support.doubles import RecordingEmitter
+from tests.worker.conftest import interaction
+from tests.worker.test_process_robustness import PidReportingBlockJudge
+
+if __name__ == "__main__":
+    judge = PidReportingBlockJudge(("127.0.0.1", int(sys.argv[1])))
+    evaluator = Evaluator(ContextualUtilization(judge=judge), emitter=RecordingEmitter(), worker="process",
+                          max_evaluations_per_second=0)
+    item = interaction()
+    assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+    threading.Event().wait()  # until killed
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="Linux: waits for a process it did not start")
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+def test_the_child_dies_with_the_application_whatever_its_loop_does(tmp_path: Path, signum: int) -> None:
+    # The application dies (SIGKILL, or SIGTERM with no handler: no exit hook runs) while its child's
+    # loop is blocked in the judge. The child lived on under PID 1 until the judge returned (for ever if
+    # never), holding the application's stdout and stderr.
+    gate = Gate()
+    script = tmp_path / "app.py"
+    script.write_text(_APP)
+    repo = Path(__file__).resolve().parents[2]
+    app = subprocess.Popen(
+        [sys.executable, str(script), str(gate.address[1])],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+        stdout=subprocess.DEVNULL,
+    )
+    child_pid = None
+    try:
+        assert gate.wait_for_calls(1, timeout=120)  # the child is in the judge, its loop blocked
+        child_pid = int(gate.reports[0]["query"])
+        pidfd = os.pidfd_open(child_pid)
+        try:
+            app.send_signal(signum)
+            assert app.wait(30) == -signum
+            # Generous: the watchdog wakes on the parent's death (its sentinel) or within 1 s (its pid).
+            assert select.select([pidfd], [], [], 30)[0], "the child outlived the application"
+        finally:
+            os.close(pidfd)
+    finally:
+        app.kill()
+        app.wait()
+        if child_pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child_pid, signal.SIGKILL)
+
+
+def test_the_child_ignores_sigterm(make_evaluator: MakeEvaluator) -> None:
+    # A service manager's SIGTERM to the process group reached the child, which died: its in-flight
+    # evaluations failed worker_crashed although the application (which decides when its child stops)
+    # was still finishing them.
+    judge = GateJudge()
+    evaluator = make_evaluator(ContextualUtilization(judge=judge))
+    item = interaction()
+    assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+    assert judge.gate is not None and judge.gate.wait_for_calls(1)  # in the child
+    judging = evaluator._engine._judging
+    assert isinstance(judging, ChildProcessJudging) and judging.pid is not None
+    os.kill(judging.pid, signal.SIGTERM)
+    judge.release()
+    assert evaluator.force_flush(60_000)
+    assert (evaluator.stats().evaluated, evaluator.stats().failed) == (1, {})
+    assert judging.started == 1

@@ -13,8 +13,11 @@ batched both ways so that neither side wakes up once per evaluation:
   else is in flight.
 
 The parent keeps at most ``max_in_flight`` evaluations in the child (the child's bound). The child ends on
-``stop``, when the parent's end of the pipe closes (the parent died), or when killed. It ignores SIGINT
-(Ctrl-C reaches the whole process group; the parent decides when its child stops).
+``stop``, when the parent's end of the pipe closes, or when killed; and, whatever its event loop is doing
+(a judge may block it), within ``PARENT_CHECK_S`` of its parent's death: a watchdog thread waits on
+``multiprocessing``'s parent sentinel and checks the parent's pid, then ends the process at once. It
+ignores SIGINT and SIGTERM (Ctrl-C, or a service manager's SIGTERM, reaches the whole process group): the
+parent decides when its child stops, and the watchdog covers the parent's death.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ import asyncio
 import contextlib
 import json
 import logging
+import multiprocessing
+import multiprocessing.connection
+import os
 import queue
 import signal
 import threading
@@ -51,6 +57,8 @@ _WRITER_JOIN_S = 1.0
 RESULT_LINGER_S = 0.05
 #: Results per message at most.
 MAX_RESULTS_PER_MESSAGE = 64
+#: Seconds between the watchdog's checks of the parent's pid (its sentinel ends the wait at once).
+PARENT_CHECK_S = 1.0
 
 Answer = tuple[int, str, float]  # (seq, the result's JSON, seconds the evaluation took in the child)
 
@@ -98,6 +106,8 @@ def decode_result(raw: str, chunks: Sequence[str]) -> MetricEvaluationResult:
 def child_main(conn: Connection) -> None:
     """The child's entry point (the ``multiprocessing.Process`` target)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    threading.Thread(target=_watch_parent, name="ctxutil-evaluator-child-watchdog", daemon=True).start()
     try:
         config: ChildConfig = conn.recv()
         metric = config.metric
@@ -114,6 +124,21 @@ def child_main(conn: Connection) -> None:
         _log.exception("ctxutil evaluator child: could not build the judge; exiting")
         raise SystemExit(1) from None
     asyncio.run(_serve(conn, metric, info, config.timeout_s))
+
+
+def _watch_parent() -> None:
+    """End this process as soon as the parent is gone (module docstring)."""
+    parent_pid = os.getppid()
+    parent = multiprocessing.parent_process()
+    sentinel = None if parent is None else parent.sentinel
+    while True:
+        if sentinel is None:
+            time.sleep(PARENT_CHECK_S)
+        elif multiprocessing.connection.wait([sentinel], PARENT_CHECK_S):
+            break  # the parent's end of its sentinel pipe closed: it died
+        if os.getppid() != parent_pid:
+            break  # re-parented: it died (and a sibling forked from it holds the sentinel)
+    os._exit(0)
 
 
 async def _serve(conn: Connection, metric: ContextualUtilization, info: MetricInfo, timeout_s: float) -> None:

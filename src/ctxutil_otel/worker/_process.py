@@ -226,6 +226,7 @@ class ChildProcessJudging:
         self.started += 1
         try:
             process.start()
+            _forget(process)  # ours to stop (close, kill); multiprocessing's exit hook must not join it
             child_conn.close()  # ours: the child's end must close here for its death to reach us as EOF
             child.sender = Sender(parent_conn, loop, lambda: self._lost(child))
             child.sender.send(self._config)
@@ -365,9 +366,16 @@ class ChildProcessJudging:
         take it off ``multiprocessing``'s list of children (whose exit hook would terminate it)."""
         child = self._child
         if child is not None:
-            children = getattr(multiprocessing.process, "_children", None)
-            if isinstance(children, set):
-                children.discard(child.process)
+            _forget(child.process)
             with contextlib.suppress(Exception):
                 child.conn.close()
         self._init_state()
+
+
+def _forget(process: BaseProcess) -> None:
+    """Take ``process`` off ``multiprocessing``'s list of children, whose exit hook terminates (SIGTERM,
+    which the child ignores) and joins them without a deadline: the engine stops its child itself, and the
+    child ends by itself when this process dies."""
+    children = getattr(multiprocessing.process, "_children", None)
+    if isinstance(children, set):
+        children.discard(process)
