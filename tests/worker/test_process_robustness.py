@@ -7,6 +7,7 @@ Real parts throughout: a real spawned child, real pipes and signals, real subpro
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import select
 import signal
@@ -15,6 +16,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -165,3 +167,82 @@ def test_the_child_ignores_sigterm(make_evaluator: MakeEvaluator) -> None:
     assert evaluator.force_flush(60_000)
     assert (evaluator.stats().evaluated, evaluator.stats().failed) == (1, {})
     assert judging.started == 1
+
+
+_INLINE = """
+from ctxutil_otel.metric import ContextualUtilization
+from ctxutil_otel.worker import Evaluator
+
+class InlineJudge:
+    name = "inline"
+    model = None
+    async def judge(self, query, answer, chunks, *, reasons=True):
+        raise AssertionError("never called")
+
+try:
+    Evaluator(ContextualUtilization(judge=InlineJudge()), worker="process")
+except TypeError as exc:
+    print(exc)
+else:
+    print("accepted")
+"""
+
+
+def test_a_judge_defined_under_python_c_is_refused_at_construction() -> None:
+    # Pickling it works in the parent; the child, which cannot import that __main__, failed every
+    # evaluation worker_crashed, restarting after back-offs for ever.
+    done = subprocess.run(
+        [sys.executable, "-c", _INLINE], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert "uses InlineJudge from __main__" in done.stdout and "python -c" in done.stdout
+
+
+class UnbuildableJudge:
+    """Cannot be rebuilt in the child (as a judge whose model file is missing there)."""
+
+    name = "unbuildable"
+    model: str | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        raise ValueError("no model file at /nowhere/model.bin")
+
+    async def judge(
+        self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
+    ) -> JudgeResult:
+        raise AssertionError("never called")
+
+
+def test_a_child_that_cannot_start_says_why_once(
+    make_evaluator: MakeEvaluator, caplog: pytest.LogCaptureFixture
+) -> None:
+    # It crashed silently (its traceback on the application's stderr, again at every restart).
+    evaluator = make_evaluator(ContextualUtilization(judge=UnbuildableJudge()))
+    with caplog.at_level(logging.DEBUG, logger="ctxutil_otel.worker"):
+        for _ in range(2):
+            item = interaction()
+            assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+            assert evaluator.force_flush(60_000)
+    assert evaluator.stats().failed == {"worker_crashed": 2}
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(errors) == 1, errors
+    assert "could not start: ValueError: no model file at /nowhere/model.bin" in errors[0]
+    assert "1 evaluations failed (worker_crashed)" in errors[0]
+
+
+def test_the_loss_warning_says_what_was_counted(
+    make_evaluator: MakeEvaluator, caplog: pytest.LogCaptureFixture
+) -> None:
+    # It said "exit code -9" for a child that exited 3 itself (it was killed while already ending).
+    from .test_process_worker import ExitingJudge
+
+    evaluator = make_evaluator(ContextualUtilization(judge=ExitingJudge()), max_concurrency=1)
+    with caplog.at_level(logging.WARNING, logger="ctxutil_otel.worker"):
+        item = interaction(query="crash here")
+        assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+        assert evaluator.force_flush(60_000)
+    assert evaluator.stats().failed == {"worker_crashed": 1}
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "ended (exit code 3); 1 evaluations failed (worker_crashed)" in warning

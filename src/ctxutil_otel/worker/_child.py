@@ -7,7 +7,8 @@ batched both ways so that neither side wakes up once per evaluation:
 * parent -> child, first: a :class:`ChildConfig` (the settings, API key included, travel here, never on a
   command line or in an environment); then ``("evaluate", [(seq, query, answer, chunks, item_id), ...])``
   (the evaluations the parent started together) or ``("stop",)``;
-* child -> parent: ``("hello", MetricInfo)`` once the metric is built, then
+* child -> parent: ``("hello", MetricInfo)`` once the metric is built (or ``("failed", reason)`` when
+  its configuration cannot be unpickled or its judge built, then it exits 1), then
   ``("results", [(seq, JSON, duration_s), ...])`` (:func:`encode_result`; the seconds each evaluation took
   here). A result waits at most ``RESULT_LINGER_S`` for others to go with it, and not at all once nothing
   else is in flight.
@@ -120,8 +121,9 @@ def child_main(conn: Connection) -> None:
         conn.send(("hello", info))
     except (EOFError, OSError):
         return  # the parent went away before we started
-    except Exception:
-        _log.exception("ctxutil evaluator child: could not build the judge; exiting")
+    except Exception as exc:  # the parent logs the reason (once): this process's stderr is the app's
+        with contextlib.suppress(Exception):
+            conn.send(("failed", f"{type(exc).__name__}: {exc}"[:500]))
         raise SystemExit(1) from None
     asyncio.run(_serve(conn, metric, info, config.timeout_s))
 

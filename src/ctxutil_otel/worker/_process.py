@@ -30,7 +30,6 @@ import contextlib
 import logging
 import multiprocessing
 import multiprocessing.process
-import pickle
 import select
 import time
 from dataclasses import dataclass, field
@@ -47,6 +46,7 @@ from ..metric._results import MetricEvaluationResult
 from ._child import ChildConfig, child_main, decode_result
 from ._convert import MetricInfo, Rejection, to_strings
 from ._evaluate import convert
+from ._reach import check_reaches_child
 from ._sender import Sender
 from ._types import Judged
 
@@ -84,6 +84,8 @@ class _Child:
     outgoing: list[_Request] = field(default_factory=list)  # sent together at the end of this loop turn
     reading: bool = False  # the loop watches the pipe (see ChildProcessJudging._read)
     rearm: asyncio.TimerHandle | None = None
+    starting: int = 0  # evaluations waiting for its hello
+    failure: str | None = None  # why it could not start, as it said
 
 
 class ChildProcessJudging:
@@ -98,7 +100,8 @@ class ChildProcessJudging:
         start_method: ``"spawn"`` (default) or ``"forkserver"``.
 
     Raises:
-        TypeError: ``metric`` cannot be pickled (it could not reach the child).
+        TypeError: ``metric`` cannot reach the child: it cannot be pickled, or it uses a class or function
+            of a ``__main__`` the child does not import (``python -c``, a REPL; see ``_reach.py``).
     """
 
     def __init__(
@@ -111,13 +114,7 @@ class ChildProcessJudging:
         start_method: str = "spawn",
     ) -> None:
         if metric is not None:
-            try:
-                pickle.dumps(metric)
-            except Exception as exc:
-                raise TypeError(
-                    f"worker='process' sends the metric to its child process, but it cannot be pickled "
-                    f"({type(exc).__name__}); pass a picklable metric or judge, or use worker='thread'"
-                ) from None
+            check_reaches_child(metric)
             info = MetricInfo.of(metric)
         else:
             info = MetricInfo(METRIC_NAME, settings.threshold, settings.judge, settings.judge_model)
@@ -134,6 +131,7 @@ class ChildProcessJudging:
         self._seq = 0
         self._crashes = 0
         self._restart_at = 0.0
+        self._startup_failure: str | None = None  # logged already
         self.started = 0  # children started (tests and the benchmark read it)
 
     @property
@@ -209,10 +207,13 @@ class ChildProcessJudging:
                 await asyncio.sleep(delay)  # shutdown cancels it
             child = self._child or self._start()
         if not child.ready.done():
+            child.starting += 1
             try:
                 await asyncio.wait_for(asyncio.shield(child.ready), STARTUP_TIMEOUT_S)
             except asyncio.TimeoutError:
-                self._lost(child)
+                self._lost(child, unresponsive=True)
+            finally:
+                child.starting -= 1
         return child if child.ready.result() else None
 
     def _start(self) -> _Child:
@@ -283,7 +284,11 @@ class ChildProcessJudging:
             if not child.ready.done():
                 child.ready.set_result(True)
             return
+        if message[0] == "failed":  # it cannot start (it exits next): reported in _lost
+            child.failure = message[1]
+            return
         self._crashes = 0  # it works: the next crash restarts at once
+        self._startup_failure = None
         pending = self._pending
         for seq, raw, duration_s in message[1]:  # ("results", [Answer, ...])
             waiting = pending.pop(seq, None)
@@ -300,11 +305,16 @@ class ChildProcessJudging:
         with contextlib.suppress(Exception):
             child.loop.remove_reader(child.conn.fileno())
         process = child.process
+        killed = False
         with contextlib.suppress(Exception):
+            if not unresponsive:
+                process.join(_KILL_JOIN_S)  # it is ending (the pipe closed): its own exit code
             if process.is_alive():
                 process.kill()  # also ends a send blocked on its full pipe
+                killed = True
             process.join(_KILL_JOIN_S)
         self._release(child)
+        starting = child.starting if not child.ready.done() else 0
         if not child.ready.done():
             child.ready.set_result(False)
         failed = 0
@@ -318,11 +328,39 @@ class ChildProcessJudging:
             self._child = None
         self._restart_at = time.monotonic() + BACKOFF_S[min(self._crashes, len(BACKOFF_S) - 1)]
         self._crashes += 1
-        _log.warning(
-            "ctxutil evaluator: the evaluation child process %s %s (exit code %s); %d evaluations in flight "
-            "counted failed (worker_crashed); a new child starts with the next evaluation",
+        self._report_loss(child, killed=killed, unresponsive=unresponsive, failed=failed + starting)
+
+    def _report_loss(self, child: _Child, *, killed: bool, unresponsive: bool, failed: int) -> None:
+        """Log what happened to ``child`` and what was failed ``worker_crashed`` (the one timed out past
+        the backstop is counted ``timeout``, not here); a child that cannot start logs its reason once."""
+        process = child.process
+        how = (
+            "stopped answering and was killed"
+            if unresponsive
+            else "was killed after its pipe closed"
+            if killed
+            else "ended"
+        )
+        started = child.ready.done() and child.ready.result() if child.failure is None else False
+        if not started and not unresponsive:
+            reason = child.failure or f"it ended before it was ready (exit code {process.exitcode})"
+            if reason != self._startup_failure:
+                self._startup_failure = reason
+                _log.error(
+                    "ctxutil evaluator: the evaluation child process could not start: %s; %d evaluations "
+                    "failed (worker_crashed); it is tried again after a back-off (up to %g s; logged "
+                    "once while the reason stays the same)",
+                    reason,
+                    failed,
+                    BACKOFF_S[-1],
+                )
+                return
+        _log.log(
+            logging.DEBUG if not started and not unresponsive else logging.WARNING,
+            "ctxutil evaluator: the evaluation child process %s %s (exit code %s); %d evaluations failed "
+            "(worker_crashed); a new child starts with the next evaluation",
             process.pid,
-            "stopped answering and was killed" if unresponsive else "ended",
+            how,
             process.exitcode,
             failed,
         )
