@@ -41,3 +41,18 @@ def test_a_reason_holding_a_lone_surrogate_is_kept(make_evaluator: MakeEvaluator
     [(_, result, _)] = emitter.emitted
     assert [entry.reason for entry in result.signals.chunk_breakdown] == [f"q={query}"] * 3
     assert [entry.chunk_text for entry in result.signals.chunk_breakdown] == list(item.documents)
+
+
+def test_an_unsupported_chunk_is_explained_alike(make_evaluator: MakeEvaluator) -> None:
+    # The process worker converts chunks itself (without pydantic) and dropped pydantic's wording.
+    emitter = RecordingEmitter()
+    evaluator = make_evaluator(ContextualUtilization(judge=QuotingJudge()), emitter=emitter)
+    item = interaction(documents=["Python is a language.", None])
+    assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+    assert evaluator.force_flush(60_000)
+    assert evaluator.stats().failed == {"invalid_input": 1}
+    [(_, result, _)] = emitter.emitted
+    assert result.explanation == (
+        "retrieved_content: Value error, retrieved_content[1]: expected str, LangChain Document or a "
+        "mapping with 'page_content'/'content'/'text', got NoneType"
+    )

@@ -63,8 +63,10 @@ def to_strings(interaction: Interaction) -> tuple[str, str, list[str]] | Rejecti
         return None
     try:
         return query, answer, [chunk_text(chunk, i) for i, chunk in enumerate(interaction.documents)]
-    except (TypeError, ValueError) as exc:
-        return Rejection("failed", "invalid_input", f"retrieved_content: {str(exc)[:300]}")
+    except ValueError as exc:  # worded as pydantic words it when DatasetItem's validator raises it
+        return Rejection("failed", "invalid_input", f"retrieved_content: Value error, {exc}"[:500])
+    except TypeError as exc:  # pydantic lets it through: to_dataset_item's wording
+        return Rejection("failed", "invalid_input", f"{type(exc).__name__}: {str(exc)[:200]}")
 
 
 def describe(exc: ValidationError) -> str:
