@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from ._base import ChunkVerdict, JudgeResult
 from ._learned_features import FEATURE_NAMES, ChunkEvidence, chunk_features
 from ._learned_model import LearnedModel, shipped_model
+from ._text import has_words
 
 __all__ = ["ChunkProbabilities", "LearnedJudge", "decide_utilized", "follow_estimate", "row_features"]
 
@@ -224,6 +225,32 @@ class LearnedJudge:
         cap = self.max_text_chars
         if len(query) > cap or len(answer) > cap or any(len(c) > cap for c in chunks):
             query, answer, chunks = query[:cap], answer[:cap], [c[:cap] for c in chunks]
+        # A chunk without a single word (empty, whitespace, punctuation) is never relevant, and it is
+        # left out of the features so that it cannot move the other chunks' verdicts.
+        keyed = [i for i, c in enumerate(chunks) if has_words(c)]
+        verdicts = [
+            ChunkVerdict(
+                index=i,
+                is_relevant=False,
+                is_utilized=False,
+                reason="not relevant: no words" if reasons else "",
+            )
+            for i in range(len(chunks))
+        ]
+        if keyed:
+            texts = chunks if len(keyed) == len(chunks) else [chunks[i] for i in keyed]
+            for i, verdict in zip(keyed, self._judge_keyed(query, answer, texts, reasons), strict=True):
+                verdicts[i] = ChunkVerdict(
+                    index=i,
+                    is_relevant=verdict.is_relevant,
+                    is_utilized=verdict.is_utilized,
+                    reason=verdict.reason,
+                )
+        return verdicts
+
+    def _judge_keyed(
+        self, query: str, answer: str, chunks: Sequence[str], reasons: bool
+    ) -> list[ChunkVerdict]:
         m = self.learned_model
         rows, evidence = chunk_features(query, answer, chunks, m.weights, evidence=True, reasons=reasons)
         probs = self._probabilities(rows)
