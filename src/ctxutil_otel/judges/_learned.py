@@ -103,11 +103,19 @@ def row_features(
     ]
 
 
-def decide_relevant(p_rel: Sequence[float], threshold: float, fallback: float) -> list[bool]:
-    """Relevance verdicts from P(relevant): the threshold, then the fallback to the most likely chunk."""
+def _tie(ties: Sequence[str] | None, n: int) -> Sequence[str]:
+    return ties if ties is not None else [""] * n
+
+
+def decide_relevant(
+    p_rel: Sequence[float], threshold: float, fallback: float, ties: Sequence[str] | None = None
+) -> list[bool]:
+    """Relevance verdicts from P(relevant): the threshold, then the fallback to the most likely chunk
+    (equal probabilities: the smaller ``ties`` key, e.g. the chunk's text, then the earlier chunk)."""
     relevant = [p >= threshold for p in p_rel]
     if p_rel and not any(relevant):
-        best = max(range(len(p_rel)), key=lambda i: (p_rel[i], -i))
+        tie = _tie(ties, len(p_rel))
+        best = min(range(len(p_rel)), key=lambda i: (-p_rel[i], tie[i], i))
         if p_rel[best] >= fallback:
             relevant[best] = True
     return relevant
@@ -126,12 +134,14 @@ def follow_estimate(
     high: float,
     penalty: float,
     offset: float = 0.5,
+    ties: Sequence[str] | None = None,
 ) -> list[bool]:
     """Relevance verdicts adjusted on borderline chunks so that utilized / relevant can express the row
     estimate ``score``.
 
     With one or two relevant chunks the score can only be 0, 0.5 or 1, however sure the row model is of,
-    say, 0.7. Chunks are taken in order of P(relevant) (ties: the earlier chunk); every chunk with
+    say, 0.7. Chunks are taken in order of P(relevant) (ties: the smaller ``ties`` key, then the earlier
+    chunk); every chunk with
     P(relevant) >= ``high`` and the chunks ``relevant`` already marks below it stay relevant, chunks below
     ``low`` stay not relevant, and the number ``m`` of relevant chunks in between minimises
     ``(k/m - score)^2 + penalty * |m - m0|`` (``k`` the utilized count :func:`decide_utilized` gives for
@@ -140,7 +150,8 @@ def follow_estimate(
     m0 = sum(relevant)
     if m0 == 0:
         return list(relevant)
-    order = sorted(range(len(p_rel)), key=lambda i: (-p_rel[i], i))
+    tie = _tie(ties, len(p_rel))
+    order = sorted(range(len(p_rel)), key=lambda i: (-p_rel[i], tie[i], i))
     least = max(1, min(m0, sum(1 for p in p_rel if p >= high)))
     most = max(m0, sum(1 for p in p_rel if p >= low))
     best_cost, best_m = math.inf, m0
@@ -154,14 +165,19 @@ def follow_estimate(
 
 
 def decide_utilized(
-    score: float, p_use: Sequence[float], relevant: Sequence[bool], offset: float = 0.5
+    score: float,
+    p_use: Sequence[float],
+    relevant: Sequence[bool],
+    offset: float = 0.5,
+    ties: Sequence[str] | None = None,
 ) -> list[bool]:
     """Mark the ``floor(score x relevant + offset)`` relevant chunks with the highest P(utilized) utilized
-    (``score`` is clamped to [0, 1]; ``offset`` 0.5 rounds to the nearest count; ties go to the earlier
-    chunk)."""
+    (``score`` is clamped to [0, 1]; ``offset`` 0.5 rounds to the nearest count; ties go to the smaller
+    ``ties`` key, then the earlier chunk)."""
     candidates = [i for i, r in enumerate(relevant) if r]
     k = _count(score, len(candidates), offset)
-    chosen = set(sorted(candidates, key=lambda i: (-p_use[i], i))[:k])
+    tie = _tie(ties, len(p_use))
+    chosen = set(sorted(candidates, key=lambda i: (-p_use[i], tie[i], i))[:k])
     return [i in chosen for i in range(len(relevant))]
 
 
@@ -254,7 +270,8 @@ class LearnedJudge:
         m = self.learned_model
         rows, evidence = chunk_features(query, answer, chunks, m.weights, evidence=True, reasons=reasons)
         probs = self._probabilities(rows)
-        relevant = decide_relevant(probs.relevant, m.relevance_threshold, m.fallback_threshold)
+        # Equal probabilities are broken by the chunk's text, so the retrieved order changes no verdict.
+        relevant = decide_relevant(probs.relevant, m.relevance_threshold, m.fallback_threshold, chunks)
         score = m.row(row_features(probs.relevant, probs.utilized, relevant, rows)) if any(relevant) else 0.0
         if any(relevant):
             relevant = follow_estimate(
@@ -265,8 +282,9 @@ class LearnedJudge:
                 high=m.borderline_high,
                 penalty=m.count_penalty,
                 offset=m.round_offset,
+                ties=chunks,
             )
-        utilized = decide_utilized(score, probs.utilized, relevant, m.round_offset)
+        utilized = decide_utilized(score, probs.utilized, relevant, m.round_offset, chunks)
         n_rel = sum(relevant)
         return [
             ChunkVerdict(

@@ -1,4 +1,5 @@
-"""LearnedJudge: nothing relevant retrieved means not applicable, never a fake 0.0 (DESIGN.md's metric)."""
+"""LearnedJudge and DESIGN.md's metric contract: nothing relevant -> not applicable (never a fake 0.0); the
+retrieved order and irrelevant chunks change no verdict."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import pytest
 
 from ctxutil_otel import ContextualUtilization, DatasetItem
 from ctxutil_otel.judges import LearnedJudge
+from ctxutil_otel.judges._learned import decide_relevant, decide_utilized, follow_estimate
 
 from .test_offline_judges import ANSWER, CHUNKS, QUERY
 
@@ -32,3 +34,15 @@ async def test_a_chunk_without_words_is_never_relevant_and_moves_no_other_verdic
         (v.is_relevant, v.is_utilized) for v in plain
     ]
     assert [v.index for v in padded] == list(range(len(CHUNKS) + 2))
+
+
+def test_equal_probabilities_are_broken_by_the_chunk_text_not_its_position() -> None:
+    texts = ["Green tea is rich in catechins.", "GREEN TEA IS RICH IN CATECHINS."]  # same word keys
+    for order in (texts, texts[::-1]):
+        relevant = decide_relevant([0.3, 0.3], 0.5, 0.2, order)
+        utilized = decide_utilized(0.5, [0.7, 0.7], [True, True], 0.5, order)
+        kept = follow_estimate([0.55, 0.55], [True, True], 1.0, low=0.1, high=0.9, penalty=0.0, ties=order)
+        # the same text wins wherever it stands: the upper-case one sorts first
+        assert [t for t, r in zip(order, relevant, strict=True) if r] == [texts[1]]
+        assert [t for t, u in zip(order, utilized, strict=True) if u] == [texts[1]]
+        assert [t for t, k in zip(order, kept, strict=True) if k] == [texts[1]]
