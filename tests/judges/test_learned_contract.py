@@ -46,3 +46,27 @@ def test_equal_probabilities_are_broken_by_the_chunk_text_not_its_position() -> 
         assert [t for t, r in zip(order, relevant, strict=True) if r] == [texts[1]]
         assert [t for t, u in zip(order, utilized, strict=True) if u] == [texts[1]]
         assert [t for t, k in zip(order, kept, strict=True) if k] == [texts[1]]
+
+
+async def test_reasons_say_what_was_cut_at_max_text_chars() -> None:
+    judge = LearnedJudge(max_text_chars=100)
+    verdicts = judge.judge_sync(QUERY, ANSWER, [CHUNKS[0] + " filler" * 50, CHUNKS[2]])
+    assert all(
+        v.reason.endswith("[read only the first 100 characters of the answer, chunk 0]") for v in verdicts
+    )
+    whole = LearnedJudge().judge_sync(QUERY, ANSWER, CHUNKS)
+    assert not any("read only" in v.reason for v in whole)
+
+
+def test_reasons_name_the_fallback_and_support_that_only_repeats_the_query() -> None:
+    judge = LearnedJudge()
+    threshold = judge.learned_model.relevance_threshold
+    query = "What are the health benefits of green tea?"
+    echo = "Green tea has health benefits."  # no word beyond the query's
+    chunks = ["Green tea has health benefits for many people.", "The stock market fell sharply on Tuesday."]
+    verdicts = judge.judge_sync(query, echo, chunks)
+    assert "none of it from answer words beyond the query's" in verdicts[0].reason
+    probs = judge.probabilities(query, echo, chunks)
+    for p, v in zip(probs.relevant, verdicts, strict=True):
+        if v.is_relevant and p < threshold:
+            assert "fallback" in v.reason or "follow the row estimate" in v.reason

@@ -234,12 +234,21 @@ class LearnedJudge:
     ) -> list[ChunkVerdict]:
         """Synchronous :meth:`judge` (CPU-only, about a millisecond for typical RAG text).
 
-        Only the first ``max_text_chars`` characters of the query, the answer and each chunk are read.
+        Only the first ``max_text_chars`` characters of the query, the answer and each chunk are read;
+        when anything was cut, every reason ends with ``[read only the first N characters of the ...]``
+        naming what (the query, the answer, up to three chunks by index).
         """
         if not chunks:
             return []
         cap = self.max_text_chars
+        cut = ""  # said in every reason: what was not read (nothing is ignored silently)
         if len(query) > cap or len(answer) > cap or any(len(c) > cap for c in chunks):
+            long = [name for name, text in (("query", query), ("answer", answer)) if len(text) > cap]
+            long += [f"chunk {i}" for i, c in enumerate(chunks) if len(c) > cap][:3]
+            more = sum(1 for c in chunks if len(c) > cap) - 3
+            cut = f" [read only the first {cap} characters of the {', '.join(long)}" + (
+                f" and {more} more chunks]" if more > 0 else "]"
+            )
             query, answer, chunks = query[:cap], answer[:cap], [c[:cap] for c in chunks]
         # A chunk without a single word (empty, whitespace, punctuation) is never relevant, and it is
         # left out of the features so that it cannot move the other chunks' verdicts.
@@ -249,7 +258,7 @@ class LearnedJudge:
                 index=i,
                 is_relevant=False,
                 is_utilized=False,
-                reason="not relevant: no words" if reasons else "",
+                reason=f"not relevant: no words{cut}" if reasons else "",
             )
             for i in range(len(chunks))
         ]
@@ -260,7 +269,7 @@ class LearnedJudge:
                     index=i,
                     is_relevant=verdict.is_relevant,
                     is_utilized=verdict.is_utilized,
-                    reason=verdict.reason,
+                    reason=verdict.reason + cut if reasons else "",
                 )
         return verdicts
 
@@ -286,13 +295,22 @@ class LearnedJudge:
             )
         utilized = decide_utilized(score, probs.utilized, relevant, m.round_offset, chunks)
         n_rel = sum(relevant)
+        threshold = m.relevance_threshold
+        fallback = not any(p >= threshold for p in probs.relevant)
         return [
             ChunkVerdict(
                 index=i,
                 is_relevant=relevant[i],
                 is_utilized=utilized[i],
                 reason=_reason(
-                    evidence[i], probs.relevant[i], probs.utilized[i], relevant[i], utilized[i], score, n_rel
+                    evidence[i],
+                    probs.relevant[i],
+                    probs.utilized[i],
+                    relevant[i],
+                    utilized[i],
+                    score,
+                    n_rel,
+                    _rule(probs.relevant[i], relevant[i], threshold, fallback),
                 )
                 if reasons
                 else "",
@@ -301,15 +319,35 @@ class LearnedJudge:
         ]
 
 
+def _rule(p_rel: float, relevant: bool, threshold: float, fallback: bool) -> str:
+    """Why a chunk's relevance differs from its threshold verdict ("" when it does not)."""
+    if relevant and p_rel < threshold:
+        if fallback:
+            return f"; below the {threshold:.2f} threshold, relevant as the most likely chunk (fallback)"
+        return f"; below the {threshold:.2f} threshold, relevant so the score can follow the row estimate"
+    if not relevant and p_rel >= threshold:
+        return f"; above the {threshold:.2f} threshold, left out so the score can follow the row estimate"
+    return ""
+
+
 def _reason(
-    e: ChunkEvidence, p_rel: float, p_use: float, relevant: bool, utilized: bool, score: float, n_rel: int
+    e: ChunkEvidence,
+    p_rel: float,
+    p_use: float,
+    relevant: bool,
+    utilized: bool,
+    score: float,
+    n_rel: int,
+    rule: str = "",
 ) -> str:
     terms = f" incl. {', '.join(repr(t) for t in e.top_terms)}" if e.top_terms else ""
+    # Support from a sentence that only repeats the query's words says little about use.
+    echo = ", none of it from answer words beyond the query's" if e.support > 0 and not e.shared_terms else ""
     evidence = (
         f"shares {e.shared_terms} answer term{'s' if e.shared_terms != 1 else ''}{terms}; answer support "
-        f"{e.support:.2f} ({e.support_rel:.2f} of best); query overlap {e.query_cover:.2f}"
+        f"{e.support:.2f} ({e.support_rel:.2f} of best{echo}); query overlap {e.query_cover:.2f}"
     )
-    odds = f"P(relevant) {p_rel:.2f}, P(used) {p_use:.2f}"
+    odds = f"P(relevant) {p_rel:.2f}, P(used) {p_use:.2f}{rule}"
     if utilized:
         return f"used ({odds}): {evidence}"
     if relevant:
