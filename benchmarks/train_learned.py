@@ -225,7 +225,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "zipf": grouped(zipf),
     }
     # The id names the content: a retrained model with other trees or thresholds gets another id (the
-    # judge reports it as gen_ai.request.model), the same training reproduces it.
+    # judge reports it as ctxutil.judge.model), the same training reproduces it.
     digest = hashlib.sha256(_canonical(document).encode("utf-8")).hexdigest()
     document["provenance"]["model_id"] = f"ctxutil-gbdt-ragbench-seed{args.seed}-{digest[:8]}"
 

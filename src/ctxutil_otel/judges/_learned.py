@@ -185,7 +185,9 @@ class LearnedJudge:
     """The offline default judge: relevance and utilization from gradient-boosted trees (module docstring).
 
     Deterministic (same input, same verdicts), pure Python, no network. ``name`` is ``"learned"`` and
-    ``model`` the shipped model's id (``model_id`` in its provenance, e.g. ``"ctxutil-gbdt-ragbench-1"``).
+    ``model`` the shipped model's id (``model_id`` in its provenance, e.g.
+    ``"ctxutil-gbdt-ragbench-seed20261201-d8893eb5"``: the training seed and the sha256 of the model body),
+    reported as ``ctxutil.judge.model``.
 
     Args:
         learned_model: A :class:`~ctxutil_otel.judges._learned_model.LearnedModel` (from
@@ -207,7 +209,7 @@ class LearnedJudge:
 
     @property
     def model(self) -> str | None:
-        """The model id from the model file's provenance (``gen_ai.request.model``)."""
+        """The model id from the model file's provenance (reported as ``ctxutil.judge.model``)."""
         value = self.learned_model.provenance.get("model_id")
         return str(value) if value is not None else None
 
