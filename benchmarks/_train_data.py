@@ -9,7 +9,8 @@ doing so; the copies teach it what the drift checks of ``ctxutil-otel bench --pe
   to its first N sentences (rows whose answer has N sentences or fewer get no such copy). A chunk labelled
   utilized stays utilized only when a kept sentence draws on what the labels say was used from it
   (:func:`first_sentence_uses`, :func:`prefix_uses`); relevance unchanged.
-* **replaced**: the row's chunks replaced by another row's (the swap partner's): nothing retrieved is
+* **replaced**: the row's chunks replaced by another row's (the swap partner's; any the row retrieved
+  too left out): nothing retrieved is
   relevant, so every chunk is labelled *not relevant* and the interaction is not applicable. Natural data
   rarely shows a retrieval that missed entirely (P(relevant) of off-topic chunks stayed near 0.5).
 * **appended**: K chunks of other rows (not among the row's own) appended to the row's chunks, for each
@@ -201,15 +202,17 @@ def examples_of(
     out = _examples(rows, weights, rng, partner, truncated, cuts)
     if offtopic:
         off_rng = random.Random(rng.random())  # the earlier copies stay as they were without these
-        out += [
-            Example(with_chunks(r, rows[partner[i]]["retrieved_content"], False), i, REPLACED, weights)
-            for i, r in enumerate(rows)
-        ]
+        for i, r in enumerate(rows):
+            own = {normalise_chunk(c) for c in r["retrieved_content"]}
+            other = [c for c in rows[partner[i]]["retrieved_content"] if normalise_chunk(c) not in own]
+            if other:  # a chunk the row retrieved too keeps the row's own label: left out
+                out.append(Example(with_chunks(r, other, False), i, REPLACED, weights))
         for k in OFFTOPIC_APPENDED:
             for i, r in enumerate(rows):
                 extra = offtopic_chunks(rows, i, k, off_rng)
-                out.append(Example(with_chunks(r, extra), i, APPENDED, weights))
-                out[-1].appended = len(extra)
+                if extra:
+                    out.append(Example(with_chunks(r, extra), i, APPENDED, weights))
+                    out[-1].appended = len(extra)
     return out
 
 
