@@ -184,6 +184,12 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                 else f" and truncated-answer copies (the answer cut to its first {args.truncate_cuts} "
                 "sentences, of each row with more), labelled by the sentences kept"
                 + ("; P(relevant) learns from them too" if args.relevance_truncated else "")
+            )
+            + (
+                "; replaced-chunk copies (another row's chunks, none relevant) and copies with 1 and 3 "
+                "other rows' chunks appended (not relevant, not utilized; the row's own labels kept)"
+                if args.offtopic
+                else ""
             ),
             "word_frequencies": f"wordfreq {_version('wordfreq')} top {args.vocabulary} English words "
             "(training-time only; exported here as the 'zipf' table)",
