@@ -1,5 +1,7 @@
 """The process worker beside the thread worker, in one run (issue 13): evaluations/s per application process
-with the chain near the do-nothing floor, the application process's CPU per evaluation, the child's memory.
+with the chain near the do-nothing floor, the application process's CPU per evaluation, the child's memory,
+and emission's floor (``_emit_floor.py``: the OpenTelemetry SDK's own calls per evaluation, replayed hot
+beside ``Emitter.emit``).
 
     .venv/bin/python benchmarks/bench_process_worker.py [--iterations 2000] [--rounds 10] [--json PATH]
                                                          [--judges openai learned lexical]
@@ -46,6 +48,7 @@ sys.path.insert(0, str(ROOT))  # tests.support (the judge server) and benchmarks
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _common import JudgeServer, Providers, cpu_count, rag_chain, run_block, stats_counts  # noqa: E402
+from _emit_floor import emit_floor  # noqa: E402
 from bench_callback import FLOOR, Case, Floor, _quiet_environment, timed_rounds, warm_up_judge  # noqa: E402
 
 from ctxutil_otel.capture import UtilizationCallbackHandler  # noqa: E402
@@ -265,6 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "configurations": configurations,
         "process_over_thread": ratios,
         "bare_child_rss_mb": {j: bare_child_rss_mb(j) for j in args.judges if j != "openai"},
+        "emit_floor": emit_floor(rows),
     }
     print_report(report)
     if args.json is not None:
@@ -316,6 +320,12 @@ def print_report(report: dict[str, Any]) -> None:
         )
     for judge, rss in report["bare_child_rss_mb"].items():
         print(f"  child RSS, {judge} judge, main module importing nothing: {_f(rss)} MB")
+    floor = report["emit_floor"]
+    print(
+        f"  emission hot (back to back, main thread): Emitter.emit {floor['emit_ms']:.3f} ms per evaluation, "
+        f"its {floor['sdk_calls']:g} OpenTelemetry SDK calls alone {floor['sdk_ms']:.3f} ms (the floor); "
+        f"Emitter.emit paced (4 per wake-up, 15 wake-ups/s) {floor['emit_paced_ms']:.3f} ms"
+    )
 
 
 def _f(value: float | None) -> str:

@@ -97,3 +97,27 @@ def test_roc_points_run_from_origin_to_one() -> None:
     points = roc_points([0.1, 0.2], [0.3, 0.9])
     assert points[0] == (0.0, 0.0) and points[-1] == (1.0, 1.0)
     assert (0.0, 1.0) in points  # a perfect separation passes through the top-left corner
+
+
+def test_swap_on_one_row_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # With one row there is no other answer to take: it used to keep the row's own answer and print an
+    # unchanged pooled utilization, as if the judge had failed the drift check.
+    one = tmp_path / "one.jsonl"
+    one.write_text(Path(sample_path()).read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8")
+    assert main(["bench", str(one), "--perturb", "swap"]) == 2
+    err = capsys.readouterr().err
+    assert "--perturb swap needs at least 2 rows" in err and "has 1" in err
+    with pytest.raises(ValueError, match="at least 2 rows"):
+        perturb([DatasetItem(query="q", actual_output="a", retrieved_content=["c"])], "swap")
+
+
+def test_plot_into_a_missing_directory_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "no" / "such" / "x.png"
+    assert main(["bench", sample_path(), "--limit", "3", "--plot", str(target)]) == 2
+    captured = capsys.readouterr()
+    assert f"--plot: no directory {target.parent}" in captured.err
+    assert "bench " not in captured.out  # refused before any row was judged

@@ -252,6 +252,27 @@ def test_concurrent_starts_are_paced_by_their_expected_cpu(make_engine: Any) -> 
     assert engine.stats().evaluated == 11
 
 
+def test_one_wait_starts_as_many_evaluations_as_the_burst_covers(make_engine: Any) -> None:
+    # Each wake-up of the worker thread costs CPU of its own (cold caches after a sleep: issue 13), so
+    # once the budget allows a start, it starts as many as the 5 ms burst covers at their expected 1 ms.
+    wall, cpu = FakeClock(100.0), FakeClock(0.0)
+    sleep = FakeSleep(wall)
+    judge = CpuJudge(cpu, cost_s=0.001)
+    engine = make_engine(judge, cpu_fraction=0.05, max_concurrency=8, clock=wall, cpu_clock=cpu, sleep=sleep)
+    for _ in range(3):  # 1 ms between finishes: the expected CPU of the next evaluations
+        _offer(engine, 1)
+        assert engine.force_flush(10_000)
+        wall.advance(10.0)
+    assert sleep.waits == []
+    _offer(engine, 20)
+    assert engine.force_flush(10_000)
+    # One evaluation per wait would wait 14 times (1 ms at 5% of a core = 0.02 s each); several per wait:
+    # each wait pays for the several started before it.
+    assert len(sleep.waits) <= 4
+    assert min(sleep.waits) >= 2 * 0.02
+    assert engine.stats().evaluated == 23
+
+
 def test_before_any_cost_is_known_evaluations_start_one_wait_apart(make_engine: Any) -> None:
     wall, cpu = FakeClock(100.0), FakeClock(0.0)
     sleep = FakeSleep(wall)

@@ -28,7 +28,7 @@ from ..metric import ContextualUtilization, MetricRunner
 from ..metric._agreement import AgreementFigures, AgreementReport, LabelledRow, agreement
 from ._io import BadLine, Line, add_judge_options, read_items, report_bad_line, settings_from_args
 from ._perturb import add_arguments as add_perturb_arguments
-from ._perturb import extras
+from ._perturb import check_extras, extras
 
 __all__ = ["register", "render_table"]
 
@@ -141,6 +141,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {args.file}: no readable line", file=sys.stderr)
         return 1
 
+    problem = check_extras(args, len(good))
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     runner = MetricRunner([metric], max_concurrency=settings.max_concurrency)
     started = time.perf_counter()
     results = asyncio.run(runner.run([line.item for line, _ in good]))

@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import random
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -30,7 +31,15 @@ from ..judges._text import sentences
 from ..metric import MetricEvaluationResult, MetricRunner
 from ..metric._agreement import prediction_from_result
 
-__all__ = ["PERTURBATIONS", "DriftFigures", "add_arguments", "drift", "perturb", "render_drift"]
+__all__ = [
+    "PERTURBATIONS",
+    "DriftFigures",
+    "add_arguments",
+    "check_extras",
+    "drift",
+    "perturb",
+    "render_drift",
+]
 
 PERTURBATIONS = ("swap", "truncate", "shuffle")
 
@@ -67,6 +76,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def check_extras(args: argparse.Namespace, rows: int) -> str | None:
+    """What makes ``--perturb``/``--plot`` impossible, found before the run (``None`` when nothing):
+    ``swap`` with fewer than 2 rows (no other row's answer to take), ``--plot`` without matplotlib
+    (names the ``plot`` extra) or into a directory that does not exist."""
+    if args.perturb and "swap" in args.perturb and rows < 2:
+        return f"--perturb swap needs at least 2 rows (answers are swapped between rows); the file has {rows}"
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401  (only whether it imports)
+        except ImportError:
+            return "bench --plot needs matplotlib: pip install 'ctxutil-otel[plot]' (the 'plot' extra)"
+        parent = Path(args.plot).resolve().parent
+        if not parent.is_dir():
+            return f"--plot: no directory {parent} to write {Path(args.plot).name} in"
+    return None
+
+
 def _first_sentence(answer: str) -> str:
     parts = sentences(answer)
     return parts[0].strip() if parts else answer
@@ -76,10 +102,12 @@ def perturb(items: Sequence[DatasetItem], kind: str, *, seed: int = 0) -> list[D
     """A perturbed copy of ``items`` (see the module docstring); the originals are not changed.
 
     Raises:
-        ValueError: for an unknown ``kind``.
+        ValueError: for an unknown ``kind``, or ``swap`` with fewer than 2 items.
     """
     rng = random.Random(seed)
     if kind == "swap":
+        if len(items) < 2:
+            raise ValueError("--perturb swap needs at least 2 rows (answers are swapped between rows)")
         order = list(range(len(items)))
         rng.shuffle(order)
         partner = {order[k]: order[(k + 1) % len(order)] for k in range(len(order))}

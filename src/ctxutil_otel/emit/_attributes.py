@@ -3,25 +3,27 @@
 Each extractor reads one attribute. :func:`extract` runs them one by one: an extractor that raises loses
 only its own attribute and is reported through ``on_error(key, exc)`` (the emitter logs it once, at debug).
 An extractor returning ``None`` means "absent" (e.g. no score on a not-applicable result).
+
+Also the other attribute sets built from a result or an interaction: the bounded metric attributes, the
+interaction's ids, captured content, and the ``ctxutil.evaluations`` outcome observations. The per-chunk
+attributes ``ctxutil.chunks.{i}.*`` are built in ``_chunk_attributes.py``.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 
 from opentelemetry.util.types import AttributeValue
 
 from .._interaction import Interaction
-from .._item import DatasetItem, chunk_text
-from ..metric._results import ChunkResult, MetricEvaluationResult
-from ._identity import document_attributes, truncate
+from .._item import DatasetItem
+from ..metric._results import MetricEvaluationResult
+from ._identity import truncate
 from ._names import (
     ATTR_ANSWER,
     ATTR_APPLICATION_NAME,
-    ATTR_CHUNK_PREFIX,
-    ATTR_CHUNKS_TRUNCATED,
     ATTR_ERROR_TYPE,
     ATTR_EVALUATION_EXPLANATION,
     ATTR_EVALUATION_NAME,
@@ -45,14 +47,7 @@ from ._names import (
     ATTR_UTILIZATION_RATE,
     ATTR_UTILIZATION_SCORE,
     ATTR_UTILIZED_CHUNKS,
-    CHUNK_INDEX,
-    CHUNK_IS_RELEVANT,
-    CHUNK_IS_UTILIZED,
-    CHUNK_METADATA,
-    CHUNK_REASON,
-    CHUNK_TEXT,
     METRIC_EVALUATIONS,
-    chunk_attribute,
 )
 
 __all__ = [
@@ -62,7 +57,6 @@ __all__ = [
     "RESULT_EXTRACTORS",
     "ErrorCallback",
     "Extractor",
-    "chunk_attributes",
     "content_attributes",
     "count",
     "extract",
@@ -71,7 +65,6 @@ __all__ = [
     "metric_attributes",
     "outcome_observations",
     "redact",
-    "text_source",
     "truncate",
     "valid_duration",
 ]
@@ -229,81 +222,6 @@ def extract(
     return out
 
 
-def chunk_attributes(
-    result: MetricEvaluationResult,
-    *,
-    max_chunks: int,
-    capture_content: bool,
-    max_content_chars: int,
-    text_of: Callable[[int], str | None],
-    on_error: ErrorCallback,
-    document_of: Callable[[int], object] = lambda i: None,
-    metadata_keys: Sequence[str] = (),
-) -> dict[str, AttributeValue]:
-    """Per-chunk attributes ``ctxutil.chunks.{i}.*`` for the first ``max_chunks`` verdicts, plus
-    ``ctxutil.chunks.truncated``.
-
-    Always: ``.index`` (int), ``.is_relevant`` (bool), ``.is_utilized`` (bool). With ``metadata_keys``
-    (content capture or not): ``.id`` and ``.metadata.{key}`` of ``document_of(index)`` (see
-    :func:`document_attributes`). With ``capture_content`` only: ``.reason`` (str, when non-empty) and
-    ``.text`` (``text_of(i)`` truncated to ``max_content_chars``). A field that fails is reported as
-    ``ctxutil.chunks.{i}.{field}`` and only it is lost.
-    """
-    out: dict[str, AttributeValue] = {}
-    verdicts: Sequence[ChunkResult] = ()
-    try:
-        verdicts = result.signals.verdicts
-    except Exception as exc:
-        on_error(ATTR_CHUNK_PREFIX, exc)
-    shown = max(0, min(len(verdicts), max_chunks))
-    for i in range(shown):
-        for field, get in _chunk_fields(verdicts[i], i, capture_content, max_content_chars, text_of):
-            key = chunk_attribute(i, field)
-            try:
-                value = get()
-            except Exception as exc:
-                on_error(key, exc)
-                continue
-            if value is not None:
-                out[key] = value
-        if metadata_keys:
-            try:
-                index = int(verdicts[i].index)
-                out.update(document_attributes(i, document_of(index), metadata_keys, text_of(i)))
-            except Exception as exc:
-                on_error(chunk_attribute(i, CHUNK_METADATA), exc)
-    out[ATTR_CHUNKS_TRUNCATED] = shown < len(verdicts)
-    return out
-
-
-def _chunk_fields(
-    verdict: ChunkResult,
-    i: int,
-    capture_content: bool,
-    max_content_chars: int,
-    text_of: Callable[[int], str | None],
-) -> list[tuple[str, Callable[[], AttributeValue | None]]]:
-    fields: list[tuple[str, Callable[[], AttributeValue | None]]] = [
-        (CHUNK_INDEX, lambda: int(verdict.index)),
-        (CHUNK_IS_RELEVANT, lambda: _strict_bool(verdict.is_relevant)),
-        (CHUNK_IS_UTILIZED, lambda: _strict_bool(verdict.is_utilized)),
-    ]
-    if capture_content:
-        fields.append((CHUNK_REASON, lambda: truncate(str(verdict.reason), max_content_chars) or None))
-        fields.append((CHUNK_TEXT, lambda: _text(text_of(i), max_content_chars)))
-    return fields
-
-
-def _strict_bool(value: object) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"expected bool, got {type(value).__name__}")
-    return value
-
-
-def _text(text: str | None, max_chars: int) -> str | None:
-    return None if text is None else truncate(text, max_chars)
-
-
 def metric_attributes(
     result: MetricEvaluationResult, application_name: str | None
 ) -> dict[str, AttributeValue]:
@@ -351,25 +269,6 @@ def content_attributes(
         if isinstance(value, str):
             attributes[key] = truncate(value, max_chars)
     return attributes
-
-
-def text_source(
-    result: MetricEvaluationResult, interaction: Interaction, item: DatasetItem | None
-) -> Callable[[int], str | None]:
-    """Chunk text by retrieval index: the item's chunks, else the interaction's documents (read with
-    :func:`~ctxutil_otel._item.chunk_text`), else the breakdown (relevant chunks only)."""
-    if item is not None:
-        chunks = item.retrieved_content
-        return lambda i: chunks[i] if 0 <= i < len(chunks) else None
-    documents = interaction.documents
-    breakdown = {c.index: c.chunk_text for c in result.signals.chunk_breakdown}
-
-    def from_interaction(i: int) -> str | None:
-        if 0 <= i < len(documents):
-            return chunk_text(documents[i], i)
-        return breakdown.get(i)
-
-    return from_interaction
 
 
 def outcome_observations(

@@ -27,15 +27,14 @@ from ..metric._results import MetricEvaluationResult
 from ._attributes import (
     ERROR_TYPE_OTHER,
     RESULT_EXTRACTORS,
-    chunk_attributes,
     content_attributes,
     extract,
     interaction_attributes,
     metric_attributes,
-    text_source,
     valid_duration,
 )
 from ._cardinality import CardinalityLimiter
+from ._chunk_attributes import chunk_attributes, text_source
 from ._destinations import flush_providers, resolved_providers, span_attribute_limit, warn_if_nowhere
 from ._identity import document_source, evaluated_service_attributes
 from ._instruments import EvaluationInstruments

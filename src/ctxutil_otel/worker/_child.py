@@ -1,13 +1,16 @@
 """The process worker's child (``worker="process"``): builds the judge and the metric, evaluates what the
 application process sends it, and sends the results back. Runs in a ``multiprocessing`` spawned process.
 
-Messages on the one duplex :class:`multiprocessing.connection.Connection` (pickled by ``multiprocessing``):
+Messages on the one duplex :class:`multiprocessing.connection.Connection` (pickled by ``multiprocessing``),
+batched both ways so that neither side wakes up once per evaluation:
 
 * parent -> child, first: a :class:`ChildConfig` (the settings, API key included, travel here, never on a
-  command line or in an environment); then ``("evaluate", seq, query, answer, chunks, item_id)`` or
-  ``("stop",)``;
+  command line or in an environment); then ``("evaluate", [(seq, query, answer, chunks, item_id), ...])``
+  (the evaluations the parent started together) or ``("stop",)``;
 * child -> parent: ``("hello", MetricInfo)`` once the metric is built, then
-  ``("result", seq, JSON)`` per evaluation (:func:`encode_result`).
+  ``("results", [(seq, JSON, duration_s), ...])`` (:func:`encode_result`; the seconds each evaluation took
+  here). A result waits at most ``RESULT_LINGER_S`` for others to go with it, and not at all once nothing
+  else is in flight.
 
 The parent keeps at most ``max_in_flight`` evaluations in the child (the child's bound). The child ends on
 ``stop``, when the parent's end of the pipe closes (the parent died), or when killed. It ignores SIGINT
@@ -23,7 +26,8 @@ import logging
 import queue
 import signal
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
@@ -37,11 +41,18 @@ from ..metric._results import MetricEvaluationResult
 from ._convert import MetricInfo, describe
 from ._evaluate import evaluate_item
 
-__all__ = ["ChildConfig", "child_main", "decode_result", "encode_result"]
+__all__ = ["Answer", "ChildConfig", "child_main", "decode_result", "encode_result"]
 
 _log = logging.getLogger("ctxutil_otel.worker")
 
 _WRITER_JOIN_S = 1.0
+#: Seconds a finished result may wait for others finishing meanwhile, to go up the pipe with them (the
+#: parent wakes once per message; the evaluation's duration is measured here, so the wait is not in it).
+RESULT_LINGER_S = 0.05
+#: Results per message at most.
+MAX_RESULTS_PER_MESSAGE = 64
+
+Answer = tuple[int, str, float]  # (seq, the result's JSON, seconds the evaluation took in the child)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +110,7 @@ async def _serve(conn: Connection, metric: ContextualUtilization, info: MetricIn
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
     tasks: set[asyncio.Task[None]] = set()
+    running = [0]  # evaluations started and not yet in the outbox (read by the writer thread)
 
     def end() -> None:
         if not done.done():
@@ -106,23 +118,33 @@ async def _serve(conn: Connection, metric: ContextualUtilization, info: MetricIn
 
     # Results go out from their own thread: a send blocked on a full pipe (the parent busy sending to us)
     # must not stop this loop from reading, or both ends would wait on each other for ever.
-    outbox: queue.SimpleQueue[tuple[str, int, str] | None] = queue.SimpleQueue()
-
-    def write() -> None:
-        while (message := outbox.get()) is not None:
-            try:
-                conn.send(message)
-            except (OSError, ValueError):  # the parent is gone
-                with contextlib.suppress(RuntimeError):
-                    loop.call_soon_threadsafe(end)
-                return
-
-    writer = threading.Thread(target=write, name="ctxutil-evaluator-child-writer", daemon=True)
+    outbox: queue.SimpleQueue[Answer | None] = queue.SimpleQueue()
+    writer = threading.Thread(
+        target=_write,
+        args=(conn, outbox, running, loop, end),
+        name="ctxutil-evaluator-child-writer",
+        daemon=True,
+    )
     writer.start()
 
-    async def run(seq: int, item: DatasetItem) -> None:
+    async def run(seq: int, item: DatasetItem, began: float) -> None:
         result = await evaluate_item(metric, item, timeout_s, info)
-        outbox.put(("result", seq, encode_result(result)))
+        answer = (seq, encode_result(result), time.perf_counter() - began)
+        running[0] -= 1
+        outbox.put(answer)
+
+    def start(seq: int, query: str, answer: str, chunks: list[str], item_id: str | None) -> None:
+        began = time.perf_counter()
+        try:
+            item = DatasetItem(query=query, actual_output=answer, retrieved_content=chunks, id=item_id)
+        except ValidationError as exc:  # counted as the thread worker's conversion counts it
+            failure = info.failure("invalid_input", describe(exc), total_chunks=len(chunks), item_id=item_id)
+            outbox.put((seq, encode_result(failure), time.perf_counter() - began))
+            return
+        running[0] += 1
+        task = loop.create_task(run(seq, item, began))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
 
     def on_readable() -> None:
         try:
@@ -131,20 +153,8 @@ async def _serve(conn: Connection, metric: ContextualUtilization, info: MetricIn
                 if message[0] == "stop":
                     end()
                     return
-                _, seq, query, answer, chunks, item_id = message
-                try:
-                    item = DatasetItem(
-                        query=query, actual_output=answer, retrieved_content=chunks, id=item_id
-                    )
-                except ValidationError as exc:  # counted as the thread worker's conversion counts it
-                    failure = info.failure(
-                        "invalid_input", describe(exc), total_chunks=len(chunks), item_id=item_id
-                    )
-                    outbox.put(("result", seq, encode_result(failure)))
-                    continue
-                task = loop.create_task(run(seq, item))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
+                for seq, query, answer, chunks, item_id in message[1]:
+                    start(seq, query, answer, chunks, item_id)
         except (EOFError, OSError):
             end()
 
@@ -159,3 +169,39 @@ async def _serve(conn: Connection, metric: ContextualUtilization, info: MetricIn
         outbox.put(None)
         writer.join(_WRITER_JOIN_S)
         conn.close()
+
+
+def _write(
+    conn: Connection,
+    outbox: queue.SimpleQueue[Answer | None],
+    running: list[int],
+    loop: asyncio.AbstractEventLoop,
+    end: Callable[[], None],
+) -> None:
+    """The writer thread: send the results in the outbox, several per message (module docstring), until
+    ``None`` (the child ends) or the parent is gone."""
+    stopping = False
+    while not stopping:
+        first = outbox.get()
+        if first is None:
+            return
+        batch = [first]
+        deadline = time.monotonic() + RESULT_LINGER_S
+        while len(batch) < MAX_RESULTS_PER_MESSAGE:
+            try:
+                if running[0] <= 0:  # nothing else in flight: send what is there now
+                    more = outbox.get_nowait()
+                else:
+                    more = outbox.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if more is None:
+                stopping = True
+                break
+            batch.append(more)
+        try:
+            conn.send(("results", batch))
+        except (OSError, ValueError):  # the parent is gone
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(end)
+            return

@@ -18,7 +18,8 @@ what is left and ends the dispatcher at once; ``DISABLED`` (``OTEL_SDK_DISABLED`
 
 Exactly-once accounting: an admitted interaction is an entry with a sequence number, in the queue, then
 in ``_in_flight``; whoever removes it from there under the lock (the worker when it finishes, or
-``shutdown`` at its deadline) counts its outcome, never twice.
+``shutdown`` at its deadline) counts its outcome, never twice. What the worker does with each started
+entry (judge, settle the token budget, emit, count) is ``_results.py``.
 
 CPU budget (``max_worker_cpu_fraction``, ``_throttle.py``): before taking the next queued interaction the
 dispatcher waits while the worker thread's CPU is over its share of one core; the interaction stays queued
@@ -34,22 +35,21 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 
-from .._accounting import ADMITTED, Admission, DropReason, OutcomeKey, refused
+from .._accounting import ADMITTED, Admission, DropReason, refused
 from .._fork import reinit_after_fork
 from .._interaction import Interaction
 from .._selection import SelectionFacts, SelectionRule
 from ..metric._contextual_utilization import ContextualUtilization
-from ..metric._results import MetricEvaluationResult
 from ..sampling._rules import SelectionRules
 from ._admission import AdmissionChain, Unselected
-from ._convert import Rejection
 from ._drop_log import DropLog
 from ._evaluate import InThreadJudging
 from ._loop import call_soon, run_loop
+from ._results import ResultHandler
 from ._stats import EvaluatorStats
 from ._tally import Tally
 from ._throttle import CpuThrottle, Sleep
-from ._types import EvaluationEmitter, Judging, Lifecycle, QueueEntry, outcome_of
+from ._types import EvaluationEmitter, Judging, Lifecycle, QueueEntry
 
 __all__ = ["Engine", "Lifecycle"]
 
@@ -118,6 +118,16 @@ class Engine:
             CpuThrottle(self._cpu_fraction, clock=clock, cpu_clock=cpu_clock, sleep=sleep)
             if self._cpu_fraction
             else None
+        )
+        self._results = ResultHandler(
+            judging=self._judging,
+            emitter=self._emitter,
+            chain=self._chain,
+            lock=self._lock,
+            cond=self._cond,
+            in_flight=self._in_flight,
+            tally=self._tally,
+            throttle=self._throttle,
         )
         if self._shutdown_called and self._state is not Lifecycle.DISABLED:
             self._state = Lifecycle.STOPPED  # a fork during shutdown: the child has nothing to finish
@@ -289,64 +299,31 @@ class Engine:
                 await wake.wait()
                 wake.clear()
                 continue
-            task = asyncio.ensure_future(self._evaluate(entry, semaphore))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
+            self._results.start(entry, semaphore, tasks)
+            if throttle is not None:
+                await self._start_more(throttle, semaphore, tasks)
 
-    async def _evaluate(self, entry: QueueEntry, semaphore: asyncio.Semaphore) -> None:
-        try:
-            await self._evaluate_entry(entry)
-        except asyncio.CancelledError:
-            self._finish(entry, ("dropped", "shutdown"))  # a no-op when shutdown already counted it
-            raise
-        except Exception:  # pragma: no cover - defensive: the accounting must still close
-            _log.exception("ctxutil evaluator: unexpected error evaluating an interaction")
-            self._finish(entry, ("failed", "internal_error"))
-        finally:
-            semaphore.release()
-            if self._throttle is not None:
-                self._throttle.finished(running=len(self._in_flight))
-
-    async def _evaluate_entry(self, entry: QueueEntry) -> None:
-        interaction = entry.interaction
-        start = time.perf_counter()
-        result = await self._judging.evaluate(interaction)
-        if isinstance(result, Rejection):  # not evaluable: dropped, nothing to emit
-            self._chain.refund(entry.reserved)
-            _log.debug("interaction %s not evaluable: %s", interaction.id, result.message)
-            self._finish(entry, ("dropped", result.detail))
-            return
-        duration_s = time.perf_counter() - start
-        spent = None if result.usage is None else result.usage.total_tokens
-        if spent is None and result.error_type is None:
-            spent = 0  # a judge that reports no usage spent no tokens
-        self._chain.settle(entry.reserved, spent)
-        outcome = outcome_of(result)
-        with self._lock:
-            if entry.seq not in self._in_flight:
-                return  # shutdown's deadline passed: already counted as dropped
-            entry.outcome = outcome
-        self._emit(interaction, result, duration_s)
-        self._finish(entry, outcome)
-
-    def _emit(self, interaction: Interaction, result: MetricEvaluationResult, duration_s: float) -> None:
-        try:
-            self._emitter.emit(interaction, result, duration_s)
-        except Exception:
-            with self._lock:
-                self._tally.emit_errors += 1
-                first = self._tally.emit_errors == 1
-            if first:
-                _log.exception("ctxutil evaluator: the emitter raised (logged once; counted in emit_errors)")
-            else:
-                _log.debug("ctxutil evaluator: the emitter raised", exc_info=True)
-
-    def _finish(self, entry: QueueEntry, outcome: OutcomeKey) -> None:
-        with self._lock:
-            if self._in_flight.pop(entry.seq, None) is None:
+    async def _start_more(
+        self, throttle: CpuThrottle, semaphore: asyncio.Semaphore, tasks: set[asyncio.Task[None]]
+    ) -> None:
+        """Once the budget allows a start, start as many as its burst covers (``CpuThrottle.starts``, each
+        holding its expected CPU): one wake-up per batch rather than per evaluation, and a process worker
+        sends the batch down its pipe at once."""
+        for _ in range(throttle.starts() - 1):
+            if semaphore.locked():
                 return
-            self._tally.count(outcome)
-            self._cond.notify_all()
+            await semaphore.acquire()  # not locked: returns at once
+            with self._lock:
+                entry = (
+                    self._queue.popleft() if self._queue and self._state is not Lifecycle.STOPPED else None
+                )
+                if entry is not None:
+                    self._in_flight[entry.seq] = entry
+                    throttle.started()
+            if entry is None:
+                semaphore.release()
+                return
+            self._results.start(entry, semaphore, tasks)
 
     # --- flush and shutdown -------------------------------------------------------------------
     def _flushed(self, target: int) -> bool:

@@ -31,11 +31,13 @@ import logging
 import multiprocessing
 import multiprocessing.process
 import pickle
+import select
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
+from typing import Any
 
 from .._interaction import Interaction
 from .._item import DatasetItem
@@ -45,6 +47,7 @@ from ..metric._results import MetricEvaluationResult
 from ._child import ChildConfig, child_main, decode_result
 from ._convert import MetricInfo, Rejection, to_strings
 from ._evaluate import convert
+from ._types import Judged
 
 __all__ = ["ChildProcessJudging"]
 
@@ -55,7 +58,18 @@ STARTUP_TIMEOUT_S = 120.0
 #: Wait before restarting after the n-th consecutive crash (the last value repeats).
 BACKOFF_S = (0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 _KILL_JOIN_S = 1.0
-_EXPIRED = "expired"  # the future's value when the backstop fired (a result is JSON: never this)
+#: While evaluations are in flight the pipe is not watched: what the child sends is read when the next
+#: evaluations start (the wake-up the CPU budget paces anyway), or after this many seconds: results are
+#: read several at a time, without a wake-up of the worker thread of their own. The result's duration is
+#: measured in the child, so the wait is not in it; ``force_flush`` may wait this much longer.
+READ_INTERVAL_S = 0.2
+_EXPIRED = "expired"  # the future's value when the backstop fired (an answer is a tuple: never this)
+
+#: What an evaluation's future resolves to: ``(JSON, seconds)`` from the child, ``_EXPIRED``, or ``None``
+#: (the child was lost).
+_Outcome = tuple[str, float] | str | None
+#: One evaluation as sent: ``(seq, query, answer, chunk texts, item id)``.
+_Request = tuple[int, str, str, list[str], str | None]
 
 
 @dataclass(eq=False)
@@ -65,6 +79,9 @@ class _Child:
     loop: asyncio.AbstractEventLoop
     ready: asyncio.Future[bool]  # True once it said hello; False when it died first
     lost: bool = False
+    outgoing: list[_Request] = field(default_factory=list)  # sent together at the end of this loop turn
+    reading: bool = False  # the loop watches the pipe (see ChildProcessJudging._read)
+    rearm: asyncio.TimerHandle | None = None
 
 
 class ChildProcessJudging:
@@ -111,7 +128,7 @@ class ChildProcessJudging:
 
     def _init_state(self) -> None:
         self._child: _Child | None = None
-        self._pending: dict[int, tuple[asyncio.Future[str | None], _Child]] = {}
+        self._pending: dict[int, tuple[asyncio.Future[_Outcome], _Child]] = {}
         self._seq = 0
         self._crashes = 0
         self._restart_at = 0.0
@@ -124,7 +141,7 @@ class ChildProcessJudging:
         return None if child is None else child.process.pid
 
     # --- evaluation (the worker thread's loop) -----------------------------------------------------
-    async def evaluate(self, interaction: Interaction) -> MetricEvaluationResult | Rejection:
+    async def evaluate(self, interaction: Interaction) -> Judged | MetricEvaluationResult | Rejection:
         strings = to_strings(interaction)  # the child validates: no DatasetItem built here
         if strings is None:  # not str query or answer (rare): validated here, never pickled as is
             converted = convert(interaction, self._info)
@@ -140,26 +157,39 @@ class ChildProcessJudging:
             return self._crashed(interaction)
         self._seq += 1
         seq = self._seq
-        future: asyncio.Future[str | None] = child.loop.create_future()
+        future: asyncio.Future[_Outcome] = child.loop.create_future()
         self._pending[seq] = (future, child)
         # A timer rather than asyncio.wait_for: no extra task per evaluation.
         backstop = child.loop.call_later(self._backstop_s, self._expire, seq, child)
+        if not child.outgoing:  # the first of this loop turn: send them all at its end, in one message
+            child.loop.call_soon(self._send, child)
+            if not child.reading and select.select([child.conn.fileno()], [], [], 0)[0]:
+                self._read(child)  # the wake-up that starts evaluations also reads the results waiting
+        child.outgoing.append((seq, *strings, interaction.id))
         try:
-            child.conn.send(("evaluate", seq, *strings, interaction.id))
-        except (OSError, ValueError):
-            self._lost(child)  # resolves the future: worker_crashed
-        try:
-            raw = await future
+            answer = await future
         finally:
             backstop.cancel()
             self._pending.pop(seq, None)
-        if raw is None:
+        if answer is None:
             return self._crashed(interaction)
-        if raw is _EXPIRED:
+        if isinstance(answer, str):  # _EXPIRED
             return self._info.failure_of(
                 interaction, "timeout", f"Evaluation timed out after {self._config.timeout_s:g} s."
             )
-        return decode_result(raw, strings[2])
+        raw, duration_s = answer
+        return Judged(decode_result(raw, strings[2]), duration_s)
+
+    def _send(self, child: _Child) -> None:
+        batch, child.outgoing = child.outgoing, []
+        if child.lost or not batch:
+            return  # their futures are resolved already (worker_crashed)
+        try:
+            child.conn.send(("evaluate", batch))
+        except (OSError, ValueError):
+            self._lost(child)  # resolves the futures: worker_crashed
+            return
+        self._unwatch(child)
 
     def _expire(self, seq: int, child: _Child) -> None:
         """The child did not answer ``seq`` in time (its loop is blocked): that one times out, the child
@@ -200,37 +230,73 @@ class ChildProcessJudging:
             process.start()
             child_conn.close()  # ours: the child's end must close here for its death to reach us as EOF
             parent_conn.send(self._config)
-            loop.add_reader(parent_conn.fileno(), self._on_readable, child)
+            self._watch(child)
         except Exception:
             _log.exception("ctxutil evaluator: could not start the evaluation child process")
             child_conn.close()
             self._lost(child)
         return child
 
-    def _on_readable(self, child: _Child) -> None:
-        # One message per call: the loop calls again while more is readable (level-triggered), which saves
-        # the selector Connection.poll() builds per call.
+    def _watch(self, child: _Child) -> None:
+        """Watch the pipe (again): its results, its end (EOF when the child dies)."""
+        if child.rearm is not None:
+            child.rearm.cancel()
+            child.rearm = None
+        if not child.reading and not child.lost:
+            child.loop.add_reader(child.conn.fileno(), self._read, child)
+            child.reading = True
+
+    def _unwatch(self, child: _Child) -> None:
+        """Stop watching the pipe for ``READ_INTERVAL_S`` from now at most (see there); not when the child
+        is full (no evaluation can start before one of its results is read)."""
+        if len(self._pending) >= self._config.max_in_flight:
+            self._watch(child)
+            return
+        if child.reading:
+            child.loop.remove_reader(child.conn.fileno())
+            child.reading = False
+        if child.rearm is not None:
+            child.rearm.cancel()
+        child.rearm = child.loop.call_later(READ_INTERVAL_S, self._watch, child)
+
+    def _read(self, child: _Child) -> None:
+        """Read every message waiting; then keep watching the pipe only when nothing is in flight."""
+        fd = child.conn.fileno()
         try:
-            message = child.conn.recv()
+            while True:
+                self._on_message(child, child.conn.recv())
+                if child.lost or not select.select([fd], [], [], 0)[0]:
+                    break
         except Exception:  # EOF (the child died), a broken pipe or message
             self._lost(child)
             return
+        if child.lost:
+            return
+        if self._pending:
+            self._unwatch(child)
+        else:
+            self._watch(child)
+
+    def _on_message(self, child: _Child, message: Any) -> None:
         if message[0] == "hello":
-            self._info = message[1]
+            self._info = message[1]  # the child's MetricInfo
             if not child.ready.done():
                 child.ready.set_result(True)
             return
-        _, seq, result = message
-        waiting = self._pending.pop(seq, None)
         self._crashes = 0  # it works: the next crash restarts at once
-        if waiting is not None and not waiting[0].done():
-            waiting[0].set_result(result)
+        pending = self._pending
+        for seq, raw, duration_s in message[1]:  # ("results", [Answer, ...])
+            waiting = pending.pop(seq, None)
+            if waiting is not None and not waiting[0].done():
+                waiting[0].set_result((raw, duration_s))
 
     def _lost(self, child: _Child, *, unresponsive: bool = False) -> None:
         """The child died or stopped answering: kill it, fail what it had in flight, restart later."""
         if child.lost:
             return
         child.lost = True
+        if child.rearm is not None:
+            child.rearm.cancel()
         with contextlib.suppress(Exception):
             child.loop.remove_reader(child.conn.fileno())
         child.conn.close()
@@ -269,6 +335,8 @@ class ChildProcessJudging:
         if child is None or child.lost:
             return
         child.lost = True
+        if child.rearm is not None:
+            child.rearm.cancel()
         with contextlib.suppress(Exception):
             child.loop.remove_reader(child.conn.fileno())
         with contextlib.suppress(Exception):

@@ -14,6 +14,9 @@ __all__ = ["CpuThrottle", "Sleep"]
 
 Sleep = Callable[[float], Awaitable[object]]
 
+#: At most this many evaluations start together after one wait (see :meth:`CpuThrottle.starts`).
+MAX_STARTS = 32
+
 
 class CpuThrottle(CpuBudget):
     """A :class:`~ctxutil_otel.sampling.CpuBudget` of ``fraction`` of one core for the worker thread that
@@ -22,8 +25,8 @@ class CpuThrottle(CpuBudget):
     The dispatcher calls :meth:`start` once on the worker thread, :meth:`delay` before taking each
     queued interaction, and awaits :meth:`wait` when the delay is positive (the interaction stays
     queued meanwhile, so ``force_flush`` and ``shutdown`` see it and a cancelled wait loses nothing);
-    :meth:`started` when it takes one, and each evaluation calls :meth:`finished` at its end (all on
-    the worker thread). :meth:`throttled` may be read from any thread.
+    :meth:`started` when it takes one (up to :meth:`starts` at once), and each evaluation calls
+    :meth:`finished` at its end (all on the worker thread). :meth:`throttled` may be read from any thread.
 
     Args:
         fraction: Share of one core, in (0, 1].
@@ -48,6 +51,19 @@ class CpuThrottle(CpuBudget):
         self._wait_lock = threading.Lock()
         self._waited = 0.0
         self._since: float | None = None
+
+    def starts(self) -> int:
+        """How many evaluations may start together once the budget allows one: as many as the burst
+        (``burst_s``) covers at the expected CPU of each, rounded, at least 1 (always 1 while the cost is
+        unknown), at most ``MAX_STARTS``. Each start still holds its expected CPU (:meth:`started`), so the
+        pace is the same; only the wake-ups are fewer (one per batch rather than one per evaluation), and
+        the worker runs ahead of its share by about the burst, as after an idle spell. Rounded rather than
+        cut: the expected CPU includes each wake-up's own cost (cold caches after the wait), which a batch
+        shares, so one start per wait would keep its estimate, and its batches, where they are."""
+        expected = self.estimate()
+        if expected <= 0:
+            return 1
+        return max(1, min(MAX_STARTS, round(self.burst_s / expected)))
 
     async def wait(self, seconds: float) -> None:
         """Wait ``seconds`` (cancellable: shutdown cancels it), counting the time waited."""

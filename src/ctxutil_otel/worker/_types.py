@@ -12,7 +12,7 @@ from .._interaction import Interaction
 from ..metric._results import MetricEvaluationResult
 from ._convert import Rejection
 
-__all__ = ["EvaluationEmitter", "Judging", "Lifecycle", "QueueEntry", "outcome_of"]
+__all__ = ["EvaluationEmitter", "Judged", "Judging", "Lifecycle", "QueueEntry", "outcome_of"]
 
 
 class EvaluationEmitter(Protocol):
@@ -37,12 +37,22 @@ class Lifecycle(enum.Enum):
     DISABLED = "disabled"
 
 
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """A result with the seconds its evaluation took where it ran (the process worker's child times its
+    own evaluations: the pipe may hold a result back a little to send several at once)."""
+
+    result: MetricEvaluationResult
+    duration_s: float
+
+
 class Judging(Protocol):
     """Where the engine's evaluations run: on its own loop (``worker="thread"``) or in a child process
     (``worker="process"``). Called only from the engine's worker thread."""
 
-    async def evaluate(self, interaction: Interaction) -> MetricEvaluationResult | Rejection:
-        """The result (failures as ``label="error"`` results) or the rejection of a non-evaluable one."""
+    async def evaluate(self, interaction: Interaction) -> MetricEvaluationResult | Judged | Rejection:
+        """The result (failures as ``label="error"`` results), timed or not (the engine times it then),
+        or the rejection of a non-evaluable one."""
         ...
 
     def close(self, timeout_s: float) -> None:
