@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ctxutil_otel import ContextualUtilization, DatasetItem, MetricEvaluationResult, MetricRunner
 from ctxutil_otel._settings import Settings
-from ctxutil_otel.cli._perturb import PERTURBATIONS, drift
+from ctxutil_otel.cli._perturb import PERTURBATIONS, add_offtopic, drift
 from ctxutil_otel.judges import LearnedJudge
 from ctxutil_otel.judges._from_settings import build_judge
 from ctxutil_otel.judges._learned_model import load_model
@@ -61,23 +61,6 @@ def bootstrap(pairs: list[tuple[float, float]], resamples: int, seed: int) -> tu
     return interval(rmses), interval(aurocs) if aurocs else "n/a"
 
 
-def added_offtopic(items: Sequence[DatasetItem], k: int, seed: int) -> list[DatasetItem]:
-    """Each item with ``k`` chunks of other rows appended (each from a different row, none among its own)."""
-    rng = random.Random(seed)
-    out = []
-    for i, item in enumerate(items):
-        own = set(item.retrieved_content)
-        extra: list[str] = []
-        while len(extra) < k:
-            j = rng.randrange(len(items))
-            chunk = rng.choice(items[j].retrieved_content) if items[j].retrieved_content else ""
-            if j != i and chunk.strip() and chunk not in own:
-                own.add(chunk)
-                extra.append(chunk)
-        out.append(item.model_copy(update={"retrieved_content": [*item.retrieved_content, *extra]}))
-    return out
-
-
 def offtopic_line(
     name: str,
     runner: MetricRunner,
@@ -91,7 +74,7 @@ def offtopic_line(
     recall = sum(1 for i in nothing if results[i].score is None) / len(nothing) if nothing else float("nan")
     cells = [f"{recall:.3f} ({len(nothing)} rows)"]
     for k in (1, 3):
-        after = asyncio.run(runner.run(added_offtopic(items, k, seed=k)))
+        after = asyncio.run(runner.run(add_offtopic(items, k, seed=k)))
         pairs = [(a.score, b.score) for a, b in zip(results, after, strict=True) if a.score is not None]
         changed = sum(1 for a, b in pairs if a != b)
         mean = math.fsum((b if b is not None else 0.0) - a for a, b in pairs) / len(pairs)
