@@ -9,6 +9,14 @@ doing so; the copies teach it what the drift checks of ``ctxutil-otel bench --pe
   to its first N sentences (rows whose answer has N sentences or fewer get no such copy). A chunk labelled
   utilized stays utilized only when a kept sentence draws on what the labels say was used from it
   (:func:`first_sentence_uses`, :func:`prefix_uses`); relevance unchanged.
+* **replaced**: the row's chunks replaced by another row's (the swap partner's; any the row retrieved
+  too left out): nothing retrieved is
+  relevant, so every chunk is labelled *not relevant* and the interaction is not applicable. Natural data
+  rarely shows a retrieval that missed entirely (P(relevant) of off-topic chunks stayed near 0.5).
+* **appended**: K chunks of other rows (not among the row's own) appended to the row's chunks, for each
+  K of :data:`OFFTOPIC_APPENDED`: the appended ones are labelled *not relevant, not utilized*, the row's
+  own chunks keep their labels (a chunk's relevance and use do not depend on what else was retrieved), so
+  the labelled score is unchanged: the contract that irrelevant chunks neither lower nor raise the score.
 """
 
 from __future__ import annotations
@@ -23,6 +31,9 @@ from ctxutil_otel.judges._text import ANSWER_STOP_KEYS, STOP_KEYS, content, sent
 from ctxutil_otel.metric._contextual_utilization import normalise_chunk
 
 NATURAL, SWAPPED, TRUNCATED = "natural", "swapped", "truncated"
+REPLACED, APPENDED = "replaced", "appended"
+OFFTOPIC_APPENDED = (1, 3)
+"""Off-topic chunks appended to each row in its ``appended`` copies (one copy per count)."""
 MIN_NEW_SHARE = 0.2
 """A used chunk supports the first answer sentence when one of its used sentences holds at least this
 share of the sentence's new words (not in the query), or shares a word trigram with it."""
@@ -103,6 +114,7 @@ class Example:
             used = [bool(lab["utilized"]) for lab in row["chunk_labels"]]
         self.row_index = row_index
         self.kind = kind
+        self.appended = 0  # off-topic chunks appended (``appended`` copies)
         self.subset: str = row["subset"]
         self.relevant = [bool(row["chunk_labels"][i]["relevant"]) for i in unique]
         self.utilized = [used[i] for i in unique]
@@ -140,6 +152,39 @@ def prefix_uses(row: dict[str, Any], kept: Sequence[str]) -> list[bool]:
     return out
 
 
+def with_chunks(row: dict[str, Any], chunks: Sequence[str], relevant: bool | None = None) -> dict[str, Any]:
+    """``row`` with other chunks: ``relevant=False`` replaces them all (every label *not relevant*),
+    ``None`` appends ``chunks`` to the row's own (labelled *not relevant, not utilized*)."""
+    off = [{"relevant": False, "utilized": False} for _ in chunks]
+    if relevant is None:
+        return {
+            **row,
+            "retrieved_content": [*row["retrieved_content"], *chunks],
+            "chunk_labels": [*row["chunk_labels"], *off],
+        }
+    return {**row, "retrieved_content": list(chunks), "chunk_labels": off}
+
+
+def offtopic_chunks(rows: Sequence[dict[str, Any]], i: int, k: int, rng: random.Random) -> list[str]:
+    """``k`` chunks, each from a different other row, none among row ``i``'s own chunks."""
+    own = {normalise_chunk(c) for c in rows[i]["retrieved_content"]}
+    out: list[str] = []
+    used_rows = {i}
+    for _ in range(1000):
+        if len(out) == k:
+            break
+        j = rng.randrange(len(rows))
+        if j in used_rows or not rows[j]["retrieved_content"]:
+            continue
+        chunk = rng.choice(rows[j]["retrieved_content"])
+        if normalise_chunk(chunk) in own or not words(chunk):
+            continue
+        used_rows.add(j)
+        own.add(normalise_chunk(chunk))
+        out.append(chunk)
+    return out
+
+
 def examples_of(
     rows: Sequence[dict[str, Any]],
     weights: WordWeights,
@@ -147,11 +192,38 @@ def examples_of(
     *,
     truncated: bool = True,
     cuts: Sequence[int] = (1,),
+    offtopic: bool = True,
 ) -> list[Example]:
     """Natural rows first (in file order), then one swapped copy per row, then (when ``truncated``) for
     each ``c`` of ``cuts`` a copy of each row whose answer has more than ``c`` sentences, cut to its first
-    ``c`` (``c = 1``: the cut of ``--perturb truncate``)."""
+    ``c`` (``c = 1``: the cut of ``--perturb truncate``), then (when ``offtopic``) one replaced copy per
+    row and, for each K of :data:`OFFTOPIC_APPENDED`, one appended copy per row."""
     partner = derangement(rows, rng)
+    out = _examples(rows, weights, rng, partner, truncated, cuts)
+    if offtopic:
+        off_rng = random.Random(rng.random())  # the earlier copies stay as they were without these
+        for i, r in enumerate(rows):
+            own = {normalise_chunk(c) for c in r["retrieved_content"]}
+            other = [c for c in rows[partner[i]]["retrieved_content"] if normalise_chunk(c) not in own]
+            if other:  # a chunk the row retrieved too keeps the row's own label: left out
+                out.append(Example(with_chunks(r, other, False), i, REPLACED, weights))
+        for k in OFFTOPIC_APPENDED:
+            for i, r in enumerate(rows):
+                extra = offtopic_chunks(rows, i, k, off_rng)
+                if extra:
+                    out.append(Example(with_chunks(r, extra), i, APPENDED, weights))
+                    out[-1].appended = len(extra)
+    return out
+
+
+def _examples(
+    rows: Sequence[dict[str, Any]],
+    weights: WordWeights,
+    rng: random.Random,
+    partner: list[int],
+    truncated: bool,
+    cuts: Sequence[int],
+) -> list[Example]:
     out = [Example(r, i, NATURAL, weights) for i, r in enumerate(rows)]
     out += [Example(r, i, SWAPPED, weights, rows[partner[i]]["actual_output"]) for i, r in enumerate(rows)]
     if truncated:

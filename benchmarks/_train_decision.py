@@ -167,6 +167,8 @@ def report(
     natural: dict[int, tuple[list[bool], list[bool]]] = {}
     swapped: list[tuple[list[bool], list[bool]]] = []
     cut_once: dict[int, tuple[list[bool], list[bool]]] = {}
+    appended: dict[int, dict[int, tuple[list[bool], list[bool]]]] = {}
+    replaced_na: list[bool] = []
     low: list[float] = []
     other: list[float] = []
     low_c: list[float] = []
@@ -178,6 +180,10 @@ def report(
             swapped.append(got)
         elif ex.kind == "truncated":
             cut_once.setdefault(ex.row_index, got)  # the one-sentence copy comes first
+        elif ex.kind == "replaced":
+            replaced_na.append(not any(got[0]))
+        elif ex.kind == "appended":
+            appended.setdefault(ex.appended, {})[ex.row_index] = got
         else:
             natural[ex.row_index] = got
             if ex.score is not None and any(got[0]):
@@ -190,9 +196,54 @@ def report(
     truncated = _pooled([cut_once.get(i, v) for i, v in natural.items()])
     area = auroc(low, other)
     area_c = auroc(low_c, other_c)
+    nothing = [i for i, ex in enumerate(examples[: len(natural)]) if ex.score is None]
+    na_natural = sum(1 for i in nothing if not any(natural[i][0])) / len(nothing) if nothing else 0.0
+    scored_na = sum(
+        1 for i, ex in enumerate(examples[: len(natural)]) if ex.score is not None and not any(natural[i][0])
+    )
+    invariance = "; ".join(
+        f"+{n} off-topic: {_invariance(natural, copies)}" for n, copies in sorted(appended.items())
+    )
     return (
         f"low-score AUROC {area if area is not None else float('nan'):.4f}, swap pooled "
         f"{_pooled(swapped):.3f}, truncate drop {pooled - truncated:.3f}; row model's continuous estimate: "
         f"RMSE {math.sqrt(math.fsum(squared) / len(squared)) if squared else 0.0:.4f}, "
-        f"AUROC {area_c if area_c is not None else float('nan'):.4f}"
+        f"AUROC {area_c if area_c is not None else float('nan'):.4f}\n"
+        f"  not applicable on rows with no labelled-relevant chunk {na_natural:.3f} ({len(nothing)} rows), "
+        f"on replaced-chunk copies {sum(replaced_na) / len(replaced_na) if replaced_na else 0.0:.3f}; "
+        f"scored rows called not applicable {scored_na}\n  {invariance}"
+    )
+
+
+def _score(verdicts: tuple[list[bool], list[bool]], n: int) -> float | None:
+    relevant, utilized = verdicts[0][:n], verdicts[1][:n]
+    total = sum(verdicts[0])
+    return sum(r and u for r, u in zip(relevant, utilized, strict=True)) / total if total else None
+
+
+def _invariance(
+    natural: dict[int, tuple[list[bool], list[bool]]], copies: dict[int, tuple[list[bool], list[bool]]]
+) -> str:
+    """Share of rows scored on the natural row whose score changes with the off-topic chunks appended,
+    the mean change, and the share of appended chunks called relevant."""
+    changed = 0
+    deltas: list[float] = []
+    scored = 0
+    extra_relevant = extra = 0
+    for i, got in copies.items():
+        n = len(natural[i][0])
+        extra += len(got[0]) - n
+        extra_relevant += sum(got[0][n:])
+        before = _score(natural[i], n)
+        if before is None:
+            continue
+        scored += 1
+        after = _score(got, len(got[0]))
+        if after != before:
+            changed += 1
+        deltas.append((after if after is not None else 0.0) - before)
+    return (
+        f"score changed on {changed / scored if scored else 0.0:.3f} of {scored} scored rows, mean change "
+        f"{math.fsum(deltas) / len(deltas) if deltas else 0.0:+.4f}, off-topic chunks relevant "
+        f"{extra_relevant / extra if extra else 0.0:.3f}"
     )

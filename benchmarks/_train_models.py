@@ -8,7 +8,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from _train_data import NATURAL, TRUNCATED, Example
+from _train_data import APPENDED, NATURAL, REPLACED, TRUNCATED, Example
 
 
 def hgb(kind: str, args: argparse.Namespace, max_iter: int) -> Any:
@@ -42,19 +42,28 @@ def copy_weight(ex: Example, args: argparse.Namespace) -> float:
     return float(args.truncated_weight) if ex.kind == TRUNCATED else 1.0
 
 
+def trained_on(ex: Example, args: argparse.Namespace) -> bool:
+    """Whether the models learn from ``ex`` (the off-topic copies only with ``--offtopic``; they are
+    always built, so variants with and without them are measured on the same copies and folds)."""
+    return args.offtopic or ex.kind not in (REPLACED, APPENDED)
+
+
 def chunk_sets(
     examples: Sequence[Example], args: argparse.Namespace
 ) -> tuple[list[list[float]], list[int], list[list[float]], list[int], list[float]]:
-    """(relevance X, y) over natural rows; (utilization X, y, weight) over labelled-relevant chunks of all
-    rows."""
+    """(relevance X, y) over natural rows, their off-topic copies and (``--relevance-truncated``) the
+    truncated ones; (utilization X, y, weight) over labelled-relevant chunks of all rows trained on."""
     rx: list[list[float]] = []
     ry: list[int] = []
     ux: list[list[float]] = []
     uy: list[int] = []
     uw: list[float] = []
     for ex in examples:
+        if not trained_on(ex, args):
+            continue
         for x, r, u in zip(ex.features, ex.relevant, ex.utilized, strict=True):
-            if ex.kind == NATURAL or (args.relevance_truncated and ex.kind == TRUNCATED):
+            learns = ex.kind in (NATURAL, REPLACED, APPENDED)
+            if learns or (args.relevance_truncated and ex.kind == TRUNCATED):
                 rx.append(x)
                 ry.append(int(r))
             if r:

@@ -7,7 +7,10 @@ For each judge, through the real path (``ContextualUtilization`` + ``MetricRunne
 score RMSE, low-score AUROC, relevance / utilization F1 and pooled utilization, overall and per subset,
 with 95% percentile bootstrap intervals (rows resampled with replacement, seed 0) for RMSE and AUROC;
 then the three perturbations of ``ctxutil-otel bench --perturb`` (pooled utilization and mean score,
-original vs perturbed). Prints Markdown tables (the ones in docs/judges.md). Defaults to
+original vs perturbed); then the ``added_offtopic`` contract check (DESIGN.md: irrelevant chunks neither
+lower nor raise the score): 1 and 3 chunks of other rows appended to every row, the share of scored rows
+whose score changes and the mean change, and the share of rows with no labelled-relevant chunk the judge
+calls not applicable. Prints Markdown tables (the ones in docs/judges.md). Defaults to
 ``../shared/data/ragbench_dev.jsonl``.
 """
 
@@ -22,9 +25,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ctxutil_otel import ContextualUtilization, DatasetItem, MetricRunner
+from ctxutil_otel import ContextualUtilization, DatasetItem, MetricEvaluationResult, MetricRunner
 from ctxutil_otel._settings import Settings
-from ctxutil_otel.cli._perturb import PERTURBATIONS, drift
+from ctxutil_otel.cli._perturb import PERTURBATIONS, add_offtopic, drift
 from ctxutil_otel.judges import LearnedJudge
 from ctxutil_otel.judges._from_settings import build_judge
 from ctxutil_otel.judges._learned_model import load_model
@@ -58,6 +61,27 @@ def bootstrap(pairs: list[tuple[float, float]], resamples: int, seed: int) -> tu
     return interval(rmses), interval(aurocs) if aurocs else "n/a"
 
 
+def offtopic_line(
+    name: str,
+    runner: MetricRunner,
+    items: Sequence[DatasetItem],
+    results: Sequence[MetricEvaluationResult],
+    labels: Sequence[LabelledRow],
+) -> str:
+    """One Markdown row: not-applicable recall, then for +1 and +3 off-topic chunks the share of scored
+    rows whose score changed and the mean change (a row that becomes not applicable counts as 0)."""
+    nothing = [i for i, lab in enumerate(labels) if lab.expected_score is None]
+    recall = sum(1 for i in nothing if results[i].score is None) / len(nothing) if nothing else float("nan")
+    cells = [f"{recall:.3f} ({len(nothing)} rows)"]
+    for k in (1, 3):
+        after = asyncio.run(runner.run(add_offtopic(items, k, seed=k)))
+        pairs = [(a.score, b.score) for a, b in zip(results, after, strict=True) if a.score is not None]
+        changed = sum(1 for a, b in pairs if a != b)
+        mean = math.fsum((b if b is not None else 0.0) - a for a, b in pairs) / len(pairs)
+        cells.append(f"{changed / len(pairs):.3f} ({mean:+.3f})")
+    return f"| {name} | " + " | ".join(cells) + " |"
+
+
 def f(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
@@ -89,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{math.sqrt(sum((s - mean) ** 2 for s in scored) / len(scored)):.3f}\n"
     )
     drift_rows: list[str] = []
+    offtopic_rows: list[str] = []
     for name in args.judges.split(","):
         judge = (
             LearnedJudge(learned_model=load_model(json.loads(args.model.read_text(encoding="utf-8"))))
@@ -135,9 +160,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"({d.pooled_perturbed - d.pooled_original:+.3f}) | {f(d.mean_score_original)} → "
                     f"{f(d.mean_score_perturbed)} |"
                 )
+        if not args.no_drift:
+            offtopic_rows.append(offtopic_line(name, runner, items, results, labels))
     if drift_rows:
         print("| judge | perturbation | pooled utilization | mean score |\n|---|---|---|---|")
         print("\n".join(drift_rows))
+    if offtopic_rows:
+        print(
+            "\n| judge | not applicable on rows with no labelled-relevant chunk | added_offtopic +1: rows "
+            "whose score changed (mean change) | +3 |\n|---|---|---|---|"
+        )
+        print("\n".join(offtopic_rows))
     return 0
 
 

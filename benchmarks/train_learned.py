@@ -46,9 +46,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _train_data import examples_of
+from _train_data import NATURAL, REPLACED, Example, examples_of
 from _train_decision import choose_decision, report
-from _train_models import best_f1_threshold, copy_weight, export, fit_chunk_models, hgb, raw
+from _train_models import best_f1_threshold, copy_weight, export, fit_chunk_models, hgb, raw, trained_on
 
 from ctxutil_otel.judges._learned import decide_relevant, row_features
 from ctxutil_otel.judges._learned_features import FEATURE_NAMES, WordWeights
@@ -96,7 +96,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     zipf = zipf_table(args.vocabulary)
     weights = WordWeights.from_zipf(zipf)
     cuts = tuple(int(c) for c in args.truncate_cuts.split(","))
-    examples = examples_of(rows, weights, rng, truncated=not args.no_truncated, cuts=cuts)
+    examples = examples_of(rows, weights, rng, truncated=not args.no_truncated, cuts=cuts, offtopic=True)
     natural = examples[: len(rows)]
     print(
         f"{len(rows)} rows, {sum(len(e.features) for e in natural)} unique chunks, {len(examples)} examples "
@@ -127,7 +127,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     flat_rel = [p for k in range(len(rows)) for p in oof_rel[k]]
     flat_lab = [r for ex in natural for r in ex.relevant]
     threshold = best_f1_threshold(flat_rel, flat_lab)
-    fallback = args.fallback
+    fallback = args.fallback if args.fallback is not None else choose_fallback(examples, oof_rel, threshold)
     print(f"relevance threshold (best out-of-fold F1 on train): {threshold:.2f}; fallback {fallback:.2f}")
 
     # Row model: inputs from out-of-fold chunk probabilities; its own out-of-fold predictions choose
@@ -136,18 +136,20 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     row_y: list[float] = []
     row_w: list[float] = []
     row_of: list[int] = []
+    row_fit: list[bool] = []  # learns from it (else only predicted, for the out-of-fold measures)
     for k, ex in enumerate(examples):
         relevant = decide_relevant(oof_rel[k], threshold, fallback)
-        if ex.score is None or not any(relevant):
+        if not any(relevant):
             continue
         row_x.append(row_features(oof_rel[k], oof_use[k], relevant, ex.features))
-        row_y.append(ex.score)
+        row_y.append(ex.score if ex.score is not None else 0.0)
         row_w.append(copy_weight(ex, args))
         row_of.append(k)
-    row_weighted = any(w != 1.0 for w in row_w)
+        row_fit.append(ex.score is not None and trained_on(ex, args))
+    row_weighted = any(w != 1.0 for w, fit in zip(row_w, row_fit, strict=True) if fit)
     oof_score: dict[int, float] = {}
     for fold in range(args.folds):
-        inside = [j for j, k in enumerate(row_of) if fold_of[examples[k].row_index] != fold]
+        inside = [j for j, k in enumerate(row_of) if row_fit[j] and fold_of[examples[k].row_index] != fold]
         fitted = hgb("reg", args, args.row_max_iter).fit(
             [row_x[j] for j in inside],
             [row_y[j] for j in inside],
@@ -162,8 +164,11 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "  out of fold on train, chosen: "
         + report(examples, oof_rel, oof_use, oof_score, threshold, fallback, (low, high, penalty), offset)
     )
+    fit_rows = [j for j, fit in enumerate(row_fit) if fit]
     row_model = hgb("reg", args, args.row_max_iter).fit(
-        row_x, row_y, sample_weight=row_w if row_weighted else None
+        [row_x[j] for j in fit_rows],
+        [row_y[j] for j in fit_rows],
+        sample_weight=[row_w[j] for j in fit_rows] if row_weighted else None,
     )
 
     rel, use = fit_chunk_models(examples, args)
@@ -179,6 +184,12 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                 else f" and truncated-answer copies (the answer cut to its first {args.truncate_cuts} "
                 "sentences, of each row with more), labelled by the sentences kept"
                 + ("; P(relevant) learns from them too" if args.relevance_truncated else "")
+            )
+            + (
+                "; replaced-chunk copies (another row's chunks, none relevant) and copies with 1 and 3 "
+                "other rows' chunks appended (not relevant, not utilized; the row's own labels kept)"
+                if args.offtopic
+                else ""
             ),
             "word_frequencies": f"wordfreq {_version('wordfreq')} top {args.vocabulary} English words "
             "(training-time only; exported here as the 'zipf' table)",
@@ -198,6 +209,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                     "truncate_cuts",
                     "truncated_weight",
                     "relevance_truncated",
+                    "offtopic",
                     "folds",
                     "vocabulary",
                 )
@@ -219,7 +231,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "zipf": grouped(zipf),
     }
     # The id names the content: a retrained model with other trees or thresholds gets another id (the
-    # judge reports it as gen_ai.request.model), the same training reproduces it.
+    # judge reports it as ctxutil.judge.model), the same training reproduces it.
     digest = hashlib.sha256(_canonical(document).encode("utf-8")).hexdigest()
     document["provenance"]["model_id"] = f"ctxutil-gbdt-ragbench-seed{args.seed}-{digest[:8]}"
 
@@ -229,7 +241,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     for name, fitted, ensemble, xs in (
         ("relevance", rel, loaded.relevance, all_x),
         ("utilization", use, loaded.utilization, all_x),
-        ("row", row_model, loaded.row, row_x),
+        ("row", row_model, loaded.row, [row_x[j] for j in fit_rows]),
     ):
         expected = raw(fitted, xs)
         got = [ensemble.raw(x) for x in xs]
@@ -238,6 +250,22 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             raise SystemExit(f"{name}: pure-Python trees differ from scikit-learn on {mismatches} rows")
     print(f"exported trees reproduce scikit-learn exactly; total {time.perf_counter() - started:.1f} s")
     return document
+
+
+def choose_fallback(examples: Sequence[Example], oof_rel: list[list[float]], threshold: float) -> float:
+    """The fallback probability that best tells, out of fold, the rows that retrieved something relevant
+    (labelled) from those that did not: accuracy of "some chunk is relevant" over the natural rows and
+    the replaced-chunk copies (about as many of each; nothing in them is relevant). Ties: the lower."""
+    judged = [(k, ex.score is not None) for k, ex in enumerate(examples) if ex.kind in (NATURAL, REPLACED)]
+    best = (-1.0, threshold)
+    for step in range(5, round(threshold * 100) + 1, 5):
+        fallback = min(step / 100, threshold)
+        hits = sum(1 for k, has in judged if any(decide_relevant(oof_rel[k], threshold, fallback)) == has)
+        accuracy = hits / len(judged)
+        print(f"  fallback {fallback:.2f}: applicable-or-not accuracy {accuracy:.4f} out of fold")
+        if accuracy > best[0] + 1e-12:
+            best = (accuracy, fallback)
+    return best[1]
 
 
 def _version(package: str) -> str:
@@ -265,7 +293,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--min-samples-leaf", type=int, default=20, help="of the chunk models' trees")
     parser.add_argument("--l2-regularization", type=float, default=1.0, help="of the chunk models")
     parser.add_argument("--folds", type=int, default=5)
-    parser.add_argument("--fallback", type=float, default=0.2, help="fallback relevance probability")
+    parser.add_argument(
+        "--fallback",
+        type=float,
+        default=None,
+        help="fallback relevance probability (default: chosen out of fold, choose_fallback)",
+    )
     parser.add_argument("--vocabulary", type=int, default=25_000, help="wordfreq words exported")
     parser.add_argument(
         "--no-truncated", action="store_true", help="leave out the truncated-answer copies (a variant)"
@@ -283,6 +316,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="train P(relevant) on the truncated copies too (their relevance labels are the row's)",
+    )
+    parser.add_argument(
+        "--offtopic",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="learn from the replaced-chunk and appended-off-topic-chunk copies (always built and measured)",
     )
     parser.add_argument("--check", action="store_true", help="compare with --out instead of writing it")
     raw_argv = list(sys.argv[1:] if argv is None else argv)

@@ -34,6 +34,20 @@ def test_swap_gives_every_row_another_rows_answer_deterministically() -> None:
     assert perturb(ITEMS, "swap", seed=4) != swapped
 
 
+def test_offtopic_appends_one_chunk_of_another_row() -> None:
+    items = [*ITEMS, DatasetItem(query="q", actual_output="a", retrieved_content=[])]
+    appended = perturb(items, "offtopic", seed=2)
+    for i, (new, old) in enumerate(zip(appended, items, strict=True)):
+        assert new.retrieved_content[: len(old.retrieved_content)] == old.retrieved_content
+        (extra,) = new.retrieved_content[len(old.retrieved_content) :]
+        assert extra not in old.retrieved_content
+        assert any(extra in o.retrieved_content for j, o in enumerate(items) if j != i)
+    assert perturb(items, "offtopic", seed=2) == appended
+    # Rows whose chunks are all among this row's give nothing to append: fewer, never a hang.
+    same = [DatasetItem(query=f"q{i}", actual_output="a", retrieved_content=["x"]) for i in range(3)]
+    assert perturb(same, "offtopic") == same
+
+
 def test_truncate_keeps_the_first_sentence_and_shuffle_keeps_the_chunks() -> None:
     assert [t.actual_output for t in perturb(ITEMS, "truncate")] == [f"Answer {i} first." for i in range(7)]
     shuffled = perturb(ITEMS, "shuffle", seed=1)
@@ -51,10 +65,11 @@ def test_bench_perturb_reports_original_and_perturbed_side_by_side(
     judge: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = ["bench", sample_path(), "--limit", "60", "--judge", judge, "--json"]
-    assert main([*args, "--perturb", "swap", "--perturb", "shuffle", "--perturb", "truncate"]) == 0
+    kinds = ["swap", "shuffle", "truncate", "offtopic"]
+    assert main([*args, *(a for kind in kinds for a in ("--perturb", kind))]) == 0
     report = json.loads(capsys.readouterr().out)
     drift = {d["perturbation"]: d for d in report["drift"]}
-    assert list(drift) == ["swap", "shuffle", "truncate"]
+    assert list(drift) == kinds
     for d in drift.values():
         assert d["rows"] == 60 and d["errors_perturbed"] == 0
         assert d["pooled_original"] == pytest.approx(report["pooled_predicted"])
@@ -64,6 +79,13 @@ def test_bench_perturb_reports_original_and_perturbed_side_by_side(
         drift["shuffle"]["pooled_original"], abs=0.01
     )
     assert drift["truncate"]["pooled_perturbed"] < drift["truncate"]["pooled_original"]
+    # Nearly every swapped answer changes its row's score; an off-topic chunk appended changes few
+    # (DESIGN.md: irrelevant chunks neither lower nor raise the score).
+    assert drift["swap"]["scores_changed"] > 0.8
+    assert drift["offtopic"]["scores_changed"] < 0.15
+    assert drift["offtopic"]["mean_score_perturbed"] == pytest.approx(
+        drift["offtopic"]["mean_score_original"], abs=0.03
+    )
 
 
 def test_bench_perturb_table(capsys: pytest.CaptureFixture[str]) -> None:

@@ -126,13 +126,35 @@ def test_copies_share_their_rows_fold_and_carry_the_derived_labels() -> None:
     rows = [
         _row("Ada Brandt discovered it in 1911. Its orbit lasts 76 years; it last passed in 1986."),
         _row("It was discovered in 1911."),
+        _row("It was discovered in 1911."),
     ]
+    # the third row retrieved other chunks (one shared with the others: never an off-topic chunk for them)
+    rows[2]["retrieved_content"] = ["Bananas are yellow.", "Paris is in France.", "Comets are icy bodies."]
     made = _train_data.examples_of(rows, WordWeights(), random.Random(0))
     kinds = [(ex.kind, ex.row_index) for ex in made]
-    # one swapped copy per row; a truncated copy only of the two-sentence answer
-    assert kinds == [("natural", 0), ("natural", 1), ("swapped", 0), ("swapped", 1), ("truncated", 0)]
-    assert made[2].utilized == [False, False, False] and made[2].relevant == [True, True, True]
-    assert made[4].utilized == [True, False, False] and made[4].score == 1 / 3
+    # one swapped copy per row; a truncated copy only of the two-sentence answer; a replaced copy when the
+    # partner retrieved chunks the row did not; appended copies only from chunks the row did not retrieve
+    assert kinds[:7] == [
+        ("natural", 0),
+        ("natural", 1),
+        ("natural", 2),
+        ("swapped", 0),
+        ("swapped", 1),
+        ("swapped", 2),
+        ("truncated", 0),
+    ]
+    assert made[3].utilized == [False, False, False] and made[3].relevant == [True, True, True]
+    assert made[6].utilized == [True, False, False] and made[6].score == 1 / 3
+    for ex in made[7:]:
+        assert ex.kind in (_train_data.REPLACED, _train_data.APPENDED)
+        n = len(ex.relevant) - ex.appended
+        natural = made[ex.row_index]
+        if ex.kind == _train_data.REPLACED:  # nothing relevant: not applicable
+            assert not any(ex.relevant) and not any(ex.utilized) and ex.score is None
+        else:  # own labels kept, the appended chunks not relevant: same labelled score
+            assert ex.relevant[:n] == natural.relevant and ex.utilized[:n] == natural.utilized
+            assert not any(ex.relevant[n:]) and ex.score == natural.score
+    assert {ex.kind for ex in made[7:]} == {_train_data.REPLACED, _train_data.APPENDED}
 
 
 def test_copies_cut_to_two_sentences_keep_the_chunks_either_kept_sentence_draws_on() -> None:

@@ -11,6 +11,12 @@ alerting on must react the way the truth does:
   utilization should fall.
 * ``shuffle``: the chunks of every row are put in a seeded random order. Nothing changed in substance;
   the figures should not move.
+* ``offtopic``: every row gets one chunk of another row appended (one it does not already hold).
+  DESIGN.md: irrelevant chunks neither lower nor raise the score, so the figures should not move; a
+  judge that moves here moves your dashboards when the retriever's top-k changes.
+
+Beside pooled and mean, ``changed`` is the share of the rows scored on the original whose score differs
+on the perturbed copy (a row that became not applicable counts as changed).
 
 All perturbations are deterministic for a given ``--seed`` (default 0).
 """
@@ -35,13 +41,14 @@ __all__ = [
     "PERTURBATIONS",
     "DriftFigures",
     "add_arguments",
+    "add_offtopic",
     "check_extras",
     "drift",
     "perturb",
     "render_drift",
 ]
 
-PERTURBATIONS = ("swap", "truncate", "shuffle")
+PERTURBATIONS = ("swap", "truncate", "shuffle", "offtopic")
 
 
 class DriftFigures(BaseModel):
@@ -54,6 +61,7 @@ class DriftFigures(BaseModel):
     mean_score_original: float | None
     mean_score_perturbed: float | None
     errors_perturbed: int
+    scores_changed: float | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,7 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=PERTURBATIONS,
         default=None,
         help="drift check, repeatable: swap answers between rows, truncate answers to their first "
-        "sentence, or shuffle chunk order; reports pooled utilization and mean score original vs perturbed",
+        "sentence, shuffle chunk order, or append another row's chunk (offtopic); reports pooled "
+        "utilization and mean score original vs perturbed, and the share of scores that changed",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the perturbations (default 0)")
     parser.add_argument(
@@ -80,8 +89,9 @@ def check_extras(args: argparse.Namespace, rows: int) -> str | None:
     """What makes ``--perturb``/``--plot`` impossible, found before the run (``None`` when nothing):
     ``swap`` with fewer than 2 rows (no other row's answer to take), ``--plot`` without matplotlib
     (names the ``plot`` extra) or into a directory that does not exist."""
-    if args.perturb and "swap" in args.perturb and rows < 2:
-        return f"--perturb swap needs at least 2 rows (answers are swapped between rows); the file has {rows}"
+    for kind in ("swap", "offtopic"):
+        if args.perturb and kind in args.perturb and rows < 2:
+            return f"--perturb {kind} needs at least 2 rows (it takes from other rows); the file has {rows}"
     if args.plot:
         try:
             import matplotlib  # noqa: F401  (only whether it imports)
@@ -98,11 +108,38 @@ def _first_sentence(answer: str) -> str:
     return parts[0].strip() if parts else answer
 
 
+def add_offtopic(items: Sequence[DatasetItem], k: int, *, seed: int = 0) -> list[DatasetItem]:
+    """Each item with up to ``k`` chunks of other rows appended, each from a random other row and none
+    equal to a chunk it holds (fewer when the other rows have no such chunk).
+
+    Raises:
+        ValueError: with fewer than 2 items.
+    """
+    if len(items) < 2:
+        raise ValueError("--perturb offtopic needs at least 2 rows (it takes chunks from other rows)")
+    rng = random.Random(seed)
+    out = []
+    for i, item in enumerate(items):
+        own = set(item.retrieved_content)
+        extra: list[str] = []
+        for _ in range(50 * k):  # bounded: rows whose chunks are all among this row's give nothing
+            if len(extra) == k:
+                break
+            j = rng.randrange(len(items))
+            chunks = items[j].retrieved_content
+            chunk = rng.choice(chunks) if chunks else ""
+            if j != i and chunk.strip() and chunk not in own:
+                own.add(chunk)
+                extra.append(chunk)
+        out.append(item.model_copy(update={"retrieved_content": [*item.retrieved_content, *extra]}))
+    return out
+
+
 def perturb(items: Sequence[DatasetItem], kind: str, *, seed: int = 0) -> list[DatasetItem]:
     """A perturbed copy of ``items`` (see the module docstring); the originals are not changed.
 
     Raises:
-        ValueError: for an unknown ``kind``, or ``swap`` with fewer than 2 items.
+        ValueError: for an unknown ``kind``, or ``swap``/``offtopic`` with fewer than 2 items.
     """
     rng = random.Random(seed)
     if kind == "swap":
@@ -126,6 +163,8 @@ def perturb(items: Sequence[DatasetItem], kind: str, *, seed: int = 0) -> list[D
             rng.shuffle(chunks)
             out.append(item.model_copy(update={"retrieved_content": chunks}))
         return out
+    if kind == "offtopic":
+        return add_offtopic(items, 1, seed=seed)
     raise ValueError(f"--perturb: unknown perturbation {kind!r} (choose from {', '.join(PERTURBATIONS)})")
 
 
@@ -160,6 +199,7 @@ def drift(
     for kind in dict.fromkeys(kinds):  # each kind once, in the order asked
         perturbed = asyncio.run(runner.run(perturb(items, kind, seed=seed)))
         p_pooled, p_mean, p_errors = _pooled_and_mean(perturbed)
+        pairs = [(a.score, b.score) for a, b in zip(results, perturbed, strict=True) if a.score is not None]
         out.append(
             DriftFigures(
                 perturbation=kind,
@@ -168,6 +208,7 @@ def drift(
                 pooled_perturbed=p_pooled,
                 mean_score_original=mean,
                 mean_score_perturbed=p_mean,
+                scores_changed=sum(a != b for a, b in pairs) / len(pairs) if pairs else None,
                 errors_perturbed=p_errors,
             )
         )
@@ -181,15 +222,19 @@ def _f(value: float | None) -> str:
 def render_drift(figures: Sequence[DriftFigures]) -> str:
     """A text table: one line per perturbation, original vs perturbed."""
     lines = [
-        f"{'perturb':<9} {'rows':>5} {'pooled':>6} {'->':>2} {'pert.':>6} {'mean':>6} {'->':>2} {'pert.':>6}"
+        f"{'perturb':<9} {'rows':>5} {'pooled':>6} {'->':>2} {'pert.':>6} {'mean':>6} {'->':>2} {'pert.':>6} "
+        f"{'changed':>7}"
     ]
     for f in figures:
         lines.append(
             f"{f.perturbation:<9} {f.rows:>5} {_f(f.pooled_original)} -> {_f(f.pooled_perturbed)} "
-            f"{_f(f.mean_score_original)} -> {_f(f.mean_score_perturbed)}"
+            f"{_f(f.mean_score_original)} -> {_f(f.mean_score_perturbed)} {_f(f.scores_changed):>7}"
             + (f"  ({f.errors_perturbed} errors)" if f.errors_perturbed else "")
         )
-    lines.append("pooled = utilized/relevant chunks predicted over all rows; mean = mean predicted score")
+    lines.append(
+        "pooled = utilized/relevant chunks predicted over all rows; mean = mean predicted score; "
+        "changed = share of scored rows whose score changed"
+    )
     return "\n".join(lines)
 
 

@@ -20,7 +20,8 @@ from . import _names as names
 
 if TYPE_CHECKING:
     from ._emitter import Emitter, OutcomeCounts
-    from ._setup import DEFAULT_SERVICE_NAME, TelemetryHandle, configure_telemetry, exporter_destinations
+    from ._exporter_choice import exporter_destinations
+    from ._setup import DEFAULT_SERVICE_NAME, TelemetryHandle, configure_telemetry
 
 __all__ = [
     "DEFAULT_SERVICE_NAME",
@@ -38,7 +39,7 @@ _LAZY = {
     "DEFAULT_SERVICE_NAME": "._setup",
     "TelemetryHandle": "._setup",
     "configure_telemetry": "._setup",
-    "exporter_destinations": "._setup",
+    "exporter_destinations": "._exporter_choice",
 }
 
 __getattr__ = lazy_attributes(__name__, _LAZY)

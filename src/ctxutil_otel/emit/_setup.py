@@ -3,23 +3,8 @@
 For the CLI, the demo and examples. Applications that already configure OpenTelemetry do not need it: the
 :class:`~ctxutil_otel.emit.Emitter` uses whatever global providers they set.
 
-Exporter choice, per signal (traces, metrics, logs):
-
-1. ``OTEL_{TRACES,METRICS,LOGS}_EXPORTER`` when set: a comma list of ``otlp``, ``console``, ``none``
-   (OpenTelemetry SDK environment variables; other values raise ``ValueError``).
-2. Otherwise OTLP when ``OTEL_EXPORTER_OTLP_{TRACES,METRICS,LOGS}_ENDPOINT`` or
-   ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set; else the console (``console=True``) or nothing
-   (``console=False``, quiet mode). This differs from the SDK's own auto-configuration, whose default is
-   OTLP to ``localhost``: a demo without a Collector should print, not retry against a closed port.
-
-OTLP transport: ``OTEL_EXPORTER_OTLP_{SIGNAL}_PROTOCOL``, else ``OTEL_EXPORTER_OTLP_PROTOCOL``, else ``grpc``.
-``grpc`` selects ``opentelemetry.exporter.otlp.proto.grpc`` (port 4317), ``http/protobuf`` selects
-``opentelemetry.exporter.otlp.proto.http`` (port 4318); ``http/json`` is not implemented by the Python
-exporters and raises ``ValueError``. The specification (``protocol/exporter.md``, since v1.28) says SDKs
-SHOULD default to ``http/protobuf`` unless they already shipped ``grpc`` as the default; the Python SDK did,
-and its auto-configuration (``opentelemetry.sdk._configuration``) still maps a bare ``otlp`` to gRPC, so
-``grpc`` is the default here too. Endpoint, headers, timeout, compression and certificates are read by the
-exporters themselves from the standard ``OTEL_EXPORTER_OTLP_*`` variables.
+Which exporter each signal gets (OTLP over gRPC or HTTP, the console, nothing) is decided in
+``_exporter_choice.py``; this module builds the providers, processors and readers around them.
 """
 
 from __future__ import annotations
@@ -27,7 +12,6 @@ from __future__ import annotations
 import atexit
 import logging
 import math
-import os
 import sys
 import threading
 import time
@@ -55,21 +39,19 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from opentelemetry.util.types import AttributeValue
 
 from ._console import format_log_record, format_metrics, format_span
+from ._exporter_choice import SIGNALS, env_value, exporter_destinations, otlp_exporters, otlp_timeout_from_env
 
-__all__ = ["DEFAULT_SERVICE_NAME", "TelemetryHandle", "configure_telemetry", "exporter_destinations"]
+__all__ = ["DEFAULT_SERVICE_NAME", "TelemetryHandle", "configure_telemetry"]
 
 _log = logging.getLogger("ctxutil_otel.emit")
 
 DEFAULT_SERVICE_NAME = "ctxutil-otel"
-_SIGNALS = ("traces", "metrics", "logs")
-#: Per signal, in the order of ``_SIGNALS``: the console exporter and its compact formatter.
+#: Per signal, in the order of ``SIGNALS``: the console exporter and its compact formatter.
 _CONSOLE_EXPORTERS: tuple[tuple[Any, Callable[..., str]], ...] = (
     (ConsoleSpanExporter, format_span),
     (ConsoleMetricExporter, format_metrics),
     (ConsoleLogRecordExporter, format_log_record),
 )
-_PROTOCOLS = {"grpc": "otlp/grpc", "http/protobuf": "otlp/http"}
-_KNOWN_EXPORTERS = ("otlp", "console", "none")
 _SDK_OTLP_TIMEOUT_S = 10.0  # the OTLP exporters' default when no OTEL_EXPORTER_OTLP_*TIMEOUT is set
 
 
@@ -184,103 +166,12 @@ def _infinite_interval(millis: float | None) -> bool:
     """Whether the exporting readers' interval (the argument, else ``OTEL_METRIC_EXPORT_INTERVAL``, as
     the SDK reads it) is infinite, so that they export on ``force_flush`` only."""
     if millis is None:
-        raw = _env("OTEL_METRIC_EXPORT_INTERVAL")
+        raw = env_value("OTEL_METRIC_EXPORT_INTERVAL")
         try:
             millis = float(raw) if raw is not None else None
         except ValueError:
             return False
     return millis is not None and math.isinf(millis)
-
-
-def _env(name: str) -> str | None:
-    value = os.environ.get(name, "").strip()
-    return value or None
-
-
-def exporter_destinations(console: bool = True) -> dict[str, tuple[str, ...]]:
-    """Where each signal goes under the current environment (rules in the module docstring).
-
-    Returns:
-        ``{"traces": (...), "metrics": (...), "logs": (...)}`` with values from ``"otlp/grpc"``,
-        ``"otlp/http"``, ``"console"``; an empty tuple for a signal exported nowhere.
-
-    Raises:
-        ValueError: naming the variable, for an unknown ``OTEL_*_EXPORTER`` entry or an unsupported
-            ``OTEL_EXPORTER_OTLP_*PROTOCOL``.
-    """
-    out: dict[str, tuple[str, ...]] = {}
-    for signal in _SIGNALS:
-        upper = signal.upper()
-        selector = f"OTEL_{upper}_EXPORTER"
-        names: list[str]
-        configured = _env(selector)
-        if configured is not None:
-            names = [n.strip().lower() for n in configured.split(",") if n.strip()]
-            unknown = [n for n in names if n not in _KNOWN_EXPORTERS]
-            if unknown:
-                supported = ", ".join(_KNOWN_EXPORTERS)
-                raise ValueError(f"{selector}: unsupported exporter {unknown[0]!r} (supported: {supported})")
-            names = [n for n in names if n != "none"]
-        elif _env(f"OTEL_EXPORTER_OTLP_{upper}_ENDPOINT") or _env("OTEL_EXPORTER_OTLP_ENDPOINT"):
-            names = ["otlp"]
-        else:
-            names = ["console"] if console else []
-        destinations: list[str] = []
-        for name in dict.fromkeys(names):  # de-duplicate, keep order
-            destinations.append(_otlp_destination(upper) if name == "otlp" else name)
-        out[signal] = tuple(destinations)
-    return out
-
-
-def _otlp_timeout_from_env(signal: str) -> float | None:
-    """The user's export timeout for ``signal`` in seconds (``OTEL_EXPORTER_OTLP_{SIGNAL}_TIMEOUT``, else
-    ``OTEL_EXPORTER_OTLP_TIMEOUT``); ``None`` when neither is set to a positive number."""
-    for variable in (f"OTEL_EXPORTER_OTLP_{signal.upper()}_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"):
-        raw = _env(variable)
-        if raw is not None:
-            try:
-                value = float(raw)
-            except ValueError:
-                return None  # the exporter warns about it and uses its default
-            return value if value > 0 else None
-    return None
-
-
-def _otlp_destination(upper_signal: str) -> str:
-    for variable in (f"OTEL_EXPORTER_OTLP_{upper_signal}_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
-        protocol = _env(variable)
-        if protocol is not None:
-            if protocol not in _PROTOCOLS:
-                raise ValueError(
-                    f"{variable}: unsupported OTLP protocol {protocol!r} (supported: grpc, http/protobuf)"
-                )
-            return _PROTOCOLS[protocol]
-    return _PROTOCOLS["grpc"]
-
-
-def _otlp_exporters(destination: str) -> tuple[type[Any], type[Any], type[Any]]:
-    """(span, metric, log) exporter classes for ``otlp/grpc`` or ``otlp/http``, imported on demand."""
-    try:
-        if destination == "otlp/grpc":
-            from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
-            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-        else:
-            from opentelemetry.exporter.otlp.proto.http._log_exporter import (  # type: ignore[assignment]
-                OTLPLogExporter,
-            )
-            from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # type: ignore[assignment]
-                OTLPMetricExporter,
-            )
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[assignment]
-                OTLPSpanExporter,
-            )
-    except ImportError as exc:  # pragma: no cover - a dependency of the package
-        raise ImportError(
-            f"{destination} export needs the 'opentelemetry-exporter-otlp' package "
-            "(a dependency of ctxutil-otel)"
-        ) from exc
-    return OTLPSpanExporter, OTLPMetricExporter, OTLPLogExporter
 
 
 def configure_telemetry(
@@ -332,10 +223,10 @@ def configure_telemetry(
     compact = console_format == "compact"
     resource = _resource(service_name, resource_attributes)
 
-    exporters: dict[str, list[Any]] = {signal: [] for signal in _SIGNALS}
+    exporters: dict[str, list[Any]] = {signal: [] for signal in SIGNALS}
     longest_timeout: float | None = None
     for signal, targets in destinations.items():
-        position = _SIGNALS.index(signal)
+        position = SIGNALS.index(signal)
         for target in targets:
             if target == "console":
                 console_cls, formatter = _CONSOLE_EXPORTERS[position]
@@ -343,8 +234,8 @@ def configure_telemetry(
                     console_cls(out=out, formatter=formatter) if compact else console_cls(out=out)
                 )
                 continue
-            otlp_cls = _otlp_exporters(target)[position]
-            user_timeout = _otlp_timeout_from_env(signal)
+            otlp_cls = otlp_exporters(target)[position]
+            user_timeout = otlp_timeout_from_env(signal)
             timeout = user_timeout if user_timeout is not None else otlp_timeout_s
             effective = timeout if timeout is not None else _SDK_OTLP_TIMEOUT_S
             longest_timeout = max(longest_timeout or 0.0, effective)

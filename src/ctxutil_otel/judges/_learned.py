@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from ._base import ChunkVerdict, JudgeResult
 from ._learned_features import FEATURE_NAMES, ChunkEvidence, chunk_features
 from ._learned_model import LearnedModel, shipped_model
+from ._text import has_words
 
 __all__ = ["ChunkProbabilities", "LearnedJudge", "decide_utilized", "follow_estimate", "row_features"]
 
@@ -102,11 +103,19 @@ def row_features(
     ]
 
 
-def decide_relevant(p_rel: Sequence[float], threshold: float, fallback: float) -> list[bool]:
-    """Relevance verdicts from P(relevant): the threshold, then the fallback to the most likely chunk."""
+def _tie(ties: Sequence[str] | None, n: int) -> Sequence[str]:
+    return ties if ties is not None else [""] * n
+
+
+def decide_relevant(
+    p_rel: Sequence[float], threshold: float, fallback: float, ties: Sequence[str] | None = None
+) -> list[bool]:
+    """Relevance verdicts from P(relevant): the threshold, then the fallback to the most likely chunk
+    (equal probabilities: the smaller ``ties`` key, e.g. the chunk's text, then the earlier chunk)."""
     relevant = [p >= threshold for p in p_rel]
     if p_rel and not any(relevant):
-        best = max(range(len(p_rel)), key=lambda i: (p_rel[i], -i))
+        tie = _tie(ties, len(p_rel))
+        best = min(range(len(p_rel)), key=lambda i: (-p_rel[i], tie[i], i))
         if p_rel[best] >= fallback:
             relevant[best] = True
     return relevant
@@ -125,12 +134,14 @@ def follow_estimate(
     high: float,
     penalty: float,
     offset: float = 0.5,
+    ties: Sequence[str] | None = None,
 ) -> list[bool]:
     """Relevance verdicts adjusted on borderline chunks so that utilized / relevant can express the row
     estimate ``score``.
 
     With one or two relevant chunks the score can only be 0, 0.5 or 1, however sure the row model is of,
-    say, 0.7. Chunks are taken in order of P(relevant) (ties: the earlier chunk); every chunk with
+    say, 0.7. Chunks are taken in order of P(relevant) (ties: the smaller ``ties`` key, then the earlier
+    chunk); every chunk with
     P(relevant) >= ``high`` and the chunks ``relevant`` already marks below it stay relevant, chunks below
     ``low`` stay not relevant, and the number ``m`` of relevant chunks in between minimises
     ``(k/m - score)^2 + penalty * |m - m0|`` (``k`` the utilized count :func:`decide_utilized` gives for
@@ -139,7 +150,8 @@ def follow_estimate(
     m0 = sum(relevant)
     if m0 == 0:
         return list(relevant)
-    order = sorted(range(len(p_rel)), key=lambda i: (-p_rel[i], i))
+    tie = _tie(ties, len(p_rel))
+    order = sorted(range(len(p_rel)), key=lambda i: (-p_rel[i], tie[i], i))
     least = max(1, min(m0, sum(1 for p in p_rel if p >= high)))
     most = max(m0, sum(1 for p in p_rel if p >= low))
     best_cost, best_m = math.inf, m0
@@ -153,14 +165,19 @@ def follow_estimate(
 
 
 def decide_utilized(
-    score: float, p_use: Sequence[float], relevant: Sequence[bool], offset: float = 0.5
+    score: float,
+    p_use: Sequence[float],
+    relevant: Sequence[bool],
+    offset: float = 0.5,
+    ties: Sequence[str] | None = None,
 ) -> list[bool]:
     """Mark the ``floor(score x relevant + offset)`` relevant chunks with the highest P(utilized) utilized
-    (``score`` is clamped to [0, 1]; ``offset`` 0.5 rounds to the nearest count; ties go to the earlier
-    chunk)."""
+    (``score`` is clamped to [0, 1]; ``offset`` 0.5 rounds to the nearest count; ties go to the smaller
+    ``ties`` key, then the earlier chunk)."""
     candidates = [i for i, r in enumerate(relevant) if r]
     k = _count(score, len(candidates), offset)
-    chosen = set(sorted(candidates, key=lambda i: (-p_use[i], i))[:k])
+    tie = _tie(ties, len(p_use))
+    chosen = set(sorted(candidates, key=lambda i: (-p_use[i], tie[i], i))[:k])
     return [i in chosen for i in range(len(relevant))]
 
 
@@ -168,7 +185,9 @@ class LearnedJudge:
     """The offline default judge: relevance and utilization from gradient-boosted trees (module docstring).
 
     Deterministic (same input, same verdicts), pure Python, no network. ``name`` is ``"learned"`` and
-    ``model`` the shipped model's id (``model_id`` in its provenance, e.g. ``"ctxutil-gbdt-ragbench-1"``).
+    ``model`` the shipped model's id (``model_id`` in its provenance, e.g.
+    ``"ctxutil-gbdt-ragbench-seed20261201-d8893eb5"``: the training seed and the sha256 of the model body),
+    reported as ``ctxutil.judge.model``.
 
     Args:
         learned_model: A :class:`~ctxutil_otel.judges._learned_model.LearnedModel` (from
@@ -190,7 +209,7 @@ class LearnedJudge:
 
     @property
     def model(self) -> str | None:
-        """The model id from the model file's provenance (``gen_ai.request.model``)."""
+        """The model id from the model file's provenance (reported as ``ctxutil.judge.model``)."""
         value = self.learned_model.provenance.get("model_id")
         return str(value) if value is not None else None
 
@@ -217,17 +236,53 @@ class LearnedJudge:
     ) -> list[ChunkVerdict]:
         """Synchronous :meth:`judge` (CPU-only, about a millisecond for typical RAG text).
 
-        Only the first ``max_text_chars`` characters of the query, the answer and each chunk are read.
+        Only the first ``max_text_chars`` characters of the query, the answer and each chunk are read;
+        when anything was cut, every reason ends with ``[read only the first N characters of the ...]``
+        naming what (the query, the answer, up to three chunks by index).
         """
         if not chunks:
             return []
         cap = self.max_text_chars
+        cut = ""  # said in every reason: what was not read (nothing is ignored silently)
         if len(query) > cap or len(answer) > cap or any(len(c) > cap for c in chunks):
+            long = [name for name, text in (("query", query), ("answer", answer)) if len(text) > cap]
+            long += [f"chunk {i}" for i, c in enumerate(chunks) if len(c) > cap][:3]
+            more = sum(1 for c in chunks if len(c) > cap) - 3
+            cut = f" [read only the first {cap} characters of the {', '.join(long)}" + (
+                f" and {more} more chunks]" if more > 0 else "]"
+            )
             query, answer, chunks = query[:cap], answer[:cap], [c[:cap] for c in chunks]
+        # A chunk without a single word (empty, whitespace, punctuation) is never relevant, and it is
+        # left out of the features so that it cannot move the other chunks' verdicts.
+        keyed = [i for i, c in enumerate(chunks) if has_words(c)]
+        verdicts = [
+            ChunkVerdict(
+                index=i,
+                is_relevant=False,
+                is_utilized=False,
+                reason=f"not relevant: no words{cut}" if reasons else "",
+            )
+            for i in range(len(chunks))
+        ]
+        if keyed:
+            texts = chunks if len(keyed) == len(chunks) else [chunks[i] for i in keyed]
+            for i, verdict in zip(keyed, self._judge_keyed(query, answer, texts, reasons), strict=True):
+                verdicts[i] = ChunkVerdict(
+                    index=i,
+                    is_relevant=verdict.is_relevant,
+                    is_utilized=verdict.is_utilized,
+                    reason=verdict.reason + cut if reasons else "",
+                )
+        return verdicts
+
+    def _judge_keyed(
+        self, query: str, answer: str, chunks: Sequence[str], reasons: bool
+    ) -> list[ChunkVerdict]:
         m = self.learned_model
         rows, evidence = chunk_features(query, answer, chunks, m.weights, evidence=True, reasons=reasons)
         probs = self._probabilities(rows)
-        relevant = decide_relevant(probs.relevant, m.relevance_threshold, m.fallback_threshold)
+        # Equal probabilities are broken by the chunk's text, so the retrieved order changes no verdict.
+        relevant = decide_relevant(probs.relevant, m.relevance_threshold, m.fallback_threshold, chunks)
         score = m.row(row_features(probs.relevant, probs.utilized, relevant, rows)) if any(relevant) else 0.0
         if any(relevant):
             relevant = follow_estimate(
@@ -238,16 +293,26 @@ class LearnedJudge:
                 high=m.borderline_high,
                 penalty=m.count_penalty,
                 offset=m.round_offset,
+                ties=chunks,
             )
-        utilized = decide_utilized(score, probs.utilized, relevant, m.round_offset)
+        utilized = decide_utilized(score, probs.utilized, relevant, m.round_offset, chunks)
         n_rel = sum(relevant)
+        threshold = m.relevance_threshold
+        fallback = not any(p >= threshold for p in probs.relevant)
         return [
             ChunkVerdict(
                 index=i,
                 is_relevant=relevant[i],
                 is_utilized=utilized[i],
                 reason=_reason(
-                    evidence[i], probs.relevant[i], probs.utilized[i], relevant[i], utilized[i], score, n_rel
+                    evidence[i],
+                    probs.relevant[i],
+                    probs.utilized[i],
+                    relevant[i],
+                    utilized[i],
+                    score,
+                    n_rel,
+                    _rule(probs.relevant[i], relevant[i], threshold, fallback),
                 )
                 if reasons
                 else "",
@@ -256,15 +321,35 @@ class LearnedJudge:
         ]
 
 
+def _rule(p_rel: float, relevant: bool, threshold: float, fallback: bool) -> str:
+    """Why a chunk's relevance differs from its threshold verdict ("" when it does not)."""
+    if relevant and p_rel < threshold:
+        if fallback:
+            return f"; below the {threshold:.2f} threshold, relevant as the most likely chunk (fallback)"
+        return f"; below the {threshold:.2f} threshold, relevant so the score can follow the row estimate"
+    if not relevant and p_rel >= threshold:
+        return f"; above the {threshold:.2f} threshold, left out so the score can follow the row estimate"
+    return ""
+
+
 def _reason(
-    e: ChunkEvidence, p_rel: float, p_use: float, relevant: bool, utilized: bool, score: float, n_rel: int
+    e: ChunkEvidence,
+    p_rel: float,
+    p_use: float,
+    relevant: bool,
+    utilized: bool,
+    score: float,
+    n_rel: int,
+    rule: str = "",
 ) -> str:
     terms = f" incl. {', '.join(repr(t) for t in e.top_terms)}" if e.top_terms else ""
+    # Support from a sentence that only repeats the query's words says little about use.
+    echo = ", none of it from answer words beyond the query's" if e.support > 0 and not e.shared_terms else ""
     evidence = (
         f"shares {e.shared_terms} answer term{'s' if e.shared_terms != 1 else ''}{terms}; answer support "
-        f"{e.support:.2f} ({e.support_rel:.2f} of best); query overlap {e.query_cover:.2f}"
+        f"{e.support:.2f} ({e.support_rel:.2f} of best{echo}); query overlap {e.query_cover:.2f}"
     )
-    odds = f"P(relevant) {p_rel:.2f}, P(used) {p_use:.2f}"
+    odds = f"P(relevant) {p_rel:.2f}, P(used) {p_use:.2f}{rule}"
     if utilized:
         return f"used ({odds}): {evidence}"
     if relevant:

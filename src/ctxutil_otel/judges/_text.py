@@ -26,6 +26,7 @@ __all__ = [
     "STOP_KEYS",
     "content",
     "grouped",
+    "has_words",
     "sentences",
     "stem",
     "stemmed",
@@ -125,6 +126,12 @@ def words(text: str) -> list[str]:
         else:
             out.append(raw)
     return out
+
+
+def has_words(text: str) -> bool:
+    """Whether :func:`words` finds any word key in ``text`` (False for empty, whitespace-only or
+    punctuation-only text), without building the list."""
+    return _TOKEN.search(text) is not None
 
 
 def stemmed(vocabulary: frozenset[str]) -> frozenset[str]:

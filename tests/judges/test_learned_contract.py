@@ -1,0 +1,132 @@
+"""LearnedJudge and DESIGN.md's metric contract: nothing relevant -> not applicable (never a fake 0.0); the
+retrieved order and irrelevant chunks change no verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ctxutil_otel import ContextualUtilization, DatasetItem
+from ctxutil_otel.data import load_sample
+from ctxutil_otel.judges import ChunkVerdict, LearnedJudge
+from ctxutil_otel.judges._learned import decide_relevant, decide_utilized, follow_estimate
+
+from .test_offline_judges import ANSWER, CHUNKS, QUERY
+
+# The shipped model on the bundled sample (250 rows; docs/judges.md gives the out-of-fold and dev figures).
+# Scored rows whose score moves with 1 / 3 off-topic chunks appended: 16 and 26 of 249 (the model before the
+# off-topic training copies: 65 and more of 250).
+MAX_CHANGED_SHARE = {1: 0.08, 3: 0.12}
+# Rows given another row's chunks that are called not applicable: 250 of 250 (before: 4 of 250).
+MIN_NOT_APPLICABLE_SHARE = 0.95
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [["", ""], ["   ", "\n\t"], ["!!!", "---", "..."], [""]],
+    ids=["empty", "whitespace", "punctuation", "one-empty"],
+)
+async def test_chunks_without_words_make_the_interaction_not_applicable(chunks: list[str]) -> None:
+    metric = ContextualUtilization(judge=LearnedJudge())
+    result = await metric.execute(DatasetItem(query=QUERY, actual_output=ANSWER, retrieved_content=chunks))
+    assert result.score is None
+    assert result.label == "not_applicable"
+
+
+async def test_a_chunk_without_words_is_never_relevant_and_moves_no_other_verdict() -> None:
+    judge = LearnedJudge()
+    plain = judge.judge_sync(QUERY, ANSWER, CHUNKS)
+    padded = judge.judge_sync(QUERY, ANSWER, ["", *CHUNKS, " ... "])
+    assert not padded[0].is_relevant and not padded[-1].is_relevant
+    assert padded[0].reason == "not relevant: no words"
+    assert [(v.is_relevant, v.is_utilized) for v in padded[1:-1]] == [
+        (v.is_relevant, v.is_utilized) for v in plain
+    ]
+    assert [v.index for v in padded] == list(range(len(CHUNKS) + 2))
+
+
+def test_equal_probabilities_are_broken_by_the_chunk_text_not_its_position() -> None:
+    texts = ["Green tea is rich in catechins.", "GREEN TEA IS RICH IN CATECHINS."]  # same word keys
+    for order in (texts, texts[::-1]):
+        relevant = decide_relevant([0.3, 0.3], 0.5, 0.2, order)
+        utilized = decide_utilized(0.5, [0.7, 0.7], [True, True], 0.5, order)
+        kept = follow_estimate([0.55, 0.55], [True, True], 1.0, low=0.1, high=0.9, penalty=0.0, ties=order)
+        # the same text wins wherever it stands: the upper-case one sorts first
+        assert [t for t, r in zip(order, relevant, strict=True) if r] == [texts[1]]
+        assert [t for t, u in zip(order, utilized, strict=True) if u] == [texts[1]]
+        assert [t for t, k in zip(order, kept, strict=True) if k] == [texts[1]]
+
+
+async def test_reasons_say_what_was_cut_at_max_text_chars() -> None:
+    judge = LearnedJudge(max_text_chars=100)
+    verdicts = judge.judge_sync(QUERY, ANSWER, [CHUNKS[0] + " filler" * 50, CHUNKS[2]])
+    assert all(
+        v.reason.endswith("[read only the first 100 characters of the answer, chunk 0]") for v in verdicts
+    )
+    whole = LearnedJudge().judge_sync(QUERY, ANSWER, CHUNKS)
+    assert not any("read only" in v.reason for v in whole)
+
+
+def test_reasons_name_the_fallback_and_support_that_only_repeats_the_query() -> None:
+    judge = LearnedJudge()
+    threshold = judge.learned_model.relevance_threshold
+    query = "What are the health benefits of green tea?"
+    echo = "Green tea has health benefits."  # no word beyond the query's
+    chunks = ["Green tea has health benefits for many people.", "The stock market fell sharply on Tuesday."]
+    verdicts = judge.judge_sync(query, echo, chunks)
+    assert "none of it from answer words beyond the query's" in verdicts[0].reason
+    probs = judge.probabilities(query, echo, chunks)
+    for p, v in zip(probs.relevant, verdicts, strict=True):
+        if v.is_relevant and p < threshold:
+            assert "fallback" in v.reason or "follow the row estimate" in v.reason
+
+
+def _score(verdicts: list[ChunkVerdict]) -> float | None:
+    relevant = [v for v in verdicts if v.is_relevant]
+    return sum(v.is_utilized for v in relevant) / len(relevant) if relevant else None
+
+
+def _offtopic(rows: list[dict[str, Any]], i: int, k: int) -> list[str]:
+    """``k`` chunks of the rows after row ``i`` (each from another row, none among row ``i``'s own)."""
+    own = set(rows[i]["retrieved_content"])
+    out: list[str] = []
+    for step in range(1, len(rows)):
+        chunk = rows[(i + 7 * step) % len(rows)]["retrieved_content"][0]
+        if chunk not in own and chunk not in out:
+            out.append(chunk)
+        if len(out) == k:
+            break
+    return out
+
+
+def test_off_topic_chunks_appended_rarely_change_the_score_on_the_bundled_sample() -> None:
+    judge = LearnedJudge()
+    rows = load_sample()
+    changed = {1: 0, 3: 0}
+    scored = 0
+    for i, row in enumerate(rows):
+        before = _score(
+            judge.judge_sync(row["query"], row["actual_output"], row["retrieved_content"], reasons=False)
+        )
+        if before is None:
+            continue
+        scored += 1
+        for k in changed:
+            chunks = [*row["retrieved_content"], *_offtopic(rows, i, k)]
+            after = _score(judge.judge_sync(row["query"], row["actual_output"], chunks, reasons=False))
+            changed[k] += after != before
+    assert scored > 200
+    assert changed[1] / scored <= MAX_CHANGED_SHARE[1], changed
+    assert changed[3] / scored <= MAX_CHANGED_SHARE[3], changed
+
+
+def test_another_rows_chunks_are_mostly_not_applicable_on_the_bundled_sample() -> None:
+    judge = LearnedJudge()
+    rows = load_sample()
+    not_applicable = 0
+    for i, row in enumerate(rows):
+        other = rows[(i + 7) % len(rows)]["retrieved_content"]
+        verdicts = judge.judge_sync(row["query"], row["actual_output"], other, reasons=False)
+        not_applicable += not any(v.is_relevant for v in verdicts)
+    assert not_applicable / len(rows) >= MIN_NOT_APPLICABLE_SHARE, not_applicable
