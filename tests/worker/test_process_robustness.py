@@ -188,11 +188,17 @@ else:
 """
 
 
-def test_a_judge_defined_under_python_c_is_refused_at_construction() -> None:
+@pytest.mark.parametrize("how", ["-c", "stdin"])
+def test_a_judge_defined_without_a_main_file_is_refused_at_construction(how: str) -> None:
     # Pickling it works in the parent; the child, which cannot import that __main__, failed every
     # evaluation worker_crashed, restarting after back-offs for ever.
     done = subprocess.run(
-        [sys.executable, "-c", _INLINE], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-c", _INLINE] if how == "-c" else [sys.executable, "-"],
+        input=None if how == "-c" else _INLINE,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     assert "uses InlineJudge from __main__" in done.stdout and "python -c" in done.stdout
 

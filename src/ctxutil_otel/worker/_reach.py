@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import multiprocessing.spawn
+import os
 import pickle
 import types
 from typing import Any
@@ -43,8 +44,9 @@ def check_reaches_child(metric: object) -> None:
     if not finder.from_main:
         return
     preparation = multiprocessing.spawn.get_preparation_data("ctxutil-evaluator-child")
-    if "init_main_from_path" in preparation or "init_main_from_name" in preparation:
-        return  # the child imports the main module again (as __mp_main__)
+    path = preparation.get("init_main_from_path")
+    if "init_main_from_name" in preparation or (path is not None and os.path.isfile(path)):
+        return  # the child imports the main module again (as __mp_main__); "<stdin>" is no file
     names = ", ".join(sorted(set(finder.from_main)))
     raise TypeError(
         f"worker='process' sends the metric to its child process, but it uses {names} from __main__, "
