@@ -214,7 +214,7 @@ class ChildProcessJudging:
                 self._lost(child, unresponsive=True)
             finally:
                 child.starting -= 1
-        return child if child.ready.result() else None
+        return child if child.ready.result() and not child.lost else None  # lost since its hello
 
     def _start(self) -> _Child:
         loop = asyncio.get_running_loop()
