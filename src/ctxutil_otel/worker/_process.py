@@ -20,7 +20,12 @@ Contract, the same as the thread worker's (the engine's accounting is unchanged)
 * fork safety: a forked application process forgets the parent's child (never uses or stops it, and
   removes it from ``multiprocessing``'s own list so its exit does not terminate it) and starts its own
   when it first evaluates;
-* the child starts lazily, at the first evaluation, off the request path.
+* the child starts lazily, at the first evaluation, off the request path;
+* this loop never blocks on the pipe: it pickles, and a sender thread writes (``_sender.py``), so the timer
+  that kills a hung child fires even when the child stopped reading a full pipe;
+* the child ends by itself when this process dies (``_child.py``'s watchdog); it is not on
+  ``multiprocessing``'s list of children (whose exit hook would SIGTERM it, which it ignores, and join it
+  without a deadline): ``close`` stops it.
 """
 
 from __future__ import annotations
