@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _train_data import NATURAL, REPLACED, Example, examples_of
+from _train_data import NATURAL, REPLACED, SWAPPED, Example, examples_of
 from _train_decision import choose_decision, report
 from _train_models import best_f1_threshold, copy_weight, export, fit_chunk_models, hgb, raw, trained_on
 
@@ -254,9 +254,13 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
 
 def choose_fallback(examples: Sequence[Example], oof_rel: list[list[float]], threshold: float) -> float:
     """The fallback probability that best tells, out of fold, the rows that retrieved something relevant
-    (labelled) from those that did not: accuracy of "some chunk is relevant" over the natural rows and
-    the replaced-chunk copies (about as many of each; nothing in them is relevant). Ties: the lower."""
-    judged = [(k, ex.score is not None) for k, ex in enumerate(examples) if ex.kind in (NATURAL, REPLACED)]
+    (labelled) from those that did not: accuracy of "some chunk is relevant" over the natural rows, the
+    swapped-answer copies (their chunks keep their relevance: an answer that ignores relevant context is
+    a 0.0, never "not applicable") and the replaced-chunk copies (nothing in them is relevant); about as
+    many of each. Ties: the lower."""
+    judged = [
+        (k, any(ex.relevant)) for k, ex in enumerate(examples) if ex.kind in (NATURAL, SWAPPED, REPLACED)
+    ]
     best = (-1.0, threshold)
     for step in range(5, round(threshold * 100) + 1, 5):
         fallback = min(step / 100, threshold)

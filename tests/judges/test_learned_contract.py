@@ -20,6 +20,9 @@ from .test_offline_judges import ANSWER, CHUNKS, QUERY
 MAX_CHANGED_SHARE = {1: 0.08, 3: 0.12}
 # Rows given another row's chunks that are called not applicable: 250 of 250 (before: 4 of 250).
 MIN_NOT_APPLICABLE_SHARE = 0.95
+# Rows given another row's answer (their chunks still relevant) that are called not applicable: 14 of 250
+# with --perturb swap's pairing (with the fallback chosen without the swapped copies: 100 of 250).
+MAX_SWAPPED_NOT_APPLICABLE_SHARE = 0.10
 
 
 @pytest.mark.parametrize(
@@ -130,3 +133,33 @@ def test_another_rows_chunks_are_mostly_not_applicable_on_the_bundled_sample() -
         verdicts = judge.judge_sync(row["query"], row["actual_output"], other, reasons=False)
         not_applicable += not any(v.is_relevant for v in verdicts)
     assert not_applicable / len(rows) >= MIN_NOT_APPLICABLE_SHARE, not_applicable
+
+
+async def test_an_answer_that_ignores_relevant_chunks_is_a_fail_not_not_applicable() -> None:
+    # The fallback once chosen only against rows with nothing relevant (0.45) called this not applicable,
+    # and 100 of the bundled sample's 250 rows with another row's answer: the low-utilization case the
+    # product exists to alert on vanished from the score.
+    metric = ContextualUtilization(judge=LearnedJudge())
+    chunks = [
+        "Green tea contains antioxidants called catechins.",
+        "The antioxidants in green tea reduce inflammation.",
+        "Tea originated in China thousands of years ago.",
+    ]
+    item = DatasetItem(
+        query="What are the benefits of green tea?",
+        actual_output="Drink water every day.",
+        retrieved_content=chunks,
+    )
+    result = await metric.execute(item)
+    assert (result.score, result.label) == (0.0, "fail")
+
+
+def test_another_rows_answer_rarely_makes_a_row_not_applicable_on_the_bundled_sample() -> None:
+    judge = LearnedJudge()
+    rows = load_sample()
+    not_applicable = 0
+    for i, row in enumerate(rows):
+        answer = rows[(i + 7) % len(rows)]["actual_output"]
+        verdicts = judge.judge_sync(row["query"], answer, row["retrieved_content"], reasons=False)
+        not_applicable += not any(v.is_relevant for v in verdicts)
+    assert not_applicable / len(rows) <= MAX_SWAPPED_NOT_APPLICABLE_SHARE, not_applicable
