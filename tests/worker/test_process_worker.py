@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from ctxutil_otel import Settings, SettingsError
-from ctxutil_otel.judges import ChunkVerdict, JudgeResult
+from ctxutil_otel.judges import ChunkVerdict, JudgeResult, LearnedJudge
 from ctxutil_otel.metric import ContextualUtilization
 from ctxutil_otel.worker import Evaluator
 from ctxutil_otel.worker._process import ChildProcessJudging
@@ -108,6 +108,25 @@ def test_large_interactions_and_results_both_ways_do_not_jam_the_pipe(make_evalu
         assert evaluator.admit(item.trace_id) and evaluator.submit(item)
     assert evaluator.force_flush(60_000)
     assert evaluator.stats().evaluated == 8
+
+
+def test_the_default_metric_passed_explicitly_reaches_the_child(make_evaluator: MakeEvaluator) -> None:
+    # The learned judge's trees are compiled with exec: a function pickle cannot find by name, so
+    # Evaluator(ContextualUtilization(), worker="process") was refused at construction. They travel as
+    # their source now and give the same verdicts in the child.
+    judge = LearnedJudge()
+    emitter = RecordingEmitter()
+    evaluator = make_evaluator(ContextualUtilization(judge=judge), emitter=emitter, max_worker_cpu_fraction=0)
+    item = interaction()
+    assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+    assert evaluator.force_flush(60_000)
+    assert evaluator.stats().evaluated == 1
+    assert item.query is not None and item.answer is not None
+    expected = judge.judge_sync(item.query, item.answer, [str(d) for d in item.documents], reasons=False)
+    (_, result, _) = emitter.emitted[0]
+    breakdown = [(c.index, c.is_utilized) for c in result.signals.chunk_breakdown]
+    assert breakdown == [(v.index, v.is_utilized) for v in expected if v.is_relevant]
+    assert breakdown  # the example has relevant chunks: the comparison is not of two empty lists
 
 
 def test_a_killed_child_fails_its_in_flight_evaluations_and_is_replaced(

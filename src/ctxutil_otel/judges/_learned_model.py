@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -102,13 +102,33 @@ def _tree_source(tree: Any, n_features: int, where: str, lines: list[str]) -> No
     emit(0, 0)
 
 
+def _compiled(source: str, where: str) -> Callable[[Sequence[float]], float]:
+    namespace: dict[str, Any] = {}
+    # The source is built from checked integers and floats only (``_ensemble``): no text from the file.
+    exec(compile(source, f"<{where}>", "exec"), {"__builtins__": {}}, namespace)
+    return namespace["f"]  # type: ignore[no-any-return]  # the ``def f`` of the source
+
+
+def _unpickled(source: str, link: str, n_trees: int) -> Ensemble:
+    return Ensemble(raw=_compiled(source, "unpickled ensemble"), link=link, n_trees=n_trees, source=source)
+
+
 @dataclass(frozen=True)
 class Ensemble:
-    """A compiled tree ensemble: ``raw(x)`` is the sum of the trees, ``__call__`` applies the link."""
+    """A compiled tree ensemble: ``raw(x)`` is the sum of the trees, ``__call__`` applies the link.
+
+    Pickled as its generated source and compiled again when unpickled (a function made by ``exec`` has
+    no module to be found in), so a judge holding it reaches ``worker="process"``'s child."""
 
     raw: Callable[[Sequence[float]], float]
     link: str
     n_trees: int
+    source: str = field(default="", repr=False, compare=False)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if not self.source:
+            raise TypeError("an Ensemble built without its source cannot be pickled")
+        return (_unpickled, (self.source, self.link, self.n_trees))
 
     def __call__(self, x: Sequence[float]) -> float:
         value = self.raw(x)
@@ -133,10 +153,8 @@ def _ensemble(spec: Any, n_features: int, where: str) -> Ensemble:
     for t, tree in enumerate(trees):
         _tree_source(tree, n_features, f"{where}.trees[{t}]", lines)
     lines.append("    return s")
-    namespace: dict[str, Any] = {}
-    # The source is built from the checked integers and floats above only: no text from the file.
-    exec(compile("\n".join(lines), f"<{where}>", "exec"), {"__builtins__": {}}, namespace)
-    return Ensemble(raw=namespace["f"], link=str(link), n_trees=len(trees))
+    source = "\n".join(lines)
+    return Ensemble(raw=_compiled(source, where), link=str(link), n_trees=len(trees), source=source)
 
 
 @dataclass(frozen=True)

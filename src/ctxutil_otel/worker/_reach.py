@@ -39,7 +39,9 @@ def check_reaches_child(metric: object) -> None:
     except Exception as exc:
         raise TypeError(
             f"worker='process' sends the metric to its child process, but it cannot be pickled "
-            f"({type(exc).__name__}); pass a picklable metric or judge, or use worker='thread'"
+            f"({type(exc).__name__}); pass a picklable metric or judge, or pass no metric and choose the "
+            f"judge through the settings (judge, judge_model, ...: the child builds it), "
+            f"or use worker='thread'"
         ) from None
     if not finder.from_main:
         return
