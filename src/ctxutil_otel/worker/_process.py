@@ -93,6 +93,19 @@ class _Child:
     failure: str | None = None  # why it could not start, as it said
 
 
+def _detach(child: _Child) -> bool:
+    """Mark ``child`` lost and stop listening to it (its read-timer, its pipe); ``False`` when it already
+    was (the caller has nothing more to do)."""
+    if child.lost:
+        return False
+    child.lost = True
+    if child.rearm is not None:
+        child.rearm.cancel()
+    with contextlib.suppress(Exception):
+        child.loop.remove_reader(child.conn.fileno())
+    return True
+
+
 class ChildProcessJudging:
     """The engine's :class:`~ctxutil_otel.worker._types.Judging` for ``worker="process"`` (module docstring).
 
@@ -302,13 +315,8 @@ class ChildProcessJudging:
 
     def _lost(self, child: _Child, *, unresponsive: bool = False) -> None:
         """The child died or stopped answering: kill it, fail what it had in flight, restart later."""
-        if child.lost:
+        if not _detach(child):
             return
-        child.lost = True
-        if child.rearm is not None:
-            child.rearm.cancel()
-        with contextlib.suppress(Exception):
-            child.loop.remove_reader(child.conn.fileno())
         process = child.process
         killed = False
         with contextlib.suppress(Exception):
@@ -375,13 +383,8 @@ class ChildProcessJudging:
         """Ask the child to stop, wait up to ``timeout_s`` seconds, then kill it (worker thread, at the
         end)."""
         child, self._child = self._child, None
-        if child is None or child.lost:
+        if child is None or not _detach(child):
             return
-        child.lost = True
-        if child.rearm is not None:
-            child.rearm.cancel()
-        with contextlib.suppress(Exception):
-            child.loop.remove_reader(child.conn.fileno())
         if child.sender is not None:
             child.sender.send(("stop",))
         process = child.process
