@@ -13,6 +13,10 @@ doing so; the copies teach it what the drift checks of ``ctxutil-otel bench --pe
   too left out): nothing retrieved is
   relevant, so every chunk is labelled *not relevant* and the interaction is not applicable. Natural data
   rarely shows a retrieval that missed entirely (P(relevant) of off-topic chunks stayed near 0.5).
+* **echo**: the answer replaced by the row's own query: an answer that only repeats the question adds
+  nothing from any chunk, so every chunk is labelled *not utilized*, relevance unchanged. Natural data
+  never shows it, and the query's words are in every relevant chunk: without the copies such an answer
+  scored as fully used.
 * **appended**: K chunks of other rows (not among the row's own) appended to the row's chunks, for each
   K of :data:`OFFTOPIC_APPENDED`: the appended ones are labelled *not relevant, not utilized*, the row's
   own chunks keep their labels (a chunk's relevance and use do not depend on what else was retrieved), so
@@ -31,7 +35,7 @@ from ctxutil_otel.judges._text import ANSWER_STOP_KEYS, STOP_KEYS, content, sent
 from ctxutil_otel.metric._contextual_utilization import normalise_chunk
 
 NATURAL, SWAPPED, TRUNCATED = "natural", "swapped", "truncated"
-REPLACED, APPENDED = "replaced", "appended"
+REPLACED, APPENDED, ECHO = "replaced", "appended", "echo"
 OFFTOPIC_APPENDED = (1, 3)
 """Off-topic chunks appended to each row in its ``appended`` copies (one copy per count)."""
 MIN_NEW_SHARE = 0.2
@@ -104,7 +108,7 @@ class Example:
                 first[key] = i
                 unique.append(i)
         answer = row["actual_output"] if answer is None else answer
-        if kind == SWAPPED:
+        if kind in (SWAPPED, ECHO):
             used = [False] * len(row["chunk_labels"])
         elif kind == TRUNCATED:
             used = (
@@ -193,11 +197,13 @@ def examples_of(
     truncated: bool = True,
     cuts: Sequence[int] = (1,),
     offtopic: bool = True,
+    echo: bool = True,
 ) -> list[Example]:
     """Natural rows first (in file order), then one swapped copy per row, then (when ``truncated``) for
     each ``c`` of ``cuts`` a copy of each row whose answer has more than ``c`` sentences, cut to its first
     ``c`` (``c = 1``: the cut of ``--perturb truncate``), then (when ``offtopic``) one replaced copy per
-    row and, for each K of :data:`OFFTOPIC_APPENDED`, one appended copy per row."""
+    row and, for each K of :data:`OFFTOPIC_APPENDED`, one appended copy per row, then (when ``echo``) one
+    echo copy per row whose query has words."""
     partner = derangement(rows, rng)
     out = _examples(rows, weights, rng, partner, truncated, cuts)
     if offtopic:
@@ -213,6 +219,8 @@ def examples_of(
                 if extra:
                     out.append(Example(with_chunks(r, extra), i, APPENDED, weights))
                     out[-1].appended = len(extra)
+    if echo:  # no random draw: the copies before stay as they were without these
+        out += [Example(r, i, ECHO, weights, r["query"]) for i, r in enumerate(rows) if words(r["query"])]
     return out
 
 

@@ -8,7 +8,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from _train_data import APPENDED, NATURAL, REPLACED, TRUNCATED, Example
+from _train_data import APPENDED, ECHO, NATURAL, REPLACED, TRUNCATED, Example
 
 
 def hgb(kind: str, args: argparse.Namespace, max_iter: int) -> Any:
@@ -45,6 +45,8 @@ def copy_weight(ex: Example, args: argparse.Namespace) -> float:
 def trained_on(ex: Example, args: argparse.Namespace) -> bool:
     """Whether the models learn from ``ex`` (the off-topic copies only with ``--offtopic``; they are
     always built, so variants with and without them are measured on the same copies and folds)."""
+    if ex.kind == ECHO:
+        return bool(args.echo)
     return args.offtopic or ex.kind not in (REPLACED, APPENDED)
 
 
@@ -63,7 +65,11 @@ def chunk_sets(
             continue
         for x, r, u in zip(ex.features, ex.relevant, ex.utilized, strict=True):
             learns = ex.kind in (NATURAL, REPLACED, APPENDED)
-            if learns or (args.relevance_truncated and ex.kind == TRUNCATED):
+            if (
+                learns
+                or (args.relevance_truncated and ex.kind == TRUNCATED)
+                or (args.relevance_echo and ex.kind == ECHO)
+            ):
                 rx.append(x)
                 ry.append(int(r))
             if r:

@@ -54,6 +54,7 @@ from ctxutil_otel.judges._learned import decide_relevant, row_features
 from ctxutil_otel.judges._learned_features import FEATURE_NAMES, WordWeights
 from ctxutil_otel.judges._learned_model import FORMAT, ROW_FEATURES, load_model
 from ctxutil_otel.judges._text import words
+from ctxutil_otel.metric._agreement import auroc
 
 ROOT = Path(__file__).resolve().parents[1]
 # ../shared/data beside the checkout (for a worktree under ../wt/NAME, two levels up).
@@ -126,6 +127,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             pickle.dump((examples, oof_rel, oof_use, fold_of), handle)
     flat_rel = [p for k in range(len(rows)) for p in oof_rel[k]]
     flat_lab = [r for ex in natural for r in ex.relevant]
+    print(chunk_aurocs(natural, oof_rel, oof_use), flush=True)
     threshold = best_f1_threshold(flat_rel, flat_lab)
     fallback = args.fallback if args.fallback is not None else choose_fallback(examples, oof_rel, threshold)
     print(f"relevance threshold (best out-of-fold F1 on train): {threshold:.2f}; fallback {fallback:.2f}")
@@ -210,6 +212,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                     "truncated_weight",
                     "relevance_truncated",
                     "offtopic",
+                    "echo",
+                    "relevance_echo",
                     "folds",
                     "vocabulary",
                 )
@@ -250,6 +254,27 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             raise SystemExit(f"{name}: pure-Python trees differ from scikit-learn on {mismatches} rows")
     print(f"exported trees reproduce scikit-learn exactly; total {time.perf_counter() - started:.1f} s")
     return document
+
+
+def chunk_aurocs(natural: Sequence[Example], oof_rel: list[list[float]], oof_use: list[list[float]]) -> str:
+    """Out-of-fold chunk AUROCs of the chunk models on the natural rows: P(relevant) over all chunks
+    against the relevance labels, P(utilized | relevant) over the labelled-relevant chunks against the
+    utilization labels: the chunk models compared directly, before any decision."""
+    rel_pos: list[float] = []
+    rel_neg: list[float] = []
+    use_pos: list[float] = []
+    use_neg: list[float] = []
+    for k, ex in enumerate(natural):
+        for p_rel, p_use, r, u in zip(oof_rel[k], oof_use[k], ex.relevant, ex.utilized, strict=True):
+            (rel_pos if r else rel_neg).append(p_rel)
+            if r:
+                (use_pos if u else use_neg).append(p_use)
+    rel_area, use_area = auroc(rel_pos, rel_neg), auroc(use_pos, use_neg)
+    return (
+        f"  out-of-fold chunk AUROC: P(relevant) {rel_area if rel_area is not None else float('nan'):.4f} "
+        f"({len(rel_pos) + len(rel_neg)} chunks), P(utilized | relevant) "
+        f"{use_area if use_area is not None else float('nan'):.4f} ({len(use_pos) + len(use_neg)} chunks)"
+    )
 
 
 def choose_fallback(examples: Sequence[Example], oof_rel: list[list[float]], threshold: float) -> float:
@@ -326,6 +351,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="learn from the replaced-chunk and appended-off-topic-chunk copies (always built and measured)",
+    )
+    parser.add_argument(
+        "--echo",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="learn from the echo copies (the answer replaced by the query, nothing utilized)",
+    )
+    parser.add_argument(
+        "--relevance-echo",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="train P(relevant) on the echo copies too (their relevance labels are the row's)",
     )
     parser.add_argument("--check", action="store_true", help="compare with --out instead of writing it")
     raw_argv = list(sys.argv[1:] if argv is None else argv)

@@ -37,7 +37,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ._text import ANSWER_STOP_KEYS, STOP_KEYS, content, grouped, sentences, words
+from ._text import ANSWER_STOP_KEYS, STOP_KEYS, content, grouped, sentence_words, words
 
 __all__ = ["FEATURE_NAMES", "ChunkEvidence", "WordWeights", "chunk_features"]
 
@@ -74,6 +74,13 @@ _BASE = (
     "chunk_len_log",
     "chunk_len_rel",
     "support_half_share",
+    "s_q_cover",
+    "s_in_answer",
+    "s_drawn_share",
+    "s_drawn_count",
+    "first_support",
+    "first_support_rel",
+    "only_source_share",
 )
 _RANKED = (
     "q_cover_global",
@@ -84,6 +91,10 @@ _RANKED = (
     "chunk_in_answer",
     "q_cover_local",
     "best_source_share",
+    "s_q_cover",
+    "s_in_answer",
+    "s_drawn_share",
+    "first_support",
 )
 _SHAPE = (
     "n_chunks",
@@ -94,6 +105,7 @@ _SHAPE = (
     "best_support_any",
     "best_q_cover_any",
     "sources_share",
+    "a_new_share",
 )
 FEATURE_NAMES: tuple[str, ...] = (
     _BASE + tuple(f"{n}_rank" for n in _RANKED) + tuple(f"{n}_gap" for n in _RANKED) + _SHAPE
@@ -150,6 +162,37 @@ def _ranks(values: Sequence[float]) -> list[float]:
     return [float(first[v]) for v in values]
 
 
+def _sentence_evidence(
+    sentence_words: list[list[str]], tri_at: list[int], q_terms: set[str], a_terms: set[str]
+) -> tuple[float, float, int]:
+    """Of one chunk's sentences: the best one's share of the query's content words, the best one's
+    share of its own content words found in the answer (``a_terms``; one word added to the count so a
+    two-word title does not count as fully used), and how many sentences the answer draws on (holds one
+    of the answer's trigrams, ``tri_at``: their word positions in the chunk, or half its content words).
+    RAGBench labels chunk sentences; whole-chunk shares are diluted in long chunks. Counts, not
+    weights: a few set operations per sentence."""
+    best_q = best_in = 0.0
+    drawn = 0
+    start = 0
+    at = 0
+    n_q = len(q_terms)
+    for keys in sentence_words:
+        end = start + len(keys)
+        copied = False
+        while at < len(tri_at) and tri_at[at] < end:
+            copied = True
+            at += 1
+        terms = set(keys) - STOP_KEYS
+        found = len(terms & a_terms)
+        if n_q:
+            best_q = max(best_q, len(terms & q_terms) / n_q)
+        best_in = max(best_in, found / (len(terms) + 1))
+        if copied or (terms and 2 * found >= len(terms)):
+            drawn += 1
+        start = end
+    return best_q, best_in, drawn
+
+
 def chunk_features(
     query: str,
     answer: str,
@@ -168,7 +211,9 @@ def chunk_features(
     n = len(chunks)
     if n == 0:
         return [], []
-    chunk_words = [words(c) for c in chunks]
+    # Each chunk's words sentence by sentence (splits fall on whitespace: the concatenation is words(c)).
+    chunk_sentences = [sentence_words(c) for c in chunks]
+    chunk_words = [list(itertools.chain.from_iterable(ss)) for ss in chunk_sentences]
     chunk_sets = [set(w) for w in chunk_words]
     chunk_terms = [cs - STOP_KEYS for cs in chunk_sets]
     q_words = words(query)
@@ -178,9 +223,8 @@ def chunk_features(
 
     parts: list[tuple[set[str], set[tuple[str, ...]]]] = []
     a_new: set[str] = set()
-    sentence_list = sentences(answer)
-    for sentence in sentence_list:
-        keys = words(sentence)
+    sentence_list = sentence_words(answer)
+    for keys in sentence_list:
         a_words.extend(keys)
         terms = content(keys, ANSWER_STOP_KEYS)
         if terms:
@@ -188,6 +232,8 @@ def chunk_features(
             a_new |= new
             parts.append((new or terms, _ngrams(keys, 3)))
     a_set = set(a_words)
+    a_content = a_set - STOP_KEYS
+    a_terms_total = _total(weight, content(a_words, ANSWER_STOP_KEYS))
     parts = grouped(parts, _MAX_PARTS)
 
     df = dict.fromkeys(q_terms, 0)
@@ -221,6 +267,11 @@ def chunk_features(
             row.append(0.5 * share + 0.5 * copied)
         support.append(row)
     best_part = [max(r) for r in support]
+    # Per answer part, the chunks holding at least half the best support: the only one is the only source.
+    sole: list[int] = []
+    for r, b in zip(support, best_part, strict=True):
+        holders = [i for i, v in enumerate(r) if b > 0 and v >= 0.5 * b]
+        sole.append(holders[0] if len(holders) == 1 else -1)
 
     # Answer words and trigrams found in exactly one chunk: evidence only that chunk can explain.
     seen_once: dict[str, int] = {}
@@ -278,6 +329,10 @@ def chunk_features(
         tri_exclusive = sum(1 for gram in chunk_tri[i] if tri_once[gram] == 1) / len(a_tri) if a_tri else 0.0
         own_weight = _total(weight, chunk_terms[i])
         in_answer = _total(weight, chunk_terms[i] & a_set) / own_weight if own_weight else 0.0
+        s_q, s_in, drawn = _sentence_evidence(chunk_sentences[i], tri_at[i], q_terms, a_content)
+        n_sent = len(chunk_sentences[i])
+        first = support[0][i] if support else 0.0
+        only = sum(1 for s in sole if s == i) / len(sole) if sole else 0.0
         base.append(
             [
                 q_cover_g,
@@ -299,6 +354,13 @@ def chunk_features(
                 math.log1p(lengths[i]),
                 lengths[i] / max_len,
                 half_src,
+                s_q,
+                s_in,
+                drawn / n_sent if n_sent else 0.0,
+                float(drawn),
+                first,
+                first / best_part[0] if support and best_part[0] > 0 else 0.0,
+                only,
             ]
         )
         if evidence:
@@ -320,6 +382,7 @@ def chunk_features(
         max(row[5] for row in base),
         max(row[0] for row in base),
         sum(1 for row in base if row[8] > 0) / n,
+        _total(weight, a_new) / a_terms_total if a_terms_total > 0 else 0.0,
     ]
     rows = []
     for i, row in enumerate(base):

@@ -27,6 +27,7 @@ __all__ = [
     "content",
     "grouped",
     "has_words",
+    "sentence_words",
     "sentences",
     "stem",
     "stemmed",
@@ -38,6 +39,10 @@ __all__ = [
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W_]+")
 # Han ideographs (incl. extension A and compatibility), Hiragana and Katakana.
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+# A word as _TOKEN finds it, or a sentence end as _SENTENCE_END splits at (. ! ? before a space, a line
+# break): the words of each sentence in one pass over the text.
+_TOKEN_OR_END = re.compile(r"\d+(?:[.,]\d+)*|[^\W_]+|[.!?](?=\s)|\n")
+_ENDS = frozenset(".!?\n")
 # Sentence ends: . ! ? (and their CJK forms) followed by space, or a line break.
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 
@@ -125,6 +130,27 @@ def words(text: str) -> list[str]:
             out.extend(_split_cjk(raw))
         else:
             out.append(raw)
+    return out
+
+
+def sentence_words(text: str) -> list[list[str]]:
+    """:func:`words` of each of :func:`sentences` of ``text`` (sentences without words dropped); their
+    concatenation is ``words(text)``. ASCII text (the common case) is scanned once."""
+    folded = text.casefold()
+    if not folded.isascii():
+        return [keys for keys in map(words, sentences(text)) if keys]
+    keys = list(map(stem, _TOKEN_OR_END.findall(folded)))
+    ends = [i for i, k in enumerate(keys) if k in _ENDS]
+    if not ends:
+        return [keys] if keys else []
+    out = []
+    start = 0
+    for end in ends:
+        if end > start:
+            out.append(keys[start:end])
+        start = end + 1
+    if start < len(keys):
+        out.append(keys[start:])
     return out
 
 
