@@ -35,7 +35,7 @@ from ctxutil_otel.judges._text import ANSWER_STOP_KEYS, STOP_KEYS, content, sent
 from ctxutil_otel.metric._contextual_utilization import normalise_chunk
 
 NATURAL, SWAPPED, TRUNCATED = "natural", "swapped", "truncated"
-REPLACED, APPENDED, ECHO = "replaced", "appended", "echo"
+REPLACED, APPENDED, ECHO, PREFIX = "replaced", "appended", "echo", "prefix"
 OFFTOPIC_APPENDED = (1, 3)
 """Off-topic chunks appended to each row in its ``appended`` copies (one copy per count)."""
 MIN_NEW_SHARE = 0.2
@@ -110,6 +110,8 @@ class Example:
         answer = row["actual_output"] if answer is None else answer
         if kind in (SWAPPED, ECHO):
             used = [False] * len(row["chunk_labels"])
+        elif kind == PREFIX:
+            used = prefix_word_uses(row, answer)
         elif kind == TRUNCATED:
             used = (
                 first_sentence_uses(row, answer) if kept is None or len(kept) == 1 else prefix_uses(row, kept)
@@ -145,6 +147,32 @@ def derangement(rows: Sequence[dict[str, Any]], rng: random.Random) -> list[int]
                     break
             partner[i] = j
     return partner
+
+
+def prefix_word_uses(row: dict[str, Any], fragment: str) -> list[bool]:
+    """Per chunk of ``row``: labelled utilized and the answer ``fragment`` (its first few words) holds a
+    content word that is not in the query and is in one of the chunk's labelled-utilized sentences (the
+    whole chunk when the file has no sentence keys). A fragment that only repeats the question's words
+    draws on nothing."""
+    new = content(words(fragment), ANSWER_STOP_KEYS) - content(words(row["query"]), STOP_KEYS)
+    texts: dict[str, str] = {key: text for doc in row.get("documents_sentences", ()) for key, text in doc}
+    used_keys = row.get("utilized_sentence_keys")
+    out = []
+    for i, label in enumerate(row["chunk_labels"]):
+        if not label["utilized"] or not new:
+            out.append(False)
+            continue
+        prefix = str(i)
+        if used_keys is None or not texts:
+            used = [row["retrieved_content"][i]]
+        else:
+            used = [
+                t
+                for k, t in texts.items()
+                if k in used_keys and k.startswith(prefix) and k[len(prefix) :].isalpha()
+            ]
+        out.append(any(not new.isdisjoint(words(text)) for text in used))
+    return out
 
 
 def prefix_uses(row: dict[str, Any], kept: Sequence[str]) -> list[bool]:
@@ -198,12 +226,14 @@ def examples_of(
     cuts: Sequence[int] = (1,),
     offtopic: bool = True,
     echo: bool = True,
+    prefix_words: int = 0,
 ) -> list[Example]:
     """Natural rows first (in file order), then one swapped copy per row, then (when ``truncated``) for
     each ``c`` of ``cuts`` a copy of each row whose answer has more than ``c`` sentences, cut to its first
     ``c`` (``c = 1``: the cut of ``--perturb truncate``), then (when ``offtopic``) one replaced copy per
     row and, for each K of :data:`OFFTOPIC_APPENDED`, one appended copy per row, then (when ``echo``) one
-    echo copy per row whose query has words."""
+    echo copy per row whose query has words, then (when ``prefix_words``) one copy per row whose answer
+    is longer, cut to its first ``prefix_words`` words."""
     partner = derangement(rows, rng)
     out = _examples(rows, weights, rng, partner, truncated, cuts)
     if offtopic:
@@ -221,6 +251,11 @@ def examples_of(
                     out[-1].appended = len(extra)
     if echo:  # no random draw: the copies before stay as they were without these
         out += [Example(r, i, ECHO, weights, r["query"]) for i, r in enumerate(rows) if words(r["query"])]
+    if prefix_words:
+        for i, r in enumerate(rows):
+            pieces = r["actual_output"].split()
+            if len(pieces) > prefix_words:
+                out.append(Example(r, i, PREFIX, weights, " ".join(pieces[:prefix_words])))
     return out
 
 

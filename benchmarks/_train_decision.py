@@ -167,6 +167,7 @@ def report(
     natural: dict[int, tuple[list[bool], list[bool]]] = {}
     swapped: list[tuple[list[bool], list[bool]]] = []
     echoed: list[tuple[list[bool], list[bool]]] = []
+    prefixed: list[tuple[list[bool], list[bool]]] = []
     cut_once: dict[int, tuple[list[bool], list[bool]]] = {}
     appended: dict[int, dict[int, tuple[list[bool], list[bool]]]] = {}
     replaced_na: list[bool] = []
@@ -179,8 +180,8 @@ def report(
         got = _verdicts(k, oof_rel, oof_use, oof_score, threshold, fallback, follow, offset)
         if ex.kind == "swapped":
             swapped.append(got)
-        elif ex.kind == "echo":
-            echoed.append(got)
+        elif ex.kind in ("echo", "prefix"):
+            (echoed if ex.kind == "echo" else prefixed).append(got)
         elif ex.kind == "truncated":
             cut_once.setdefault(ex.row_index, got)  # the one-sentence copy comes first
         elif ex.kind == "replaced":
@@ -209,7 +210,9 @@ def report(
     )
     return (
         f"low-score AUROC {area if area is not None else float('nan'):.4f}, swap pooled "
-        f"{_pooled(swapped):.3f}, echo pooled {_pooled(echoed):.3f}, truncate drop {pooled - truncated:.3f}; "
+        f"{_pooled(swapped):.3f}, echo pooled {_pooled(echoed):.3f}"
+        + (f", first-words pooled {_pooled(prefixed):.3f}" if prefixed else "")
+        + f", truncate drop {pooled - truncated:.3f}; "
         "row model's continuous estimate: "
         f"RMSE {math.sqrt(math.fsum(squared) / len(squared)) if squared else 0.0:.4f}, "
         f"AUROC {area_c if area_c is not None else float('nan'):.4f}\n"

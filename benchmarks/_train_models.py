@@ -8,7 +8,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from _train_data import APPENDED, ECHO, NATURAL, REPLACED, TRUNCATED, Example
+from _train_data import APPENDED, ECHO, NATURAL, PREFIX, REPLACED, TRUNCATED, Example
 
 
 def hgb(kind: str, args: argparse.Namespace, max_iter: int) -> Any:
@@ -38,7 +38,10 @@ def hgb(kind: str, args: argparse.Namespace, max_iter: int) -> Any:
 
 
 def copy_weight(ex: Example, args: argparse.Namespace) -> float:
-    """Training weight of an example: ``--truncated-weight`` for truncated copies, else 1."""
+    """Training weight of an example: ``--truncated-weight`` for truncated copies, ``--echo-weight`` for
+    echo copies, else 1."""
+    if ex.kind in (ECHO, PREFIX):
+        return float(args.echo_weight)
     return float(args.truncated_weight) if ex.kind == TRUNCATED else 1.0
 
 
@@ -47,7 +50,16 @@ def trained_on(ex: Example, args: argparse.Namespace) -> bool:
     always built, so variants with and without them are measured on the same copies and folds)."""
     if ex.kind == ECHO:
         return bool(args.echo)
+    if ex.kind == PREFIX:
+        return True
     return args.offtopic or ex.kind not in (REPLACED, APPENDED)
+
+
+def row_learns(ex: Example, args: argparse.Namespace) -> bool:
+    """Whether the row model learns from ``ex``: a scored example the chunk models learn from, echo copies
+    only with ``--row-echo`` (the chunk probabilities already say "nothing used"; as score-0 rows among
+    the natural ones they pulled the row model's estimate down on natural rows)."""
+    return ex.score is not None and trained_on(ex, args) and (ex.kind not in (ECHO, PREFIX) or args.row_echo)
 
 
 def chunk_sets(
@@ -68,7 +80,7 @@ def chunk_sets(
             if (
                 learns
                 or (args.relevance_truncated and ex.kind == TRUNCATED)
-                or (args.relevance_echo and ex.kind == ECHO)
+                or (args.relevance_echo and ex.kind in (ECHO, PREFIX))
             ):
                 rx.append(x)
                 ry.append(int(r))

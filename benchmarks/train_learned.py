@@ -14,16 +14,21 @@ Steps (all deterministic for a given ``--seed``; training only ever reads ``--tr
    row (another row's answer, every chunk labelled *not utilized*) and **truncated-answer copies**: each
    row whose answer has more than N sentences cut to its first N, for each N of ``--truncate-cuts``
    (default 1 and 2); a used chunk stays used only when a kept sentence draws on its labelled-used
-   sentences. Relevance labels are unchanged in the copies. Without them a model learns "answers use
+   sentences; and one **echo copy** of every row (the answer replaced by the row's query, every chunk
+   labelled *not utilized*: an answer that only repeats the question uses nothing). Relevance labels are
+   unchanged in the copies. Without them a model learns "answers use
    their context" from natural data and barely reacts when they stop doing so.
 3. ``P(relevant)``: ``HistGradientBoostingClassifier`` over all chunks of the natural rows and of the
-   truncated copies (``--no-relevance-truncated``: natural rows only; without the copies P(relevant)
-   follows the answer, so a cut answer loses relevant chunks instead of used ones and the pooled
-   utilization barely falls). ``P(utilized | relevant)``: the same over the labelled-relevant chunks of
-   natural rows and copies.
+   truncated and echo copies (``--no-relevance-truncated``, ``--no-relevance-echo``: without them;
+   without the copies P(relevant) follows the answer, so a cut answer loses relevant chunks instead of
+   used ones and the pooled utilization barely falls). ``P(utilized | relevant)``: the same over the
+   labelled-relevant chunks of natural rows and copies.
 4. Out-of-fold (``--folds``-fold, rows split at random, a row's copies in its fold) probabilities for
-   every example; on them the relevance threshold (best relevance F1), the row model
-   (``HistGradientBoostingRegressor``, squared error, target: the example's labelled score), and the
+   every example; their chunk AUROCs on the natural rows (P(relevant) over all chunks, P(utilized |
+   relevant) over the labelled-relevant ones: the chunk models compared directly; ``--ablate`` measures a
+   variant without some features); on them the relevance threshold (best relevance F1), the row model
+   (``HistGradientBoostingRegressor``, squared error, target: the example's labelled score; not on the
+   echo copies unless ``--row-echo``), and the
    decision parameters (``_train_decision.py``: borderline relevance and the rounding offset).
 5. Final chunk models on all rows; export every tree; check that the pure-Python trees reproduce
    scikit-learn's raw outputs exactly on all training rows; write JSON.
@@ -48,7 +53,7 @@ from typing import Any
 
 from _train_data import NATURAL, REPLACED, SWAPPED, Example, examples_of
 from _train_decision import choose_decision, report
-from _train_models import best_f1_threshold, copy_weight, export, fit_chunk_models, hgb, raw, trained_on
+from _train_models import best_f1_threshold, copy_weight, export, fit_chunk_models, hgb, raw, row_learns
 
 from ctxutil_otel.judges._learned import decide_relevant, row_features
 from ctxutil_otel.judges._learned_features import FEATURE_NAMES, WordWeights
@@ -97,8 +102,17 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     zipf = zipf_table(args.vocabulary)
     weights = WordWeights.from_zipf(zipf)
     cuts = tuple(int(c) for c in args.truncate_cuts.split(","))
-    examples = examples_of(rows, weights, rng, truncated=not args.no_truncated, cuts=cuts, offtopic=True)
+    examples = examples_of(
+        rows,
+        weights,
+        rng,
+        truncated=not args.no_truncated,
+        cuts=cuts,
+        offtopic=True,
+        prefix_words=args.prefix_words,
+    )
     natural = examples[: len(rows)]
+    ablate(examples, args.ablate)
     print(
         f"{len(rows)} rows, {sum(len(e.features) for e in natural)} unique chunks, {len(examples)} examples "
         f"with the copies; features in {time.perf_counter() - started:.1f} s",
@@ -147,7 +161,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         row_y.append(ex.score if ex.score is not None else 0.0)
         row_w.append(copy_weight(ex, args))
         row_of.append(k)
-        row_fit.append(ex.score is not None and trained_on(ex, args))
+        row_fit.append(row_learns(ex, args))
     row_weighted = any(w != 1.0 for w, fit in zip(row_w, row_fit, strict=True) if fit)
     oof_score: dict[int, float] = {}
     for fold in range(args.folds):
@@ -213,6 +227,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                     "relevance_truncated",
                     "offtopic",
                     "echo",
+                    "echo_weight",
+                    "prefix_words",
+                    "row_echo",
                     "relevance_echo",
                     "folds",
                     "vocabulary",
@@ -254,6 +271,16 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             raise SystemExit(f"{name}: pure-Python trees differ from scikit-learn on {mismatches} rows")
     print(f"exported trees reproduce scikit-learn exactly; total {time.perf_counter() - started:.1f} s")
     return document
+
+
+def ablate(examples: Sequence[Example], names: str) -> None:
+    """Set the comma-separated chunk features ``names`` to 0 in every example (the trees cannot split on
+    a constant): to measure a variant without some features, out of fold, on the same copies and folds."""
+    columns = [FEATURE_NAMES.index(name) for name in names.split(",") if name]
+    for ex in examples:
+        for x in ex.features:
+            for c in columns:
+                x[c] = 0.0
 
 
 def chunk_aurocs(natural: Sequence[Example], oof_rel: list[list[float]], oof_use: list[list[float]]) -> str:
@@ -359,10 +386,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="learn from the echo copies (the answer replaced by the query, nothing utilized)",
     )
     parser.add_argument(
+        "--prefix-words",
+        type=int,
+        default=0,
+        help="also learn from copies with the answer cut to its first N words (0: none)",
+    )
+    parser.add_argument("--echo-weight", type=float, default=1.0, help="training weight of the echo copies")
+    parser.add_argument(
+        "--row-echo",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="the row model learns from the echo copies too",
+    )
+    parser.add_argument(
         "--relevance-echo",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="train P(relevant) on the echo copies too (their relevance labels are the row's)",
+    )
+    parser.add_argument(
+        "--ablate",
+        default="",
+        help="comma-separated chunk features held at 0 (a variant measured without them)",
     )
     parser.add_argument("--check", action="store_true", help="compare with --out instead of writing it")
     raw_argv = list(sys.argv[1:] if argv is None else argv)
@@ -377,6 +422,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             skip = True
         elif a != "--check" and not a.startswith(("--out=", "--train=")):
             args.argv.append(a)
+    if args.ablate and not args.check:
+        parser.error(
+            "--ablate measures a variant (with --check); a model trained without some features "
+            "would still be given them by the judge"
+        )
     if not args.train.is_file():
         parser.error(
             f"--train: no file at {args.train} (the RAGBench labelled files live in ../shared/data/)"

@@ -17,8 +17,15 @@ What the features measure (words are :func:`~ctxutil_otel.judges._text.words` ke
   answer is cut short); shared 4- and 8-grams;
   the answer's numbers found in the chunk; the weighted share of the chunk's own words found in the answer;
   the shares of the answer's new words and of its trigrams found in this chunk and in no other one;
+* chunk sentences (RAGBench labels sentences; whole-chunk shares are diluted in long chunks): the best
+  sentence's share of the query's content words, the best sentence's share of its own content words
+  found in the answer, the number and share of sentences the answer draws on (one of its trigrams, or
+  half the sentence's content words); the first answer sentence's support (what ``--perturb truncate``
+  keeps) and its ratio to the best chunk's; the share of answer sentences this chunk is the *only* good
+  source of (the only one with half the best support);
 * shape: lengths (log), number of chunks, answer sentences, the share of chunks that are the best source
-  of some answer sentence, an answer that declines to answer;
+  of some answer sentence, an answer that declines to answer, the weighted share of the answer's content
+  words that are not in the query (0 for an answer that only repeats the question);
 * for the key values, the chunk's rank among the interaction's chunks (0 = best; ties share the best rank)
   and its gap to the best chunk: what generalises across domains is how a chunk compares with its
   neighbours, not an absolute overlap level.
