@@ -145,7 +145,12 @@ def test_copies_share_their_rows_fold_and_carry_the_derived_labels() -> None:
     ]
     assert made[3].utilized == [False, False, False] and made[3].relevant == [True, True, True]
     assert made[6].utilized == [True, False, False] and made[6].score == 1 / 3
-    for ex in made[7:]:
+    # one echo copy per row, last: the answer is the query, nothing used, relevance kept
+    echo = [ex for ex in made if ex.kind == _train_data.ECHO]
+    assert [ex.row_index for ex in echo] == [0, 1, 2] and made[-3:] == echo
+    for ex in echo:
+        assert not any(ex.utilized) and ex.relevant == made[ex.row_index].relevant and ex.score == 0.0
+    for ex in made[7:-3]:
         assert ex.kind in (_train_data.REPLACED, _train_data.APPENDED)
         n = len(ex.relevant) - ex.appended
         natural = made[ex.row_index]
@@ -154,7 +159,7 @@ def test_copies_share_their_rows_fold_and_carry_the_derived_labels() -> None:
         else:  # own labels kept, the appended chunks not relevant: same labelled score
             assert ex.relevant[:n] == natural.relevant and ex.utilized[:n] == natural.utilized
             assert not any(ex.relevant[n:]) and ex.score == natural.score
-    assert {ex.kind for ex in made[7:]} == {_train_data.REPLACED, _train_data.APPENDED}
+    assert {ex.kind for ex in made[7:-3]} == {_train_data.REPLACED, _train_data.APPENDED}
 
 
 def test_copies_cut_to_two_sentences_keep_the_chunks_either_kept_sentence_draws_on() -> None:
@@ -174,3 +179,12 @@ def test_copies_cut_to_two_sentences_keep_the_chunks_either_kept_sentence_draws_
     # cut to one sentence: both rows (each has more than one); cut to two: only the three-sentence answer,
     # which keeps the chunks of its first two sentences and loses the third's.
     assert truncated == [(0, [True, False, False]), (1, [True, False, False]), (0, [True, True, False])]
+
+
+@pytest.mark.parametrize("sentence_keys", [True, False])
+def test_a_first_words_copy_uses_a_chunk_only_for_a_word_beyond_the_query(sentence_keys: bool) -> None:
+    row = _row("Ada Brandt discovered it in 1911. Its orbit lasts 76 years.", sentence_keys)
+    # "Ada" is in chunk 0's used sentence and not in the query; chunk 1 holds none of the three words
+    assert _train_data.prefix_word_uses(row, "Ada Brandt discovered") == [True, False, False]
+    # only the question's words: draws on nothing
+    assert _train_data.prefix_word_uses(row, "The Foo comet") == [False, False, False]
