@@ -226,14 +226,15 @@ def examples_of(
     cuts: Sequence[int] = (1,),
     offtopic: bool = True,
     echo: bool = True,
+    echo_every: int = 1,
     prefix_words: int = 0,
 ) -> list[Example]:
     """Natural rows first (in file order), then one swapped copy per row, then (when ``truncated``) for
     each ``c`` of ``cuts`` a copy of each row whose answer has more than ``c`` sentences, cut to its first
     ``c`` (``c = 1``: the cut of ``--perturb truncate``), then (when ``offtopic``) one replaced copy per
     row and, for each K of :data:`OFFTOPIC_APPENDED`, one appended copy per row, then (when ``echo``) one
-    echo copy per row whose query has words, then (when ``prefix_words``) one copy per row whose answer
-    is longer, cut to its first ``prefix_words`` words."""
+    echo copy per ``echo_every``-th row whose query has words, then (when ``prefix_words``) one copy per
+    row whose answer is longer, cut to its first ``prefix_words`` words."""
     partner = derangement(rows, rng)
     out = _examples(rows, weights, rng, partner, truncated, cuts)
     if offtopic:
@@ -250,7 +251,11 @@ def examples_of(
                     out.append(Example(with_chunks(r, extra), i, APPENDED, weights))
                     out[-1].appended = len(extra)
     if echo:  # no random draw: the copies before stay as they were without these
-        out += [Example(r, i, ECHO, weights, r["query"]) for i, r in enumerate(rows) if words(r["query"])]
+        out += [
+            Example(r, i, ECHO, weights, r["query"])
+            for i, r in enumerate(rows)
+            if i % echo_every == 0 and words(r["query"])
+        ]
     if prefix_words:
         for i, r in enumerate(rows):
             pieces = r["actual_output"].split()

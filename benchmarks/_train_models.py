@@ -84,7 +84,7 @@ def chunk_sets(
             ):
                 rx.append(x)
                 ry.append(int(r))
-            if r:
+            if r and (ex.kind != ECHO or args.chunk_echo):
                 ux.append(x)
                 uy.append(int(u))
                 uw.append(copy_weight(ex, args))

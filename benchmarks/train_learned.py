@@ -109,6 +109,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         truncated=not args.no_truncated,
         cuts=cuts,
         offtopic=True,
+        echo_every=args.echo_every,
         prefix_words=args.prefix_words,
     )
     natural = examples[: len(rows)]
@@ -228,6 +229,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                     "offtopic",
                     "echo",
                     "echo_weight",
+                    "echo_every",
+                    "chunk_echo",
                     "prefix_words",
                     "row_echo",
                     "relevance_echo",
@@ -384,6 +387,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="learn from the echo copies (the answer replaced by the query, nothing utilized)",
+    )
+    parser.add_argument(
+        "--chunk-echo",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="P(utilized | relevant) learns from the echo copies",
+    )
+    parser.add_argument(
+        "--echo-every", type=int, default=1, help="an echo copy of every N-th row (1: of every row)"
     )
     parser.add_argument(
         "--prefix-words",
