@@ -16,7 +16,8 @@ doing so; the copies teach it what the drift checks of ``ctxutil-otel bench --pe
 * **echo**: the answer replaced by the row's own query: an answer that only repeats the question adds
   nothing from any chunk, so every chunk is labelled *not utilized*, relevance unchanged. Natural data
   never shows it, and the query's words are in every relevant chunk: without the copies such an answer
-  scored as fully used.
+  scores as fully used. Always built (``train_learned.py`` reports their pooled utilization); the models
+  learn from them only with ``--echo``.
 * **appended**: K chunks of other rows (not among the row's own) appended to the row's chunks, for each
   K of :data:`OFFTOPIC_APPENDED`: the appended ones are labelled *not relevant, not utilized*, the row's
   own chunks keep their labels (a chunk's relevance and use do not depend on what else was retrieved), so

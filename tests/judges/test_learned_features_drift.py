@@ -14,7 +14,10 @@ from ctxutil_otel.judges._text import sentence_words, sentences, words
 from .test_offline_judges import CHUNKS, QUERY
 
 # Bundled-sample rows (250) that still pass (score >= 0.5, the metric's default threshold) with the answer
-# replaced by the row's query: 246 before the echo copies, 1 after (see the report of issue 11).
+# replaced by the row's query: 246 with the shipped model. Training with the echo copies
+# (train_learned.py --echo --row-echo) brings the out-of-fold pooled utilization of such answers from 0.80
+# to 0.01-0.08 but costs ~0.015 score RMSE on natural rows out of fold, so the shipped model is trained
+# without them for now (issue 11's notes): the test records the known weakness.
 MAX_ECHO_PASS_SHARE = 0.10
 
 
@@ -23,6 +26,9 @@ def _score(verdicts: list[ChunkVerdict]) -> float | None:
     return sum(v.is_utilized for v in relevant) / len(relevant) if relevant else None
 
 
+@pytest.mark.xfail(
+    strict=True, reason="known weakness (issue 11): the shipped model is trained without the echo copies"
+)
 def test_an_answer_that_only_repeats_the_query_does_not_pass_on_the_bundled_sample() -> None:
     judge = LearnedJudge()
     rows = load_sample()

@@ -52,7 +52,6 @@ _AT = {
         "sources_share",
         "support_half_share",
         "support_rel",
-        "a_new_share",
     )
 }
 
@@ -101,7 +100,6 @@ def row_features(
         first[_AT["sources_share"]],
         math.fsum(x[half] for x in rel_rows) / len(rel_rows) if rel_rows else 0.0,
         math.fsum(x[support_rel] for x in rel_rows) / len(rel_rows) if rel_rows else 0.0,
-        first[_AT["a_new_share"]],  # 0 for an answer that only repeats the query (issue 11's echo)
     ]
 
 

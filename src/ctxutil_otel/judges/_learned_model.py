@@ -54,7 +54,6 @@ ROW_FEATURES: tuple[str, ...] = (
     "sources_share",
     "half_share_mean",
     "support_rel_mean",
-    "a_new_share",
 )
 """Inputs of the row model, in order (see ``LearnedJudge`` for their definitions)."""
 
