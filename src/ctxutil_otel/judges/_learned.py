@@ -296,6 +296,8 @@ class LearnedJudge:
                 ties=chunks,
             )
         utilized = decide_utilized(score, probs.utilized, relevant, m.round_offset, chunks)
+        if not has_words(answer):  # an answer without a word draws on nothing, whatever the row estimate
+            utilized = [False] * len(chunks)
         n_rel = sum(relevant)
         threshold = m.relevance_threshold
         fallback = not any(p >= threshold for p in probs.relevant)
