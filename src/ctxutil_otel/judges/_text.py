@@ -41,8 +41,8 @@ _TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W_]+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 # A word as _TOKEN finds it, or a sentence end as _SENTENCE_END splits at (. ! ? before a space, a line
 # break): the words of each sentence in one pass over the text.
-_TOKEN_OR_END = re.compile(r"\d+(?:[.,]\d+)*|[^\W_]+|[.!?](?=\s)|\n")
-_ENDS = frozenset(".!?\n")
+_TOKEN_OR_END = re.compile(r"\d+(?:[.,]\d+)*|[^\W_]+|[.!?。！？](?=\s)|\n")
+_ENDS = frozenset(".!?。！？\n")
 # Sentence ends: . ! ? (and their CJK forms) followed by space, or a line break.
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 
@@ -135,12 +135,29 @@ def words(text: str) -> list[str]:
 
 def sentence_words(text: str) -> list[list[str]]:
     """:func:`words` of each of :func:`sentences` of ``text`` (sentences without words dropped); their
-    concatenation is ``words(text)``. ASCII text (the common case) is scanned once."""
+    concatenation is ``words(text)``. The text is scanned once."""
     folded = text.casefold()
-    if not folded.isascii():
-        return [keys for keys in map(words, sentences(text)) if keys]
-    keys = list(map(stem, _TOKEN_OR_END.findall(folded)))
-    ends = [i for i, k in enumerate(keys) if k in _ENDS]
+    if folded.isascii():
+        keys = list(map(stem, _TOKEN_OR_END.findall(folded)))
+    else:  # as words() does it, token by token (sentence ends pass through unchanged)
+        keys = []
+        for raw in _TOKEN_OR_END.findall(folded):
+            if raw.isascii():
+                keys.append(stem(raw))
+            elif _CJK.search(raw):
+                keys.extend(_split_cjk(raw))
+            else:
+                keys.append(raw)
+    ends: list[int] = []
+    for mark in _ENDS:  # list.index scans in C: one Python step per sentence, not per word
+        at = keys.index(mark) if mark in keys else -1
+        while at >= 0:
+            ends.append(at)
+            try:
+                at = keys.index(mark, at + 1)
+            except ValueError:
+                at = -1
+    ends.sort()
     if not ends:
         return [keys] if keys else []
     out = []
