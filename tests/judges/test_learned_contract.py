@@ -73,7 +73,7 @@ async def test_reasons_say_what_was_cut_at_max_text_chars() -> None:
 
 def test_reasons_name_the_fallback_and_support_that_only_repeats_the_query() -> None:
     judge = LearnedJudge()
-    threshold = judge.learned_model.relevance_threshold
+    threshold = judge.learned_model.decision.relevance_threshold
     query = "What are the health benefits of green tea?"
     echo = "Green tea has health benefits."  # no word beyond the query's
     chunks = ["Green tea has health benefits for many people.", "The stock market fell sharply on Tuesday."]

@@ -32,15 +32,24 @@ no numpy at run time.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ._base import ChunkVerdict, JudgeResult
 from ._learned_features import FEATURE_NAMES, ChunkEvidence, chunk_features
-from ._learned_model import LearnedModel, shipped_model
+from ._learned_model import Decision, LearnedModel, shipped_model
 from ._text import has_words
 
-__all__ = ["ChunkProbabilities", "LearnedJudge", "decide_utilized", "follow_estimate", "row_features"]
+__all__ = [
+    "ChunkProbabilities",
+    "LearnedJudge",
+    "Verdicts",
+    "decide",
+    "decide_utilized",
+    "follow_estimate",
+    "row_features",
+]
 
 _AT = {
     name: FEATURE_NAMES.index(name)
@@ -181,6 +190,45 @@ def decide_utilized(
     return [i in chosen for i in range(len(relevant))]
 
 
+class Verdicts(NamedTuple):
+    """One interaction's verdicts: per chunk relevant and utilized, and the row estimate they express
+    (0.0 when nothing is relevant)."""
+
+    relevant: list[bool]
+    utilized: list[bool]
+    score: float
+
+
+def decide(
+    decision: Decision,
+    p_rel: Sequence[float],
+    p_use: Sequence[float],
+    estimate: Callable[[list[bool]], float],
+    ties: Sequence[str] | None = None,
+) -> Verdicts:
+    """The judge's whole decision rule (module docstring, steps 3-4): relevance by the threshold and the
+    fallback (:func:`decide_relevant`); when something is relevant, the row estimate
+    ``estimate(relevant)`` (the row model, or a cached prediction when training), the borderline chunks
+    following it (:func:`follow_estimate`) and the utilized chunks (:func:`decide_utilized`). The
+    trainer measures decisions with this same function."""
+    d = decision
+    relevant = decide_relevant(p_rel, d.relevance_threshold, d.fallback_threshold, ties)
+    if not any(relevant):
+        return Verdicts(relevant, [False] * len(relevant), 0.0)
+    score = estimate(relevant)
+    relevant = follow_estimate(
+        p_rel,
+        relevant,
+        score,
+        low=d.borderline_low,
+        high=d.borderline_high,
+        penalty=d.count_penalty,
+        offset=d.round_offset,
+        ties=ties,
+    )
+    return Verdicts(relevant, decide_utilized(score, p_use, relevant, d.round_offset, ties), score)
+
+
 class LearnedJudge:
     """The offline default judge: relevance and utilization from gradient-boosted trees (module docstring).
 
@@ -282,22 +330,15 @@ class LearnedJudge:
         rows, evidence = chunk_features(query, answer, chunks, m.weights, evidence=True, reasons=reasons)
         probs = self._probabilities(rows)
         # Equal probabilities are broken by the chunk's text, so the retrieved order changes no verdict.
-        relevant = decide_relevant(probs.relevant, m.relevance_threshold, m.fallback_threshold, chunks)
-        score = m.row(row_features(probs.relevant, probs.utilized, relevant, rows)) if any(relevant) else 0.0
-        if any(relevant):
-            relevant = follow_estimate(
-                probs.relevant,
-                relevant,
-                score,
-                low=m.borderline_low,
-                high=m.borderline_high,
-                penalty=m.count_penalty,
-                offset=m.round_offset,
-                ties=chunks,
-            )
-        utilized = decide_utilized(score, probs.utilized, relevant, m.round_offset, chunks)
+        relevant, utilized, score = decide(
+            m.decision,
+            probs.relevant,
+            probs.utilized,
+            lambda sure: m.row(row_features(probs.relevant, probs.utilized, sure, rows)),
+            chunks,
+        )
         n_rel = sum(relevant)
-        threshold = m.relevance_threshold
+        threshold = m.decision.relevance_threshold
         fallback = not any(p >= threshold for p in probs.relevant)
         return [
             ChunkVerdict(

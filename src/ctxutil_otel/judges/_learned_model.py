@@ -27,14 +27,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
 from ._learned_features import FEATURE_NAMES, WordWeights
 
-__all__ = ["FORMAT", "ROW_FEATURES", "Ensemble", "LearnedModel", "load_model", "shipped_model"]
+__all__ = ["FORMAT", "ROW_FEATURES", "Decision", "Ensemble", "LearnedModel", "load_model", "shipped_model"]
 
 FORMAT = "ctxutil-otel-learned-judge/1"
 ROW_FEATURES: tuple[str, ...] = (
@@ -158,20 +158,50 @@ def _ensemble(spec: Any, n_features: int, where: str) -> Ensemble:
 
 
 @dataclass(frozen=True)
-class LearnedModel:
-    """A loaded model: the three ensembles, the word weights (from the ``zipf`` table) and the decision
-    thresholds."""
+class Decision:
+    """How probabilities become verdicts (the model file's ``decision`` object; the rule is
+    ``ctxutil_otel.judges._learned.decide``).
 
-    relevance: Ensemble
-    utilization: Ensemble
-    row: Ensemble
-    weights: WordWeights
+    Attributes:
+        relevance_threshold: A chunk is relevant when P(relevant) >= this.
+        fallback_threshold: When no chunk reaches the threshold, the most likely one is relevant if its
+            P(relevant) >= this (else the interaction is not applicable).
+        round_offset: ``floor(score x relevant + round_offset)`` chunks are marked utilized.
+        borderline_low: Chunks with P(relevant) in [``borderline_low``, ``borderline_high``) are
+            borderline: their relevance may follow the row estimate.
+        borderline_high: See ``borderline_low``.
+        count_penalty: Cost, in squared score units, of each borderline chunk moved.
+    """
+
     relevance_threshold: float
     fallback_threshold: float
     round_offset: float
     borderline_low: float
     borderline_high: float
     count_penalty: float
+
+    def as_dict(self) -> dict[str, float]:
+        """The ``decision`` object of the model file."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, decision: Any) -> Decision:
+        """Check and read a ``decision`` object (``ModelFileError`` naming the field)."""
+        if not isinstance(decision, Mapping):
+            raise ModelFileError("decision: expected an object")
+        return cls(**{f.name: _number(decision.get(f.name), f"decision.{f.name}") for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class LearnedModel:
+    """A loaded model: the three ensembles, the word weights (from the ``zipf`` table) and the
+    :class:`Decision`."""
+
+    relevance: Ensemble
+    utilization: Ensemble
+    row: Ensemble
+    weights: WordWeights
+    decision: Decision
     provenance: Mapping[str, Any]
 
 
@@ -201,9 +231,7 @@ def load_model(document: Mapping[str, Any]) -> LearnedModel:
             raise ModelFileError(f"zipf[{value!r}]: expected a string of words")
         for word in joined.split():
             zipf[word] = z
-    decision = document.get("decision")
-    if not isinstance(decision, Mapping):
-        raise ModelFileError("decision: expected an object")
+    decision = Decision.from_dict(document.get("decision"))
     provenance = document.get("provenance")
     if not isinstance(provenance, Mapping):
         raise ModelFileError("provenance: expected an object")
@@ -212,12 +240,7 @@ def load_model(document: Mapping[str, Any]) -> LearnedModel:
         utilization=_ensemble(document.get("utilization"), len(FEATURE_NAMES), "utilization"),
         row=_ensemble(document.get("row"), len(ROW_FEATURES), "row"),
         weights=WordWeights.from_zipf(zipf),
-        relevance_threshold=_number(decision.get("relevance_threshold"), "decision.relevance_threshold"),
-        fallback_threshold=_number(decision.get("fallback_threshold"), "decision.fallback_threshold"),
-        round_offset=_number(decision.get("round_offset"), "decision.round_offset"),
-        borderline_low=_number(decision.get("borderline_low"), "decision.borderline_low"),
-        borderline_high=_number(decision.get("borderline_high"), "decision.borderline_high"),
-        count_penalty=_number(decision.get("count_penalty"), "decision.count_penalty"),
+        decision=decision,
         provenance=dict(provenance),
     )
 
