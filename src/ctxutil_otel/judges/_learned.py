@@ -82,7 +82,12 @@ def row_features(
     features: Sequence[Sequence[float]],
 ) -> list[float]:
     """The row model's inputs (``ROW_FEATURES`` order) for chunk probabilities, the verdicts on
-    relevance and the chunks' feature rows (interaction-wide values are read from the first)."""
+    relevance and the chunks' feature rows (interaction-wide values are read from the first).
+
+    Chunks not relevant enter only through ``use_expected`` (weighted by their P(relevant)), so
+    appending chunks with P(relevant) near 0 (off-topic ones) leaves the inputs unchanged: the number of
+    chunks and the mean P(relevant) over all of them are not inputs (they were, and moved the score
+    when off-topic chunks were appended)."""
     used = [u for u, r in zip(p_use, relevant, strict=True) if r]
     first = features[0]
     rel_rows = [x for x, r in zip(features, relevant, strict=True) if r]
@@ -92,15 +97,15 @@ def row_features(
     expected = (
         math.fsum(r * u for r, u in zip(p_rel, p_use, strict=True)) / total_rel if total_rel > 0 else 0.0
     )
+    rel_p = [p for p, r in zip(p_rel, relevant, strict=True) if r]
     return [
-        float(len(p_rel)),
         float(len(used)),
         math.fsum(used) / len(used) if used else 0.0,
         min(used, default=0.0),
         max(used, default=0.0),
         expected,
         sum(1 for u in used if u >= 0.5) / len(used) if used else 0.0,
-        math.fsum(p_rel) / len(p_rel),
+        math.fsum(rel_p) / len(rel_p) if rel_p else 0.0,
         max(p_rel),
         first[_AT["refusal"]],
         first[_AT["best_support_any"]],

@@ -3,7 +3,7 @@
 The model is one JSON document (``ctxutil_otel/data/learned_judge.json``, written by
 ``benchmarks/train_learned.py``)::
 
-    {"format": "ctxutil-otel-learned-judge/1",
+    {"format": "ctxutil-otel-learned-judge/2",
      "provenance": {"training_data": ..., "command": ..., "seed": ..., "date": ..., ...},
      "features": [name, ...],                 # must equal FEATURE_NAMES
      "zipf": {"5.3": "word word ...", ...},   # word keys grouped by Zipf frequency
@@ -36,16 +36,17 @@ from ._learned_features import FEATURE_NAMES, WordWeights
 
 __all__ = ["FORMAT", "ROW_FEATURES", "Decision", "Ensemble", "LearnedModel", "load_model", "shipped_model"]
 
-FORMAT = "ctxutil-otel-learned-judge/1"
+FORMAT = "ctxutil-otel-learned-judge/2"
+"""Version 2: row features without the chunk count and with the mean P(relevant) of relevant chunks
+only (version 1 files are refused: retrain with ``benchmarks/train_learned.py``)."""
 ROW_FEATURES: tuple[str, ...] = (
-    "n_chunks",
     "n_relevant",
     "use_mean",
     "use_min",
     "use_max",
     "use_expected",
     "use_share_half",
-    "rel_mean",
+    "rel_mean_relevant",
     "rel_max",
     "refusal",
     "best_support_any",
@@ -213,7 +214,13 @@ def load_model(document: Mapping[str, Any]) -> LearnedModel:
             differs from this version's :data:`FEATURE_NAMES` / :data:`ROW_FEATURES`.
     """
     if document.get("format") != FORMAT:
-        raise ModelFileError(f"format: expected {FORMAT!r}, got {document.get('format')!r}")
+        got = document.get("format")
+        hint = (
+            " (a model file of another ctxutil-otel version: retrain with benchmarks/train_learned.py)"
+            if isinstance(got, str) and got.startswith(FORMAT.rsplit("/", 1)[0] + "/")
+            else ""
+        )
+        raise ModelFileError(f"format: expected {FORMAT!r}, got {got!r}{hint}")
     if list(document.get("features", ())) != list(FEATURE_NAMES):
         raise ModelFileError("features: the model was trained on other features than this version computes")
     if list(document.get("row_features", ())) != list(ROW_FEATURES):
