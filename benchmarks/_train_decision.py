@@ -8,6 +8,9 @@ the relevance of *borderline* chunks follow the row model's score estimate
 small grid of those parameters and keeps the one with the lowest out-of-fold score RMSE among those that
 give up at most :data:`MAX_F1_LOSS` relevance F1 against the threshold alone and keep the pooled
 utilization within :data:`MAX_POOLED_GAP` of the labelled one (else the plain threshold, offset 0.5).
+The parameters travel as one :class:`~ctxutil_otel.judges._learned_model.Decision` (the model file's
+``decision`` object), and :func:`outcome` and :func:`report` measure it with the judge's own rule,
+:func:`~ctxutil_otel.judges._learned.decide`, the row model's out-of-fold prediction standing in for it.
 """
 
 from __future__ import annotations
