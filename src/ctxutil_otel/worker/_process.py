@@ -48,7 +48,8 @@ from .._item import DatasetItem
 from .._settings import Settings
 from ..metric._contextual_utilization import METRIC_NAME, ContextualUtilization
 from ..metric._results import MetricEvaluationResult
-from ._child import ChildConfig, child_main, decode_result
+from ._child import ChildConfig, decode_result
+from ._child_entry import blocked_while_spawning, run_child
 from ._convert import MetricInfo, Rejection, to_strings
 from ._evaluate import convert
 from ._reach import check_reaches_child
@@ -137,6 +138,7 @@ class ChildProcessJudging:
         else:
             info = MetricInfo(METRIC_NAME, settings.threshold, settings.judge, settings.judge_model)
         self._context: SpawnContext | ForkServerContext = multiprocessing.get_context(start_method)  # type: ignore[assignment]  # spawn or forkserver
+        self._start_method = start_method
         self._config = ChildConfig(settings, metric, timeout_s, max_in_flight)
         self._info = info
         # The child times out by itself; this only catches a child whose loop no longer runs.
@@ -238,13 +240,14 @@ class ChildProcessJudging:
         loop = asyncio.get_running_loop()
         parent_conn, child_conn = self._context.Pipe(duplex=True)
         process = self._context.Process(
-            target=child_main, args=(child_conn,), name="ctxutil-evaluator-child", daemon=True
+            target=run_child, args=(child_conn,), name="ctxutil-evaluator-child", daemon=True
         )
         child = _Child(process, parent_conn, loop, loop.create_future())
         self._child = child
         self.started += 1
         try:
-            process.start()
+            with blocked_while_spawning(self._start_method):
+                process.start()  # it starts deaf to SIGINT and SIGTERM (``_child_entry.py``)
             _forget(process)  # ours to stop (close, kill); multiprocessing's exit hook must not join it
             child_conn.close()  # ours: the child's end must close here for its death to reach us as EOF
             child.sender = Sender(parent_conn, loop, lambda: self._lost(child))
