@@ -8,6 +8,9 @@ the relevance of *borderline* chunks follow the row model's score estimate
 small grid of those parameters and keeps the one with the lowest out-of-fold score RMSE among those that
 give up at most :data:`MAX_F1_LOSS` relevance F1 against the threshold alone and keep the pooled
 utilization within :data:`MAX_POOLED_GAP` of the labelled one (else the plain threshold, offset 0.5).
+The parameters travel as one :class:`~ctxutil_otel.judges._learned_model.Decision` (the model file's
+``decision`` object), and :func:`outcome` and :func:`report` measure it with the judge's own rule,
+:func:`~ctxutil_otel.judges._learned.decide`, the row model's out-of-fold prediction standing in for it.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from dataclasses import dataclass
 
 from _train_data import Example
 
-from ctxutil_otel.judges._learned import decide_relevant, decide_utilized, follow_estimate
+from ctxutil_otel.judges._learned import Verdicts, decide
+from ctxutil_otel.judges._learned_model import Decision
 
 MAX_F1_LOSS = 0.005
 MAX_POOLED_GAP = 0.015
@@ -28,6 +32,21 @@ HIGHS = (0.6, 0.8)
 PENALTIES = (0.01, 0.015, 0.02, 0.03, 0.05)
 OFFSETS = (0.45, 0.5)
 NO_FOLLOW = (1.0, 0.0, 0.0)  # low, high, penalty: every chunk counts as sure, the count never moves
+
+
+def decision_of(
+    threshold: float, fallback: float, follow: tuple[float, float, float], offset: float
+) -> Decision:
+    """A :class:`Decision` from the relevance thresholds, ``(low, high, penalty)`` and the offset."""
+    low, high, penalty = follow
+    return Decision(
+        relevance_threshold=threshold,
+        fallback_threshold=fallback,
+        round_offset=offset,
+        borderline_low=low,
+        borderline_high=high,
+        count_penalty=penalty,
+    )
 
 
 @dataclass(frozen=True)
@@ -50,22 +69,12 @@ def outcome(
     oof_rel: Sequence[Sequence[float]],
     oof_use: Sequence[Sequence[float]],
     oof_score: dict[int, float],
-    threshold: float,
-    fallback: float,
-    follow: tuple[float, float, float],
-    offset: float,
+    decision: Decision,
 ) -> Outcome:
-    low, high, penalty = follow
     errors: list[float] = []
     rtp = rfp = rfn = utp = ufp = ufn = used = relevant_total = labelled_used = labelled_relevant = 0
     for k, ex in enumerate(natural):
-        relevant = decide_relevant(oof_rel[k], threshold, fallback)
-        score = oof_score.get(k, 0.0)
-        if any(relevant):
-            relevant = follow_estimate(
-                oof_rel[k], relevant, score, low=low, high=high, penalty=penalty, offset=offset
-            )
-        utilized = decide_utilized(score, oof_use[k], relevant, offset)
+        relevant, utilized, _ = _verdicts(k, oof_rel, oof_use, oof_score, decision)
         for r, u, lr, lu in zip(relevant, utilized, ex.relevant, ex.utilized, strict=True):
             rtp += r and lr
             rfp += r and not lr
@@ -98,27 +107,33 @@ def choose_decision(
     oof_score: dict[int, float],
     threshold: float,
     fallback: float,
-) -> tuple[tuple[float, float, float], float]:
-    """``((low, high, penalty), offset)`` by the rule in the module docstring (prints the chosen one and
-    the plain threshold's figures)."""
-    plain = outcome(natural, oof_rel, oof_use, oof_score, threshold, fallback, NO_FOLLOW, 0.5)
-    best: tuple[float, tuple[float, float, float], float] | None = None
+) -> Decision:
+    """The :class:`Decision` chosen by the rule in the module docstring (prints the chosen one and the
+    plain threshold's figures)."""
+    plain = decision_of(threshold, fallback, NO_FOLLOW, 0.5)
+    plain_got = outcome(natural, oof_rel, oof_use, oof_score, plain)
+    best: tuple[float, Decision] | None = None
     for low, high, penalty, offset in itertools.product(LOWS, HIGHS, PENALTIES, OFFSETS):
-        got = outcome(natural, oof_rel, oof_use, oof_score, threshold, fallback, (low, high, penalty), offset)
-        if got.relevance_f1 < plain.relevance_f1 - MAX_F1_LOSS:
+        candidate = decision_of(threshold, fallback, (low, high, penalty), offset)
+        got = outcome(natural, oof_rel, oof_use, oof_score, candidate)
+        if got.relevance_f1 < plain_got.relevance_f1 - MAX_F1_LOSS:
             continue
         if abs(got.pooled - got.labelled_pooled) > MAX_POOLED_GAP:
             continue
         if best is None or got.rmse < best[0] - 1e-12:
-            best = (got.rmse, (low, high, penalty), offset)
-    follow, offset = (NO_FOLLOW, 0.5) if best is None else (best[1], best[2])
-    chosen = outcome(natural, oof_rel, oof_use, oof_score, threshold, fallback, follow, offset)
-    for name, o in (("threshold alone, offset 0.50", plain), (f"chosen {follow}, offset {offset}", chosen)):
+            best = (got.rmse, candidate)
+    chosen = plain if best is None else best[1]
+    chosen_got = outcome(natural, oof_rel, oof_use, oof_score, chosen)
+    follow = (chosen.borderline_low, chosen.borderline_high, chosen.count_penalty)
+    for name, o in (
+        ("threshold alone, offset 0.50", plain_got),
+        (f"chosen {follow}, offset {chosen.round_offset}", chosen_got),
+    ):
         print(
             f"  {name}: out-of-fold train RMSE {o.rmse:.4f}, relevance F1 {o.relevance_f1:.4f}, "
             f"utilization F1 {o.utilization_f1:.4f}, pooled {o.pooled:.3f} (labelled {o.labelled_pooled:.3f})"
         )
-    return follow, offset
+    return chosen
 
 
 def _verdicts(
@@ -126,19 +141,11 @@ def _verdicts(
     oof_rel: Sequence[Sequence[float]],
     oof_use: Sequence[Sequence[float]],
     oof_score: dict[int, float],
-    threshold: float,
-    fallback: float,
-    follow: tuple[float, float, float],
-    offset: float,
-) -> tuple[list[bool], list[bool]]:
-    low, high, penalty = follow
-    score = oof_score.get(k, 0.0)
-    relevant = decide_relevant(oof_rel[k], threshold, fallback)
-    if any(relevant):
-        relevant = follow_estimate(
-            oof_rel[k], relevant, score, low=low, high=high, penalty=penalty, offset=offset
-        )
-    return relevant, decide_utilized(score, oof_use[k], relevant, offset)
+    decision: Decision,
+) -> Verdicts:
+    """Example ``k``'s verdicts: :func:`~ctxutil_otel.judges._learned.decide`, the judge's own rule, with
+    the row model's out-of-fold prediction as the estimate."""
+    return decide(decision, oof_rel[k], oof_use[k], lambda _: oof_score.get(k, 0.0))
 
 
 def _pooled(verdicts: Sequence[tuple[list[bool], list[bool]]]) -> float:
@@ -152,10 +159,7 @@ def report(
     oof_rel: Sequence[Sequence[float]],
     oof_use: Sequence[Sequence[float]],
     oof_score: dict[int, float],
-    threshold: float,
-    fallback: float,
-    follow: tuple[float, float, float],
-    offset: float,
+    decision: Decision,
 ) -> str:
     """The issue-11 measures of a decision, out of fold on train, as one line: low-score AUROC of the
     verdicts' scores and of the row model's continuous estimate (natural rows), that estimate's RMSE, the
@@ -177,7 +181,8 @@ def report(
     other_c: list[float] = []
     squared: list[float] = []
     for k, ex in enumerate(examples):
-        got = _verdicts(k, oof_rel, oof_use, oof_score, threshold, fallback, follow, offset)
+        relevant, utilized, _ = _verdicts(k, oof_rel, oof_use, oof_score, decision)
+        got = (relevant, utilized)
         if ex.kind == "swapped":
             swapped.append(got)
         elif ex.kind in ("echo", "prefix"):

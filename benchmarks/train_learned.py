@@ -178,11 +178,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         if held:
             for j, value in zip(held, fitted.predict([row_x[j] for j in held]), strict=True):
                 oof_score[row_of[j]] = float(value)
-    (low, high, penalty), offset = choose_decision(natural, oof_rel, oof_use, oof_score, threshold, fallback)
-    print(
-        "  out of fold on train, chosen: "
-        + report(examples, oof_rel, oof_use, oof_score, threshold, fallback, (low, high, penalty), offset)
-    )
+    decision = choose_decision(natural, oof_rel, oof_use, oof_score, threshold, fallback)
+    print("  out of fold on train, chosen: " + report(examples, oof_rel, oof_use, oof_score, decision))
     fit_rows = [j for j, fit in enumerate(row_fit) if fit]
     row_model = hgb("reg", args, args.row_max_iter).fit(
         [row_x[j] for j in fit_rows],
@@ -243,14 +240,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         },
         "features": list(FEATURE_NAMES),
         "row_features": list(ROW_FEATURES),
-        "decision": {
-            "relevance_threshold": threshold,
-            "fallback_threshold": fallback,
-            "round_offset": offset,
-            "borderline_low": low,
-            "borderline_high": high,
-            "count_penalty": penalty,
-        },
+        "decision": decision.as_dict(),
         "relevance": export(rel, "logit"),
         "utilization": export(use, "logit"),
         "row": export(row_model, "identity"),

@@ -10,14 +10,17 @@ import pytest
 from ctxutil_otel import ContextualUtilization, DatasetItem
 from ctxutil_otel.data import load_sample
 from ctxutil_otel.judges import ChunkVerdict, LearnedJudge
-from ctxutil_otel.judges._learned import decide_relevant, decide_utilized, follow_estimate
+from ctxutil_otel.judges._learned import decide_relevant, decide_utilized, follow_estimate, row_features
+from ctxutil_otel.judges._learned_features import FEATURE_NAMES
 
 from .test_offline_judges import ANSWER, CHUNKS, QUERY
 
 # The shipped model on the bundled sample (250 rows; docs/judges.md gives the out-of-fold and dev figures).
-# Scored rows whose score moves with 1 / 3 off-topic chunks appended: 16 and 26 of 249 (the model before the
-# off-topic training copies: 65 and more of 250).
-MAX_CHANGED_SHARE = {1: 0.08, 3: 0.12}
+# Scored rows whose score moves with 1 / 3 off-topic chunks appended: 13 and 31 of 250 (model format 1,
+# whose row model read the chunk count: 16 and 26 of 249; out of fold on train format 2 changes fewer rows
+# with either, and the mean change with 3 falls from -0.006 to -0.002; this sample comes from dev and chose
+# nothing; the model before the off-topic training copies: 65 and more of 250).
+MAX_CHANGED_SHARE = {1: 0.06, 3: 0.13}
 # Rows given another row's chunks that are called not applicable: 250 of 250 (before: 4 of 250).
 MIN_NOT_APPLICABLE_SHARE = 0.95
 # Rows given another row's answer (their chunks still relevant) that are called not applicable: 14 of 250
@@ -73,7 +76,7 @@ async def test_reasons_say_what_was_cut_at_max_text_chars() -> None:
 
 def test_reasons_name_the_fallback_and_support_that_only_repeats_the_query() -> None:
     judge = LearnedJudge()
-    threshold = judge.learned_model.relevance_threshold
+    threshold = judge.learned_model.decision.relevance_threshold
     query = "What are the health benefits of green tea?"
     echo = "Green tea has health benefits."  # no word beyond the query's
     chunks = ["Green tea has health benefits for many people.", "The stock market fell sharply on Tuesday."]
@@ -122,6 +125,20 @@ def test_off_topic_chunks_appended_rarely_change_the_score_on_the_bundled_sample
     assert scored > 200
     assert changed[1] / scored <= MAX_CHANGED_SHARE[1], changed
     assert changed[3] / scored <= MAX_CHANGED_SHARE[3], changed
+
+
+def test_the_row_estimates_inputs_ignore_appended_chunks_the_model_calls_irrelevant() -> None:
+    # The row model once read the number of chunks and the mean P(relevant) over all of them, so off-topic
+    # chunks appended moved the estimate, and with it the score (the +1/+3 off-topic lines of --check).
+    rows = [[float(i)] * len(FEATURE_NAMES) for i in range(3)]
+    before = row_features([0.9, 0.6, 0.2], [0.8, 0.3, 0.5], [True, True, False], rows)
+    after = row_features(
+        [0.9, 0.6, 0.2, 0.0, 0.0],
+        [0.8, 0.3, 0.5, 0.7, 0.1],
+        [True, True, False, False, False],
+        [*rows, [9.0] * len(FEATURE_NAMES), [7.0] * len(FEATURE_NAMES)],
+    )
+    assert after == before
 
 
 def test_another_rows_chunks_are_mostly_not_applicable_on_the_bundled_sample() -> None:

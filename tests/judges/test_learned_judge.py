@@ -24,7 +24,7 @@ from .test_offline_judges import ANSWER, CHUNKS, QUERY
 
 # sha256 of the shipped model's verdicts and probabilities (rounded to 9 places) on the bundled sample.
 # Changes only when the model or the features change: retrain, check docs/judges.md, then update.
-SAMPLE_FINGERPRINT = "ff9a8f244000045e46c1ef141ce6605a1e6341efd64a4172e71bb8ce52111272"
+SAMPLE_FINGERPRINT = "41c70d8935fc5a4cd62610889e26da89930573176ecaf5d9daaec240a774a754"
 
 
 def _document() -> dict[str, Any]:
@@ -184,6 +184,13 @@ def test_a_broken_model_file_is_rejected_naming_the_field(
     with pytest.raises(ModelFileError) as caught:
         load_model(document)
     assert field in str(caught.value)
+
+
+def test_a_model_file_of_another_version_says_to_retrain() -> None:
+    document = copy.deepcopy(_document())
+    document["format"] = "ctxutil-otel-learned-judge/1"
+    with pytest.raises(ModelFileError, match=r"format: .*retrain with benchmarks/train_learned.py"):
+        load_model(document)
 
 
 async def test_a_loaded_model_is_used_as_given() -> None:

@@ -26,6 +26,9 @@ blocks); ``raise_error = False`` and every callback runs under one guard (``_gua
 logged once per callback at debug level and counted in :attr:`callback_errors`).
 ``on_chat_model_start`` is implemented so LangChain never falls back to stringifying messages.
 
+Where a new run goes (root, child, retrieval, nothing) is ``_run_starts.py``; the runs are held in
+``_runs.py``'s run table; what becomes of each captured root is ``_root_accounting.py``.
+
 Trace: when an OpenTelemetry span is active at the root's start its trace id is the sampling key and
 its span context the interaction's parent; otherwise the trace id is ``random.getrandbits(128)`` (not a
 UUID4, whose low 64 bits hold fixed version/variant bits and would skew the trace-id ratio sampler)
@@ -40,8 +43,6 @@ saw; they are ignored.
 
 from __future__ import annotations
 
-import random
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -49,18 +50,12 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-# The config of the runnable running now: the context LangGraph nodes, tools and fallbacks run in.
-from langchain_core.runnables.config import var_child_runnable_config as _running_config
-from opentelemetry import trace
-
-from .._fork import reinit_after_fork
-from .._selection import SelectionFacts
 from . import _extract
 from ._evaluator_args import resolve_evaluator
 from ._guard import ErrorCounter, on_tracked_run, stop_on_exception
 from ._root_accounting import RootAccounting
-from ._run_spans import adopt_run_span
-from ._runs import Evicted, RootRun, RunTable
+from ._run_starts import RunStarts
+from ._runs import RootRun, RunTable
 
 if TYPE_CHECKING:
     from .._settings import Settings
@@ -68,13 +63,6 @@ if TYPE_CHECKING:
     from ..worker._stats import EvaluatorStats
 
 __all__ = ["UtilizationCallbackHandler"]
-
-
-def _new_trace_id() -> int:
-    trace_id = 0
-    while not trace_id:  # 0 is the invalid trace id
-        trace_id = random.getrandbits(128)
-    return trace_id
 
 
 class UtilizationCallbackHandler(BaseCallbackHandler):
@@ -121,15 +109,10 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
             evaluator, self._errors, metadata_keys=getattr(settings, "metric_dimensions", ())
         )
         self._root_of = self._runs.root_of
-        self._standalone = 0
-        self._standalone_lock = threading.Lock()
         # Facts for the selection rules are read at a root's start only when there are rules.
-        self._select = bool(getattr(settings, "selection_rules", ()))
-        reinit_after_fork(self._new_lock)
-
-    def _new_lock(self) -> None:
-        """A fresh lock in a forked child (see :mod:`ctxutil_otel._fork`)."""
-        self._standalone_lock = threading.Lock()
+        self._starts = RunStarts(
+            self, self._runs, self._outcomes, select=bool(getattr(settings, "selection_rules", ()))
+        )
 
     # --- what the handler listens to ------------------------------------------------------------
 
@@ -180,7 +163,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         retrievals without a generation, which are not RAG interactions and are not counted in
         :meth:`stats`. Growing while ``captured`` does not: the handler is attached to a retriever but
         not to the chain or graph around it."""
-        return self._standalone
+        return self._starts.standalone
 
     # --- chains and tools ----------------------------------------------------------------------
 
@@ -194,7 +177,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        self._start(run_id, parent_run_id, inputs, serialized, kwargs)
+        self._starts.start(run_id, parent_run_id, inputs, serialized, kwargs)
 
     @on_tracked_run
     def on_chain_end(
@@ -234,7 +217,9 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         # Tools matter as parents: an agent's retriever tool runs its retriever under the tool run.
-        self._start(run_id, parent_run_id, inputs if inputs is not None else input_str, serialized, kwargs)
+        self._starts.start(
+            run_id, parent_run_id, inputs if inputs is not None else input_str, serialized, kwargs
+        )
 
     def on_tool_end(
         self, output: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
@@ -258,16 +243,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        enclosing = self._enclosing(parent_run_id)
-        if enclosing is None:  # a root retriever run: a standalone retrieval
-            with self._standalone_lock:
-                self._standalone += 1
-            return
-        root = self._runs.root_of(enclosing)
-        if root is not None:
-            self._account(
-                self._runs.add_retrieval(run_id, enclosing.int, root, query, self._decide, kwargs.get("name"))
-            )
+        self._starts.start_retrieval(run_id, parent_run_id, query, kwargs.get("name"))
 
     @on_tracked_run
     def on_retriever_end(
@@ -298,7 +274,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        self._start_llm(run_id, parent_run_id, kwargs)
+        self._starts.start_llm(run_id, parent_run_id, kwargs)
 
     @stop_on_exception
     def on_chat_model_start(
@@ -310,7 +286,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        self._start_llm(run_id, parent_run_id, kwargs)
+        self._starts.start_llm(run_id, parent_run_id, kwargs)
 
     @on_tracked_run
     def on_llm_new_token(
@@ -344,87 +320,6 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         self._runs.fail_child(run_id, root)
 
     # --- internals ---------------------------------------------------------------------------
-
-    def _enclosing(self, parent_run_id: UUID | None) -> UUID | None:
-        """The run a new run belongs under, or ``None`` when the new run is a root for this handler.
-
-        A run reported without a parent belongs under the run whose context it started in, when that
-        run was reported to this handler: LangChain keeps the running runnable's config in a context
-        variable (LangGraph nodes, tools and ``with_fallbacks`` attempts run in it); its callback
-        manager's ``parent_run_id`` is that run, and its handlers say whether this handler saw it. A
-        handler handed explicitly to the inner runnable (``config={"callbacks": [handler]}``) starts a
-        callback manager without a parent. The enclosing run may no longer be tracked (unsampled,
-        refused or evicted: already accounted for); the caller then ignores the new run."""
-        if parent_run_id is not None:
-            return parent_run_id
-        config = _running_config.get()
-        if not config:
-            return None
-        manager = config.get("callbacks")
-        run_id = getattr(manager, "parent_run_id", None)
-        if isinstance(run_id, UUID) and self in getattr(manager, "handlers", ()):
-            return run_id
-        return None
-
-    def _start(
-        self,
-        run_id: UUID,
-        parent_run_id: UUID | None,
-        inputs: object,
-        serialized: dict[str, Any] | None,
-        kwargs: dict[str, Any],
-    ) -> None:
-        enclosing = self._enclosing(parent_run_id)
-        if enclosing is None:
-            facts = _extract.selection_facts(serialized, kwargs) if self._select else None
-            self._start_root(run_id, inputs, facts, serialized, kwargs)
-        elif (root := self._runs.root_of(enclosing)) is not None:
-            self._account(self._runs.add_child(run_id, enclosing.int, root))
-
-    def _start_llm(self, run_id: UUID, parent_run_id: UUID | None, kwargs: dict[str, Any]) -> None:
-        # A root model run (no parent, none in its context) retrieves nothing: never tracked. Its start
-        # kwargs (model name, provider) are kept as a reference, read once if it gives the answer.
-        enclosing = self._enclosing(parent_run_id)
-        if enclosing is not None and (root := self._runs.root_of(enclosing)) is not None:
-            self._account(self._runs.add_child(run_id, enclosing.int, root, llm=True, start=kwargs))
-
-    def _start_root(
-        self,
-        run_id: UUID,
-        inputs: object,
-        facts: SelectionFacts | None,
-        serialized: dict[str, Any] | None,
-        kwargs: dict[str, Any],
-    ) -> None:
-        context = trace.get_current_span().get_span_context()
-        if context.is_valid:
-            trace_id, parent = context.trace_id, context
-        else:
-            trace_id, parent = _new_trace_id(), None
-        root = RootRun(
-            run_id=run_id,
-            trace_id=trace_id,
-            parent=parent,
-            start_time_ns=time.time_ns(),
-            started_at=self._runs.now(),
-            inputs=inputs,
-            facts=facts,
-            serialized=serialized,
-            start_kwargs=kwargs,
-        )
-        adopt_run_span(root)  # found here when the other instrumentation's handler ran before ours
-        self._account(self._runs.start_root(root)[1])
-
-    def _decide(self, root: RootRun) -> bool:
-        """The sampling decision at the root's first retrieval (under the run table's lock, once per
-        root). First adopts the span another instrumentation (OpenInference) opened for the root run, if
-        any, as the evaluated span: the evaluation then lands in that trace, as its child."""
-        adopt_run_span(root)
-        return self._outcomes.sample(root.trace_id, root.facts)
-
-    def _account(self, evicted: Evicted) -> None:
-        if evicted:
-            self._outcomes.lost(evicted)
 
     def _failed(self, callback: str, exc: BaseException) -> None:
         self._errors(callback, exc)

@@ -32,15 +32,24 @@ no numpy at run time.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ._base import ChunkVerdict, JudgeResult
 from ._learned_features import FEATURE_NAMES, ChunkEvidence, chunk_features
-from ._learned_model import LearnedModel, shipped_model
+from ._learned_model import Decision, LearnedModel, shipped_model
 from ._text import has_words
 
-__all__ = ["ChunkProbabilities", "LearnedJudge", "decide_utilized", "follow_estimate", "row_features"]
+__all__ = [
+    "ChunkProbabilities",
+    "LearnedJudge",
+    "Verdicts",
+    "decide",
+    "decide_utilized",
+    "follow_estimate",
+    "row_features",
+]
 
 _AT = {
     name: FEATURE_NAMES.index(name)
@@ -73,7 +82,12 @@ def row_features(
     features: Sequence[Sequence[float]],
 ) -> list[float]:
     """The row model's inputs (``ROW_FEATURES`` order) for chunk probabilities, the verdicts on
-    relevance and the chunks' feature rows (interaction-wide values are read from the first)."""
+    relevance and the chunks' feature rows (interaction-wide values are read from the first).
+
+    Chunks not relevant enter only through ``use_expected`` (weighted by their P(relevant)), so
+    appending chunks with P(relevant) near 0 (off-topic ones) leaves the inputs unchanged: the number of
+    chunks and the mean P(relevant) over all of them are not inputs (they were, and moved the score
+    when off-topic chunks were appended)."""
     used = [u for u, r in zip(p_use, relevant, strict=True) if r]
     first = features[0]
     rel_rows = [x for x, r in zip(features, relevant, strict=True) if r]
@@ -83,15 +97,15 @@ def row_features(
     expected = (
         math.fsum(r * u for r, u in zip(p_rel, p_use, strict=True)) / total_rel if total_rel > 0 else 0.0
     )
+    rel_p = [p for p, r in zip(p_rel, relevant, strict=True) if r]
     return [
-        float(len(p_rel)),
         float(len(used)),
         math.fsum(used) / len(used) if used else 0.0,
         min(used, default=0.0),
         max(used, default=0.0),
         expected,
         sum(1 for u in used if u >= 0.5) / len(used) if used else 0.0,
-        math.fsum(p_rel) / len(p_rel),
+        math.fsum(rel_p) / len(rel_p) if rel_p else 0.0,
         max(p_rel),
         first[_AT["refusal"]],
         first[_AT["best_support_any"]],
@@ -179,6 +193,45 @@ def decide_utilized(
     tie = _tie(ties, len(p_use))
     chosen = set(sorted(candidates, key=lambda i: (-p_use[i], tie[i], i))[:k])
     return [i in chosen for i in range(len(relevant))]
+
+
+class Verdicts(NamedTuple):
+    """One interaction's verdicts: per chunk relevant and utilized, and the row estimate they express
+    (0.0 when nothing is relevant)."""
+
+    relevant: list[bool]
+    utilized: list[bool]
+    score: float
+
+
+def decide(
+    decision: Decision,
+    p_rel: Sequence[float],
+    p_use: Sequence[float],
+    estimate: Callable[[list[bool]], float],
+    ties: Sequence[str] | None = None,
+) -> Verdicts:
+    """The judge's whole decision rule (module docstring, steps 3-4): relevance by the threshold and the
+    fallback (:func:`decide_relevant`); when something is relevant, the row estimate
+    ``estimate(relevant)`` (the row model, or a cached prediction when training), the borderline chunks
+    following it (:func:`follow_estimate`) and the utilized chunks (:func:`decide_utilized`). The
+    trainer measures decisions with this same function."""
+    d = decision
+    relevant = decide_relevant(p_rel, d.relevance_threshold, d.fallback_threshold, ties)
+    if not any(relevant):
+        return Verdicts(relevant, [False] * len(relevant), 0.0)
+    score = estimate(relevant)
+    relevant = follow_estimate(
+        p_rel,
+        relevant,
+        score,
+        low=d.borderline_low,
+        high=d.borderline_high,
+        penalty=d.count_penalty,
+        offset=d.round_offset,
+        ties=ties,
+    )
+    return Verdicts(relevant, decide_utilized(score, p_use, relevant, d.round_offset, ties), score)
 
 
 class LearnedJudge:
@@ -282,24 +335,17 @@ class LearnedJudge:
         rows, evidence = chunk_features(query, answer, chunks, m.weights, evidence=True, reasons=reasons)
         probs = self._probabilities(rows)
         # Equal probabilities are broken by the chunk's text, so the retrieved order changes no verdict.
-        relevant = decide_relevant(probs.relevant, m.relevance_threshold, m.fallback_threshold, chunks)
-        score = m.row(row_features(probs.relevant, probs.utilized, relevant, rows)) if any(relevant) else 0.0
-        if any(relevant):
-            relevant = follow_estimate(
-                probs.relevant,
-                relevant,
-                score,
-                low=m.borderline_low,
-                high=m.borderline_high,
-                penalty=m.count_penalty,
-                offset=m.round_offset,
-                ties=chunks,
-            )
-        utilized = decide_utilized(score, probs.utilized, relevant, m.round_offset, chunks)
+        relevant, utilized, score = decide(
+            m.decision,
+            probs.relevant,
+            probs.utilized,
+            lambda sure: m.row(row_features(probs.relevant, probs.utilized, sure, rows)),
+            chunks,
+        )
         if not has_words(answer):  # an answer without a word draws on nothing, whatever the row estimate
             utilized = [False] * len(chunks)
         n_rel = sum(relevant)
-        threshold = m.relevance_threshold
+        threshold = m.decision.relevance_threshold
         fallback = not any(p >= threshold for p in probs.relevant)
         return [
             ChunkVerdict(

@@ -3,7 +3,7 @@
 The model is one JSON document (``ctxutil_otel/data/learned_judge.json``, written by
 ``benchmarks/train_learned.py``)::
 
-    {"format": "ctxutil-otel-learned-judge/1",
+    {"format": "ctxutil-otel-learned-judge/2",
      "provenance": {"training_data": ..., "command": ..., "seed": ..., "date": ..., ...},
      "features": [name, ...],                 # must equal FEATURE_NAMES
      "zipf": {"5.3": "word word ...", ...},   # word keys grouped by Zipf frequency
@@ -27,25 +27,26 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
 from ._learned_features import FEATURE_NAMES, WordWeights
 
-__all__ = ["FORMAT", "ROW_FEATURES", "Ensemble", "LearnedModel", "load_model", "shipped_model"]
+__all__ = ["FORMAT", "ROW_FEATURES", "Decision", "Ensemble", "LearnedModel", "load_model", "shipped_model"]
 
-FORMAT = "ctxutil-otel-learned-judge/1"
+FORMAT = "ctxutil-otel-learned-judge/2"
+"""Version 2: row features without the chunk count and with the mean P(relevant) of relevant chunks
+only (version 1 files are refused: retrain with ``benchmarks/train_learned.py``)."""
 ROW_FEATURES: tuple[str, ...] = (
-    "n_chunks",
     "n_relevant",
     "use_mean",
     "use_min",
     "use_max",
     "use_expected",
     "use_share_half",
-    "rel_mean",
+    "rel_mean_relevant",
     "rel_max",
     "refusal",
     "best_support_any",
@@ -158,20 +159,50 @@ def _ensemble(spec: Any, n_features: int, where: str) -> Ensemble:
 
 
 @dataclass(frozen=True)
-class LearnedModel:
-    """A loaded model: the three ensembles, the word weights (from the ``zipf`` table) and the decision
-    thresholds."""
+class Decision:
+    """How probabilities become verdicts (the model file's ``decision`` object; the rule is
+    ``ctxutil_otel.judges._learned.decide``).
 
-    relevance: Ensemble
-    utilization: Ensemble
-    row: Ensemble
-    weights: WordWeights
+    Attributes:
+        relevance_threshold: A chunk is relevant when P(relevant) >= this.
+        fallback_threshold: When no chunk reaches the threshold, the most likely one is relevant if its
+            P(relevant) >= this (else the interaction is not applicable).
+        round_offset: ``floor(score x relevant + round_offset)`` chunks are marked utilized.
+        borderline_low: Chunks with P(relevant) in [``borderline_low``, ``borderline_high``) are
+            borderline: their relevance may follow the row estimate.
+        borderline_high: See ``borderline_low``.
+        count_penalty: Cost, in squared score units, of each borderline chunk moved.
+    """
+
     relevance_threshold: float
     fallback_threshold: float
     round_offset: float
     borderline_low: float
     borderline_high: float
     count_penalty: float
+
+    def as_dict(self) -> dict[str, float]:
+        """The ``decision`` object of the model file."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, decision: Any) -> Decision:
+        """Check and read a ``decision`` object (``ModelFileError`` naming the field)."""
+        if not isinstance(decision, Mapping):
+            raise ModelFileError("decision: expected an object")
+        return cls(**{f.name: _number(decision.get(f.name), f"decision.{f.name}") for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class LearnedModel:
+    """A loaded model: the three ensembles, the word weights (from the ``zipf`` table) and the
+    :class:`Decision`."""
+
+    relevance: Ensemble
+    utilization: Ensemble
+    row: Ensemble
+    weights: WordWeights
+    decision: Decision
     provenance: Mapping[str, Any]
 
 
@@ -183,7 +214,13 @@ def load_model(document: Mapping[str, Any]) -> LearnedModel:
             differs from this version's :data:`FEATURE_NAMES` / :data:`ROW_FEATURES`.
     """
     if document.get("format") != FORMAT:
-        raise ModelFileError(f"format: expected {FORMAT!r}, got {document.get('format')!r}")
+        got = document.get("format")
+        hint = (
+            " (a model file of another ctxutil-otel version: retrain with benchmarks/train_learned.py)"
+            if isinstance(got, str) and got.startswith(FORMAT.rsplit("/", 1)[0] + "/")
+            else ""
+        )
+        raise ModelFileError(f"format: expected {FORMAT!r}, got {got!r}{hint}")
     if list(document.get("features", ())) != list(FEATURE_NAMES):
         raise ModelFileError("features: the model was trained on other features than this version computes")
     if list(document.get("row_features", ())) != list(ROW_FEATURES):
@@ -201,9 +238,7 @@ def load_model(document: Mapping[str, Any]) -> LearnedModel:
             raise ModelFileError(f"zipf[{value!r}]: expected a string of words")
         for word in joined.split():
             zipf[word] = z
-    decision = document.get("decision")
-    if not isinstance(decision, Mapping):
-        raise ModelFileError("decision: expected an object")
+    decision = Decision.from_dict(document.get("decision"))
     provenance = document.get("provenance")
     if not isinstance(provenance, Mapping):
         raise ModelFileError("provenance: expected an object")
@@ -212,12 +247,7 @@ def load_model(document: Mapping[str, Any]) -> LearnedModel:
         utilization=_ensemble(document.get("utilization"), len(FEATURE_NAMES), "utilization"),
         row=_ensemble(document.get("row"), len(ROW_FEATURES), "row"),
         weights=WordWeights.from_zipf(zipf),
-        relevance_threshold=_number(decision.get("relevance_threshold"), "decision.relevance_threshold"),
-        fallback_threshold=_number(decision.get("fallback_threshold"), "decision.fallback_threshold"),
-        round_offset=_number(decision.get("round_offset"), "decision.round_offset"),
-        borderline_low=_number(decision.get("borderline_low"), "decision.borderline_low"),
-        borderline_high=_number(decision.get("borderline_high"), "decision.borderline_high"),
-        count_penalty=_number(decision.get("count_penalty"), "decision.count_penalty"),
+        decision=decision,
         provenance=dict(provenance),
     )
 

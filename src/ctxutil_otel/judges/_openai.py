@@ -1,28 +1,26 @@
-"""OpenAIJudge: relevance and utilization of every chunk in one chat call to an OpenAI-compatible model."""
+"""OpenAIJudge: relevance and utilization of every chunk in one chat call to an OpenAI-compatible model.
+
+This module is the judge and its judgement: its arguments, the batches, the repair call and the split
+into halves. One chat request (SDK clients, format negotiation, deadline, errors) is ``_openai_chat.py``;
+the prompt and the reply's parsing ``_prompt.py``; the request body and reply ``_completion.py``; the
+format negotiation ``_negotiate.py``; retries and error types ``_retry.py``.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import logging
 import os
-import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from ._base import ChunkVerdict, JudgeError, JudgeResult, JudgeTimeoutError, TokenUsage, VerdictMismatchError
-from ._completion import ChatReply, chat_body, check_base_url, post_chat, read_reply, safe_url
+from ._base import ChunkVerdict, JudgeError, JudgeResult, JudgeTimeoutError, VerdictMismatchError
+from ._completion import check_base_url, safe_url
 from ._negotiate import (
     FORMATS,
-    FeatureRefused,
-    Negotiation,
     OutputFormat,
     ResponseFormatSetting,
-    negotiation_for,
     output_token_limit,
-    refusal_hook,
-    response_format_body,
 )
+from ._openai_chat import ChatClient, Judgement
 from ._prompt import (
     AnswerError,
     ParsedVerdict,
@@ -41,15 +39,7 @@ from ._retry import (
     JudgeServerError,
     MalformedResponseError,
     OutputTruncatedError,
-    RetryAfterTooLong,
-    error_body_hook,
-    retry_after_hook,
-    translate,
-    within_deadline,
 )
-
-if TYPE_CHECKING:
-    from openai import AsyncOpenAI
 
 __all__ = [
     "JudgeAuthError",
@@ -69,18 +59,6 @@ _log = logging.getLogger("ctxutil_otel.judges.openai")
 
 _MAX_ECHO_CHARS = 20_000  # of a bad reply, sent back in the repair call
 _SETTINGS: tuple[ResponseFormatSetting, ...] = ("auto", *FORMATS)
-
-
-class _Judgement:
-    """What one :meth:`OpenAIJudge.judge` call spent and did: tokens, format steps, the format used."""
-
-    def __init__(self) -> None:
-        self.total = TokenUsage()
-        self.fallbacks = 0
-        self.format: OutputFormat | None = None
-
-    def add(self, reply: ChatReply) -> None:
-        self.total += reply.usage
 
 
 class OpenAIJudge:
@@ -222,23 +200,16 @@ class OpenAIJudge:
         self.max_chunks_per_call = max_chunks_per_call
         self.temperature = temperature
         self.response_format: ResponseFormatSetting = response_format
-        self._api_key = key
-        # The SDK is imported and the first client built here, where the judge is built (about
-        # 300 ms of CPU), not on the first judge call: that runs on the evaluator's worker thread
-        # under its CPU budget and holds the GIL against the application's threads. The modules stay
-        # loaded (later imports are lookups).
-        import httpx2
-        import openai  # noqa: F401  (loaded for _chat and translate)
-
-        self._http_timeout = httpx2.Timeout(self.timeout_s, connect=min(self.timeout_s, 5.0))
-        self._clients: dict[asyncio.AbstractEventLoop, AsyncOpenAI] = {}
-        # A client not yet bound to a loop (it has no connections): taken by the first loop to judge.
-        self._spare: list[AsyncOpenAI] = [self._new_client()]
-        if response_format == "auto":
-            # Shared by the process's judges of this endpoint (as the SDK resolved it) and model.
-            self._negotiation = negotiation_for(str(self._spare[0].base_url), model)
-        else:
-            self._negotiation = Negotiation(fixed=response_format)
+        self._chat_client = ChatClient(
+            model=model,
+            base_url=base_url,
+            api_key=key,
+            timeout_s=self.timeout_s,
+            max_retries=max_retries,
+            max_retry_after_s=self.max_retry_after_s,
+            response_format=response_format,
+        )
+        self._negotiation = self._chat_client.negotiation
 
     def __repr__(self) -> str:
         return (
@@ -258,42 +229,17 @@ class OpenAIJudge:
         """``max_tokens``, or ``max_completion_tokens`` once the server refused ``max_tokens``."""
         return self._negotiation.token_param
 
-    def _new_client(self) -> AsyncOpenAI:
-        from openai import AsyncOpenAI, DefaultAsyncHttpxClient
-
-        return AsyncOpenAI(
-            api_key=self._api_key,
-            base_url=self.base_url,
-            timeout=self._http_timeout,
-            max_retries=self.max_retries,
-            http_client=DefaultAsyncHttpxClient(
-                event_hooks={
-                    # In this order: the error body is read (capped) before a refusal is looked for in it.
-                    "response": [retry_after_hook(self.max_retry_after_s), error_body_hook(), refusal_hook()]
-                }
-            ),
-        )
-
-    def _client(self) -> AsyncOpenAI:
-        # An httpx client's connections belong to the event loop that opened them: one client per loop.
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            # Clients of closed loops cannot be closed any more; drop them so they are collected.
-            for stale in [other for other in self._clients if other.is_closed()]:
-                del self._clients[stale]
-            try:
-                client = self._spare.pop()  # atomic: two loops never share it
-            except IndexError:
-                client = self._new_client()  # a further loop: about 20 ms of CPU (TLS trust store)
-            self._clients[loop] = client
-        return client
-
     async def aclose(self) -> None:
         """Close the HTTP connections this judge opened on the running event loop."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.close()
+        await self._chat_client.aclose()
+
+    async def _chat(
+        self, messages: list[dict[str, str]], reasons: bool, n_chunks: int, usage: Judgement
+    ) -> tuple[str | None, str | None]:
+        """One chat request (``_openai_chat.py``), with this judge's temperature and deadline."""
+        return await self._chat_client.chat(
+            messages, reasons, n_chunks, usage, temperature=self.temperature, deadline_s=self.deadline_s
+        )
 
     async def judge(
         self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
@@ -307,7 +253,7 @@ class OpenAIJudge:
             JudgeError: a subclass named in the class docstring; never for an empty ``chunks``
                 (no call is made).
         """
-        usage = _Judgement()
+        usage = Judgement()
         verdicts: list[ChunkVerdict] = []
         query = fit_text(query, self.max_context_tokens // 8)
         answer = fit_text(answer, self.max_context_tokens * 3 // 8)
@@ -333,7 +279,7 @@ class OpenAIJudge:
         )
 
     async def _judge_batch(
-        self, query: str, answer: str, texts: list[str], reasons: bool, usage: _Judgement, *, split: bool
+        self, query: str, answer: str, texts: list[str], reasons: bool, usage: Judgement, *, split: bool
     ) -> list[ParsedVerdict]:
         """Verdicts for one batch (indices local to it): call, repair once, then split in halves."""
         messages = build_messages(query, answer, texts, reasons)
@@ -372,54 +318,3 @@ class OpenAIJudge:
         if problem.kind == "mismatch":
             raise VerdictMismatchError(message)
         raise MalformedResponseError(message)
-
-    async def _chat(
-        self, messages: list[dict[str, str]], reasons: bool, n_chunks: int, usage: _Judgement
-    ) -> tuple[str | None, str | None]:
-        """One chat request (SDK retries inside, under ``deadline_s``): ``(content, finish_reason)``.
-
-        A refusal of the format or of the output-limit parameter is not retried: the request is sent
-        again with the next format / the other parameter (``auto`` only), else it fails. Sent with
-        the client's low-level ``post`` and read as plain JSON (see ``_completion``)."""
-        import openai
-
-        client = self._client()
-        negotiation = self._negotiation
-        # One deadline for the call, re-sends after a refusal included.
-        end = time.monotonic() + self.deadline_s
-        while True:
-            fmt, param = negotiation.format, negotiation.token_param
-            failure: JudgeError | None = None
-            body = chat_body(self._model, messages, self.temperature, response_format_body(fmt, reasons))
-            body[param] = output_token_limit(n_chunks, reasons)
-            left = end - time.monotonic()
-            if left <= 0:
-                raise JudgeTimeoutError(f"no answer within the {self.deadline_s:g} s deadline of the call")
-            try:
-                raw = await within_deadline(functools.partial(post_chat, client, body), left)
-            except FeatureRefused as exc:
-                step = negotiation.on_refusal(exc, fmt, param)
-                if step != "fail":
-                    if step == "stepped":
-                        usage.fallbacks += 1  # counted by the judgement that took the step, once
-                    _log.info(
-                        "judge server refused the request's %s (HTTP %d) for %s; now %s with %s",
-                        "response_format " + fmt if exc.feature == "format" else param,
-                        exc.status_code,
-                        self._model,
-                        negotiation.format,
-                        negotiation.token_param,
-                    )
-                    continue
-                failure = translate(exc, self._api_key)
-            except (openai.OpenAIError, RetryAfterTooLong) as exc:
-                failure = translate(exc, self._api_key)
-            if failure is not None:
-                raise failure  # outside the except block: the SDK error (may quote the key) is not chained
-            break
-        usage.format = fmt
-        reply = read_reply(raw)
-        usage.add(reply)
-        if reply.refused or reply.finish_reason == "content_filter":
-            raise JudgeRefusalError(f"the model refused to judge (finish_reason={reply.finish_reason})")
-        return reply.content, reply.finish_reason

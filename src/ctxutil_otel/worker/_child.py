@@ -17,8 +17,9 @@ The parent keeps at most ``max_in_flight`` evaluations in the child (the child's
 ``stop``, when the parent's end of the pipe closes, or when killed; and, whatever its event loop is doing
 (a judge may block it), within ``PARENT_CHECK_S`` of its parent's death: a watchdog thread waits on
 ``multiprocessing``'s parent sentinel and checks the parent's pid, then ends the process at once. It
-ignores SIGINT and SIGTERM (Ctrl-C, or a service manager's SIGTERM, reaches the whole process group): the
-parent decides when its child stops, and the watchdog covers the parent's death.
+ignores SIGINT and SIGTERM from its first instruction (``_child_entry.py``; Ctrl-C, or a service
+manager's SIGTERM, reaches the whole process group): the parent decides when its child stops, and the
+watchdog covers the parent's death.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import queue
-import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -105,9 +105,8 @@ def decode_result(raw: str, chunks: Sequence[str]) -> MetricEvaluationResult:
 
 
 def child_main(conn: Connection) -> None:
-    """The child's entry point (the ``multiprocessing.Process`` target)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    """The child's body, run by ``_child_entry.run_child`` (the ``multiprocessing.Process`` target) once
+    SIGINT and SIGTERM are ignored."""
     threading.Thread(target=_watch_parent, name="ctxutil-evaluator-child-watchdog", daemon=True).start()
     try:
         config: ChildConfig = conn.recv()

@@ -5,7 +5,10 @@ Standard library only: a ``multiprocessing`` child started with the ``spawn`` me
 no inherited locks, threads or OpenTelemetry providers) and one duplex ``Pipe``. Everything here runs on
 the engine's worker thread and its asyncio loop, which reads the pipe (``loop.add_reader``): the CPU the
 application process still spends per evaluation (conversion, pickling, emission) is the worker thread's,
-which the CPU budget (``max_worker_cpu_fraction``) measures. See ``_child.py`` for the messages.
+which the CPU budget (``max_worker_cpu_fraction``) measures. This module is the facade the engine calls:
+it sends evaluations, matches the answers and accounts for a lost child; the child's lifecycle (spawn,
+pipe watching, detach, kill) is ``_process_child.py``, its spawn target ``_child_entry.py``, the child
+itself and its messages ``_child.py``.
 
 Contract, the same as the thread worker's (the engine's accounting is unchanged):
 
@@ -24,8 +27,7 @@ Contract, the same as the thread worker's (the engine's accounting is unchanged)
 * this loop never blocks on the pipe: it pickles, and a sender thread writes (``_sender.py``), so the timer
   that kills a hung child fires even when the child stopped reading a full pipe;
 * the child ends by itself when this process dies (``_child.py``'s watchdog); it is not on
-  ``multiprocessing``'s list of children (whose exit hook would SIGTERM it, which it ignores, and join it
-  without a deadline): ``close`` stops it.
+  ``multiprocessing``'s list of children (``_process_child.py``): ``close`` stops it.
 """
 
 from __future__ import annotations
@@ -34,13 +36,9 @@ import asyncio
 import contextlib
 import logging
 import multiprocessing
-import multiprocessing.process
 import select
 import time
-from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext, SpawnContext
-from multiprocessing.process import BaseProcess
 from typing import Any
 
 from .._interaction import Interaction
@@ -48,11 +46,11 @@ from .._item import DatasetItem
 from .._settings import Settings
 from ..metric._contextual_utilization import METRIC_NAME, ContextualUtilization
 from ..metric._results import MetricEvaluationResult
-from ._child import ChildConfig, child_main, decode_result
+from ._child import ChildConfig, decode_result
 from ._convert import MetricInfo, Rejection, to_strings
 from ._evaluate import convert
+from ._process_child import Child, detach, forget, kill, launch, new_child, stop, unwatch, watch
 from ._reach import check_reaches_child
-from ._sender import Sender
 from ._types import Judged
 
 __all__ = ["ChildProcessJudging"]
@@ -63,47 +61,11 @@ _log = logging.getLogger("ctxutil_otel.worker")
 STARTUP_TIMEOUT_S = 120.0
 #: Wait before restarting after the n-th consecutive crash (the last value repeats).
 BACKOFF_S = (0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
-_KILL_JOIN_S = 1.0
-#: While evaluations are in flight the pipe is not watched: what the child sends is read when the next
-#: evaluations start (the wake-up the CPU budget paces anyway), or after this many seconds: results are
-#: read several at a time, without a wake-up of the worker thread of their own. The result's duration is
-#: measured in the child, so the wait is not in it; ``force_flush`` may wait this much longer.
-READ_INTERVAL_S = 0.2
 _EXPIRED = "expired"  # the future's value when the backstop fired (an answer is a tuple: never this)
 
 #: What an evaluation's future resolves to: ``(JSON, seconds)`` from the child, ``_EXPIRED``, or ``None``
 #: (the child was lost).
 _Outcome = tuple[str, float] | str | None
-#: One evaluation as sent: ``(seq, query, answer, chunk texts, item id)``.
-_Request = tuple[int, str, str, list[str], str | None]
-
-
-@dataclass(eq=False)
-class _Child:
-    process: BaseProcess
-    conn: Connection
-    loop: asyncio.AbstractEventLoop
-    ready: asyncio.Future[bool]  # True once it said hello; False when it died first
-    sender: Sender | None = None  # writes down the pipe from its own thread (``_sender.py``)
-    lost: bool = False
-    outgoing: list[_Request] = field(default_factory=list)  # sent together at the end of this loop turn
-    reading: bool = False  # the loop watches the pipe (see ChildProcessJudging._read)
-    rearm: asyncio.TimerHandle | None = None
-    starting: int = 0  # evaluations waiting for its hello
-    failure: str | None = None  # why it could not start, as it said
-
-
-def _detach(child: _Child) -> bool:
-    """Mark ``child`` lost and stop listening to it (its read-timer, its pipe); ``False`` when it already
-    was (the caller has nothing more to do)."""
-    if child.lost:
-        return False
-    child.lost = True
-    if child.rearm is not None:
-        child.rearm.cancel()
-    with contextlib.suppress(Exception):
-        child.loop.remove_reader(child.conn.fileno())
-    return True
 
 
 class ChildProcessJudging:
@@ -137,6 +99,7 @@ class ChildProcessJudging:
         else:
             info = MetricInfo(METRIC_NAME, settings.threshold, settings.judge, settings.judge_model)
         self._context: SpawnContext | ForkServerContext = multiprocessing.get_context(start_method)  # type: ignore[assignment]  # spawn or forkserver
+        self._start_method = start_method
         self._config = ChildConfig(settings, metric, timeout_s, max_in_flight)
         self._info = info
         # The child times out by itself; this only catches a child whose loop no longer runs.
@@ -144,8 +107,8 @@ class ChildProcessJudging:
         self._init_state()
 
     def _init_state(self) -> None:
-        self._child: _Child | None = None
-        self._pending: dict[int, tuple[asyncio.Future[_Outcome], _Child]] = {}
+        self._child: Child | None = None
+        self._pending: dict[int, tuple[asyncio.Future[_Outcome], Child]] = {}
         self._seq = 0
         self._crashes = 0
         self._restart_at = 0.0
@@ -198,14 +161,17 @@ class ChildProcessJudging:
         raw, duration_s = answer
         return Judged(decode_result(raw, strings[2]), duration_s)
 
-    def _send(self, child: _Child) -> None:
+    def _send(self, child: Child) -> None:
         batch, child.outgoing = child.outgoing, []
         if child.lost or not batch or child.sender is None:
             return  # their futures are resolved already (worker_crashed)
         child.sender.send(("evaluate", batch))  # never blocks this loop (a hung child stops reading)
         self._unwatch(child)
 
-    def _expire(self, seq: int, child: _Child) -> None:
+    def _unwatch(self, child: Child) -> None:
+        unwatch(child, full=len(self._pending) >= self._config.max_in_flight)
+
+    def _expire(self, seq: int, child: Child) -> None:
         """The child did not answer ``seq`` in time (its loop is blocked): that one times out, the child
         is killed (what else it had in flight fails ``worker_crashed``)."""
         waiting = self._pending.pop(seq, None)
@@ -216,7 +182,7 @@ class ChildProcessJudging:
     def _crashed(self, interaction: Interaction) -> MetricEvaluationResult:
         return self._info.failure_of(interaction, "worker_crashed", "The evaluation child process ended.")
 
-    async def _ready_child(self) -> _Child | None:
+    async def _ready_child(self) -> Child | None:
         """The running child, started if need be; ``None`` when it died before saying hello."""
         child = self._child
         while child is None:
@@ -234,51 +200,14 @@ class ChildProcessJudging:
                 child.starting -= 1
         return child if child.ready.result() and not child.lost else None  # lost since its hello
 
-    def _start(self) -> _Child:
-        loop = asyncio.get_running_loop()
-        parent_conn, child_conn = self._context.Pipe(duplex=True)
-        process = self._context.Process(
-            target=child_main, args=(child_conn,), name="ctxutil-evaluator-child", daemon=True
-        )
-        child = _Child(process, parent_conn, loop, loop.create_future())
+    def _start(self) -> Child:
+        child, child_conn = new_child(self._context, asyncio.get_running_loop(), self._read)
         self._child = child
         self.started += 1
-        try:
-            process.start()
-            _forget(process)  # ours to stop (close, kill); multiprocessing's exit hook must not join it
-            child_conn.close()  # ours: the child's end must close here for its death to reach us as EOF
-            child.sender = Sender(parent_conn, loop, lambda: self._lost(child))
-            child.sender.send(self._config)
-            self._watch(child)
-        except Exception:
-            _log.exception("ctxutil evaluator: could not start the evaluation child process")
-            child_conn.close()
-            self._lost(child)
+        launch(child, child_conn, start_method=self._start_method, config=self._config, on_lost=self._lost)
         return child
 
-    def _watch(self, child: _Child) -> None:
-        """Watch the pipe (again): its results, its end (EOF when the child dies)."""
-        if child.rearm is not None:
-            child.rearm.cancel()
-            child.rearm = None
-        if not child.reading and not child.lost:
-            child.loop.add_reader(child.conn.fileno(), self._read, child)
-            child.reading = True
-
-    def _unwatch(self, child: _Child) -> None:
-        """Stop watching the pipe for ``READ_INTERVAL_S`` from now at most (see there); not when the child
-        is full (no evaluation can start before one of its results is read)."""
-        if len(self._pending) >= self._config.max_in_flight:
-            self._watch(child)
-            return
-        if child.reading:
-            child.loop.remove_reader(child.conn.fileno())
-            child.reading = False
-        if child.rearm is not None:
-            child.rearm.cancel()
-        child.rearm = child.loop.call_later(READ_INTERVAL_S, self._watch, child)
-
-    def _read(self, child: _Child) -> None:
+    def _read(self, child: Child) -> None:
         """Read every message waiting; then keep watching the pipe only when nothing is in flight."""
         fd = child.conn.fileno()
         try:
@@ -294,9 +223,9 @@ class ChildProcessJudging:
         if self._pending:
             self._unwatch(child)
         else:
-            self._watch(child)
+            watch(child)
 
-    def _on_message(self, child: _Child, message: Any) -> None:
+    def _on_message(self, child: Child, message: Any) -> None:
         if message[0] == "hello":
             self._info = message[1]  # the child's MetricInfo
             if not child.ready.done():
@@ -313,20 +242,11 @@ class ChildProcessJudging:
             if waiting is not None and not waiting[0].done():
                 waiting[0].set_result((raw, duration_s))
 
-    def _lost(self, child: _Child, *, unresponsive: bool = False) -> None:
+    def _lost(self, child: Child, *, unresponsive: bool = False) -> None:
         """The child died or stopped answering: kill it, fail what it had in flight, restart later."""
-        if not _detach(child):
+        if not detach(child):
             return
-        process = child.process
-        killed = False
-        with contextlib.suppress(Exception):
-            if not unresponsive:
-                process.join(_KILL_JOIN_S)  # it is ending (the pipe closed): its own exit code
-            if process.is_alive():
-                process.kill()  # also ends a send blocked on its full pipe
-                killed = True
-            process.join(_KILL_JOIN_S)
-        self._release(child)
+        killed = kill(child, unresponsive=unresponsive)
         starting = child.starting if not child.ready.done() else 0
         if not child.ready.done():
             child.ready.set_result(False)
@@ -343,7 +263,7 @@ class ChildProcessJudging:
         self._crashes += 1
         self._report_loss(child, killed=killed, unresponsive=unresponsive, failed=failed + starting)
 
-    def _report_loss(self, child: _Child, *, killed: bool, unresponsive: bool, failed: int) -> None:
+    def _report_loss(self, child: Child, *, killed: bool, unresponsive: bool, failed: int) -> None:
         """Log what happened to ``child`` and what was failed ``worker_crashed`` (the one timed out past
         the backstop is counted ``timeout``, not here); a child that cannot start logs its reason once."""
         process = child.process
@@ -383,45 +303,15 @@ class ChildProcessJudging:
         """Ask the child to stop, wait up to ``timeout_s`` seconds, then kill it (worker thread, at the
         end)."""
         child, self._child = self._child, None
-        if child is None or not _detach(child):
-            return
-        if child.sender is not None:
-            child.sender.send(("stop",))
-        process = child.process
-        with contextlib.suppress(Exception):
-            process.join(max(0.0, timeout_s))
-            if process.is_alive():
-                process.kill()
-                process.join(_KILL_JOIN_S)
-        self._release(child)
-        if child.sender is not None:
-            child.sender.join(_KILL_JOIN_S)
-
-    @staticmethod
-    def _release(child: _Child) -> None:
-        """Close the pipe: at once without a sender; else its thread closes it once what it holds is
-        sent (or the pipe broke)."""
-        if child.sender is None:
-            with contextlib.suppress(Exception):
-                child.conn.close()
-        else:
-            child.sender.finish()
+        if child is not None and detach(child):
+            stop(child, timeout_s)
 
     def reset_after_fork(self) -> None:
         """In a forked application process: the child is the parent's. Close our copy of the pipe and
         take it off ``multiprocessing``'s list of children (whose exit hook would terminate it)."""
         child = self._child
         if child is not None:
-            _forget(child.process)
+            forget(child.process)
             with contextlib.suppress(Exception):
                 child.conn.close()
         self._init_state()
-
-
-def _forget(process: BaseProcess) -> None:
-    """Take ``process`` off ``multiprocessing``'s list of children, whose exit hook terminates (SIGTERM,
-    which the child ignores) and joins them without a deadline: the engine stops its child itself, and the
-    child ends by itself when this process dies."""
-    children = getattr(multiprocessing.process, "_children", None)
-    if isinstance(children, set):
-        children.discard(process)
