@@ -8,16 +8,16 @@ import pytest
 
 from ctxutil_otel.data import load_sample
 from ctxutil_otel.judges import ChunkVerdict, LearnedJudge
+from ctxutil_otel.judges._learned import draws_on_nothing
 from ctxutil_otel.judges._learned_features import FEATURE_NAMES, WordWeights, chunk_features
 from ctxutil_otel.judges._text import sentence_words, sentences, words
 
 from .test_offline_judges import CHUNKS, QUERY
 
-# Bundled-sample rows (250) that still pass (score >= 0.5, the metric's default threshold) with the answer
-# replaced by the row's query: 246 with the shipped model. Training with the echo copies
-# (train_learned.py --echo --row-echo) brings the out-of-fold pooled utilization of such answers from 0.80
-# to 0.01-0.08 but costs ~0.015 score RMSE on natural rows out of fold, so the shipped model is trained
-# without them for now (issue 11's notes): the test records the known weakness.
+# Bundled-sample rows (250) that may still pass (score >= 0.5, the metric's default threshold) with the
+# answer replaced by the row's query. The models alone let 246 (243 retrained) pass: training with the echo
+# copies (train_learned.py --echo --row-echo) fixes that out of fold but costs ~0.015 score RMSE on natural
+# rows, so the judge says it by rule instead (draws_on_nothing: a restatement of the query uses nothing).
 MAX_ECHO_PASS_SHARE = 0.10
 
 
@@ -26,10 +26,8 @@ def _score(verdicts: list[ChunkVerdict]) -> float | None:
     return sum(v.is_utilized for v in relevant) / len(relevant) if relevant else None
 
 
-@pytest.mark.xfail(
-    strict=True, reason="known weakness (issue 11): the shipped model is trained without the echo copies"
-)
 def test_an_answer_that_only_repeats_the_query_does_not_pass_on_the_bundled_sample() -> None:
+    # Failed before draws_on_nothing (246 of 250 sample rows passed, 243 with the retrained model).
     judge = LearnedJudge()
     rows = load_sample()
     passed = scored = 0
@@ -40,6 +38,32 @@ def test_an_answer_that_only_repeats_the_query_does_not_pass_on_the_bundled_samp
             passed += score >= 0.5
     assert scored >= 0.9 * len(rows)  # relevance does not follow the answer: still judged, and failed
     assert passed / len(rows) <= MAX_ECHO_PASS_SHARE, passed
+
+
+def test_a_restated_query_uses_nothing_and_the_reason_says_so() -> None:
+    query = "Which compounds in green tea fight inflammation?"
+    # The same words, reordered, no question mark:
+    restated = "In green tea: which compounds fight inflammation"
+    verdicts = LearnedJudge().judge_sync(query, restated, CHUNKS)
+    relevant = [v for v in verdicts if v.is_relevant]
+    assert relevant and not any(v.is_utilized for v in verdicts)
+    assert all("only restates the query, so it draws on no chunk" in v.reason for v in relevant)
+
+
+@pytest.mark.parametrize(
+    ("query", "answer"),
+    [
+        ("Is green tea rich in antioxidants?", "Yes, green tea is rich in antioxidants."),  # adds "yes"
+        # a pick between what the query offers:
+        ("Which is rich in antioxidants, green tea or coffee?", "Green tea is rich in antioxidants."),
+    ],
+)
+def test_an_answer_made_of_the_querys_words_that_decides_something_is_left_to_the_models(
+    query: str, answer: str
+) -> None:
+    assert draws_on_nothing(query, answer) == ""  # RAGBench labels such answers as using their chunk
+    assert draws_on_nothing(query, query) == "the answer only restates the query"
+    assert draws_on_nothing(query, " ?! ") == "the answer has no words"
 
 
 def test_the_answers_share_of_words_beyond_the_query_is_a_feature() -> None:

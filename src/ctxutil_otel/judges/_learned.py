@@ -39,7 +39,7 @@ from typing import NamedTuple
 from ._base import ChunkVerdict, JudgeResult
 from ._learned_features import FEATURE_NAMES, ChunkEvidence, chunk_features
 from ._learned_model import Decision, LearnedModel, shipped_model
-from ._text import has_words
+from ._text import has_words, words
 
 __all__ = [
     "ChunkProbabilities",
@@ -47,6 +47,7 @@ __all__ = [
     "Verdicts",
     "decide",
     "decide_utilized",
+    "draws_on_nothing",
     "follow_estimate",
     "row_features",
 ]
@@ -193,6 +194,24 @@ def decide_utilized(
     tie = _tie(ties, len(p_use))
     chosen = set(sorted(candidates, key=lambda i: (-p_use[i], tie[i], i))[:k])
     return [i in chosen for i in range(len(relevant))]
+
+
+def draws_on_nothing(query: str, answer: str) -> str:
+    """Why ``answer`` can have used no chunk, whatever the models say, or ``""`` when it may have.
+
+    Two cases: the answer has no word (empty, whitespace, punctuation), or it only restates the query:
+    its words (:func:`~ctxutil_otel.judges._text.words` keys, stopwords included) are exactly the
+    query's, in any order ("what is X?" answered "What is X?"). An answer made of *some* of the query's
+    words is not such a case: "Yes, FX is affiliated with Fox." or "U2 released the song first." pick
+    between what the query offers, and RAGBench's annotators count the chunk they came from as used
+    (9 training rows, mean labelled score 0.78); a restatement of all of it picks nothing.
+    """
+    answer_words = set(words(answer))
+    if not answer_words:
+        return "the answer has no words"
+    if answer_words == set(words(query)):
+        return "the answer only restates the query"
+    return ""
 
 
 class Verdicts(NamedTuple):
@@ -342,7 +361,8 @@ class LearnedJudge:
             lambda sure: m.row(row_features(probs.relevant, probs.utilized, sure, rows)),
             chunks,
         )
-        if not has_words(answer):  # an answer without a word draws on nothing, whatever the row estimate
+        drew_nothing = draws_on_nothing(query, answer)
+        if drew_nothing:  # whatever the row estimate
             utilized = [False] * len(chunks)
         n_rel = sum(relevant)
         threshold = m.decision.relevance_threshold
@@ -360,7 +380,8 @@ class LearnedJudge:
                     utilized[i],
                     score,
                     n_rel,
-                    _rule(probs.relevant[i], relevant[i], threshold, fallback),
+                    _rule(probs.relevant[i], relevant[i], threshold, fallback)
+                    + (f"; {drew_nothing}, so it draws on no chunk" if drew_nothing and relevant[i] else ""),
                 )
                 if reasons
                 else "",
