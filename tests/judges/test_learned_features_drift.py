@@ -17,7 +17,7 @@ from .test_offline_judges import CHUNKS, QUERY
 # Bundled-sample rows (250) that may still pass (score >= 0.5, the metric's default threshold) with the
 # answer replaced by the row's query. The models alone let 246 (243 retrained) pass: training with the echo
 # copies (train_learned.py --echo --row-echo) fixes that out of fold but costs ~0.015 score RMSE on natural
-# rows, so the judge says it by rule instead (draws_on_nothing: a restatement of the query uses nothing).
+# rows, so the judge says it by rule instead (draws_on_nothing: a repeated query uses nothing).
 MAX_ECHO_PASS_SHARE = 0.10
 
 
@@ -40,20 +40,22 @@ def test_an_answer_that_only_repeats_the_query_does_not_pass_on_the_bundled_samp
     assert passed / len(rows) <= MAX_ECHO_PASS_SHARE, passed
 
 
-def test_a_restated_query_uses_nothing_and_the_reason_says_so() -> None:
+def test_a_repeated_query_uses_nothing_and_the_reason_says_so() -> None:
     query = "Which compounds in green tea fight inflammation?"
-    # The same words, reordered, no question mark:
-    restated = "In green tea: which compounds fight inflammation"
-    verdicts = LearnedJudge().judge_sync(query, restated, CHUNKS)
+    repeated = "which compounds in Green Tea fight inflammation"  # case and punctuation aside
+    verdicts = LearnedJudge().judge_sync(query, repeated, CHUNKS)
     relevant = [v for v in verdicts if v.is_relevant]
     assert relevant and not any(v.is_utilized for v in verdicts)
-    assert all("only restates the query, so it draws on no chunk" in v.reason for v in relevant)
+    for v in relevant:  # the reason names the rule, not a row estimate the verdicts do not follow
+        assert "the answer only repeats the query, so it draws on no chunk" in v.reason
+        assert "row estimate" not in v.reason
 
 
 @pytest.mark.parametrize(
     ("query", "answer"),
     [
         ("Is green tea rich in antioxidants?", "Yes, green tea is rich in antioxidants."),  # adds "yes"
+        ("Is green tea rich in antioxidants?", "Green tea is rich in antioxidants."),  # an assertion
         # a pick between what the query offers:
         ("Which is rich in antioxidants, green tea or coffee?", "Green tea is rich in antioxidants."),
     ],
@@ -62,7 +64,7 @@ def test_an_answer_made_of_the_querys_words_that_decides_something_is_left_to_th
     query: str, answer: str
 ) -> None:
     assert draws_on_nothing(query, answer) == ""  # RAGBench labels such answers as using their chunk
-    assert draws_on_nothing(query, query) == "the answer only restates the query"
+    assert draws_on_nothing(query, query) == "the answer only repeats the query"
     assert draws_on_nothing(query, " ?! ") == "the answer has no words"
 
 

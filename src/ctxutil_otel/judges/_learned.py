@@ -199,18 +199,20 @@ def decide_utilized(
 def draws_on_nothing(query: str, answer: str) -> str:
     """Why ``answer`` can have used no chunk, whatever the models say, or ``""`` when it may have.
 
-    Two cases: the answer has no word (empty, whitespace, punctuation), or it only restates the query:
-    its words (:func:`~ctxutil_otel.judges._text.words` keys, stopwords included) are exactly the
-    query's, in any order ("what is X?" answered "What is X?"). An answer made of *some* of the query's
-    words is not such a case: "Yes, FX is affiliated with Fox." or "U2 released the song first." pick
-    between what the query offers, and RAGBench's annotators count the chunk they came from as used
-    (9 training rows, mean labelled score 0.78); a restatement of all of it picks nothing.
+    Two cases: the answer has no word (empty, whitespace, punctuation), or it repeats the query: the
+    same words (:func:`~ctxutil_otel.judges._text.words` keys, stopwords included) in the same order,
+    case and punctuation aside ("What is X?" answered "what is X"). Only a verbatim repeat: the same
+    words in another order can answer the query ("Is the Eiffel Tower in Paris?" answered "The Eiffel
+    Tower is in Paris."), and so can some of them ("Yes, FX is affiliated with Fox.", or a pick between
+    the options the query names): RAGBench's annotators count the chunk such answers came from as used
+    (9 training rows made only of their query's words, mean labelled score 0.78); those are left to the
+    models.
     """
-    answer_words = set(words(answer))
+    answer_words = words(answer)
     if not answer_words:
         return "the answer has no words"
-    if answer_words == set(words(query)):
-        return "the answer only restates the query"
+    if answer_words == words(query):
+        return "the answer only repeats the query"
     return ""
 
 
@@ -380,8 +382,8 @@ class LearnedJudge:
                     utilized[i],
                     score,
                     n_rel,
-                    _rule(probs.relevant[i], relevant[i], threshold, fallback)
-                    + (f"; {drew_nothing}, so it draws on no chunk" if drew_nothing and relevant[i] else ""),
+                    _rule(probs.relevant[i], relevant[i], threshold, fallback),
+                    drew_nothing,
                 )
                 if reasons
                 else "",
@@ -410,6 +412,7 @@ def _reason(
     score: float,
     n_rel: int,
     rule: str = "",
+    nothing: str = "",
 ) -> str:
     terms = f" incl. {', '.join(repr(t) for t in e.top_terms)}" if e.top_terms else ""
     # Support from a sentence that only repeats the query's words says little about use.
@@ -422,6 +425,10 @@ def _reason(
     if utilized:
         return f"used ({odds}): {evidence}"
     if relevant:
-        estimate = f"; row estimate {min(1.0, max(0.0, score)):.2f} of {n_rel} relevant"
+        estimate = (
+            f"; {nothing}, so it draws on no chunk"
+            if nothing
+            else f"; row estimate {min(1.0, max(0.0, score)):.2f} of {n_rel} relevant"
+        )
         return f"relevant, not used ({odds}{estimate}): {evidence}"
     return f"not relevant ({odds}): {evidence}"
