@@ -3,6 +3,7 @@ retrieved order and irrelevant chunks change no verdict."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -180,3 +181,18 @@ def test_another_rows_answer_rarely_makes_a_row_not_applicable_on_the_bundled_sa
         verdicts = judge.judge_sync(row["query"], answer, row["retrieved_content"], reasons=False)
         not_applicable += not any(v.is_relevant for v in verdicts)
     assert not_applicable / len(rows) <= MAX_SWAPPED_NOT_APPLICABLE_SHARE, not_applicable
+
+
+def test_a_chunk_used_against_its_odds_says_it_makes_up_the_row_estimate() -> None:
+    # The count of used chunks follows the row estimate; a chunk the models find unlikely used
+    # (P(used) < 0.5) may complete it, and its reason must not read as plain evidence of use.
+    judge = LearnedJudge()
+    against = 0
+    for row in load_sample():
+        for v in judge.judge_sync(row["query"], row["actual_output"], row["retrieved_content"]):
+            found = re.search(r"P\(used\) ([0-9.]+)", v.reason)
+            assert found is not None
+            if v.is_utilized and float(found.group(1)) < 0.5:
+                against += 1
+                assert "used to make up the row estimate" in v.reason, v.reason
+    assert against > 0  # the sample has such chunks (36 with the shipped model)

@@ -423,7 +423,14 @@ def _reason(
     )
     odds = f"P(relevant) {p_rel:.2f}, P(used) {p_use:.2f}{rule}"
     if utilized:
-        return f"used ({odds}): {evidence}"
+        # The count of used chunks comes from the row estimate; a chunk the models find unlikely used
+        # may still complete it (the most likely of the rest), and the reason says so.
+        count = (
+            f"; used to make up the row estimate {min(1.0, max(0.0, score)):.2f} of {n_rel} relevant"
+            if p_use < 0.5
+            else ""
+        )
+        return f"used ({odds}{count}): {evidence}"
     if relevant:
         estimate = (
             f"; {nothing}, so it draws on no chunk"
