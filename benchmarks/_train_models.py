@@ -8,7 +8,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from _train_data import APPENDED, ECHO, NATURAL, PREFIX, REPLACED, TRUNCATED, Example
+from _train_data import APPENDED, ECHO, NATURAL, PREFIX, REPLACED, SWAPPED, TRUNCATED, Example
 
 
 def hgb(kind: str, args: argparse.Namespace, max_iter: int) -> Any:
@@ -65,8 +65,8 @@ def row_learns(ex: Example, args: argparse.Namespace) -> bool:
 def chunk_sets(
     examples: Sequence[Example], args: argparse.Namespace
 ) -> tuple[list[list[float]], list[int], list[list[float]], list[int], list[float]]:
-    """(relevance X, y) over natural rows, their off-topic copies and (``--relevance-truncated``) the
-    truncated ones; (utilization X, y, weight) over labelled-relevant chunks of all rows trained on."""
+    """(relevance X, y) over natural rows, their off-topic copies and (``--relevance-truncated``,
+    ``--relevance-swapped``, ``--relevance-echo``) the truncated, swapped and echo ones; (utilization X, y, weight) over labelled-relevant chunks of all rows trained on."""
     rx: list[list[float]] = []
     ry: list[int] = []
     ux: list[list[float]] = []
@@ -81,6 +81,7 @@ def chunk_sets(
                 learns
                 or (args.relevance_truncated and ex.kind == TRUNCATED)
                 or (args.relevance_echo and ex.kind in (ECHO, PREFIX))
+                or (args.relevance_swapped and ex.kind == SWAPPED)
             ):
                 rx.append(x)
                 ry.append(int(r))

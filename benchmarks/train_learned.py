@@ -21,9 +21,12 @@ Steps (all deterministic for a given ``--seed``; training only ever reads ``--tr
    them a model learns "answers use their context" from natural data and barely reacts when they stop
    doing so.
 3. ``P(relevant)``: ``HistGradientBoostingClassifier`` over all chunks of the natural rows and of the
-   truncated and echo copies (``--no-relevance-truncated``, ``--no-relevance-echo``: without them;
-   without the copies P(relevant) follows the answer, so a cut answer loses relevant chunks instead of
-   used ones and the pooled utilization barely falls). ``P(utilized | relevant)``: the same over the
+   truncated, swapped-answer and echo copies (``--no-relevance-truncated``, ``--no-relevance-swapped``,
+   ``--no-relevance-echo``: without them). A chunk is relevant to the *query*, whatever the answer does
+   with it, so every copy keeps the row's relevance labels: without the copies P(relevant) follows the
+   answer (out of fold, relevance F1 on the swapped copies 0.53 against 0.85 on natural rows; 0.76 with
+   them), so an answer that ignores a relevant chunk makes it irrelevant instead of unused, and the
+   score cannot fall. ``P(utilized | relevant)``: the same over the
    labelled-relevant chunks of natural rows and copies.
 4. Out-of-fold (``--folds``-fold, rows split at random, a row's copies in its fold) probabilities for
    every example; their chunk AUROCs on the natural rows (P(relevant) over all chunks, P(utilized |
@@ -233,6 +236,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                     "prefix_words",
                     "row_echo",
                     "relevance_echo",
+                    "relevance_swapped",
                     "folds",
                     "vocabulary",
                 )
@@ -401,6 +405,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         action=argparse.BooleanOptionalAction,
         default=False,
         help="the row model learns from the echo copies too",
+    )
+    parser.add_argument(
+        "--relevance-swapped",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="train P(relevant) on the swapped-answer copies too (relevance labels are the row's: a chunk "
+        "relevant to the query stays relevant whatever the answer)",
     )
     parser.add_argument(
         "--relevance-echo",

@@ -9,8 +9,9 @@ and provenance in ``docs/judges.md``):
 2. **Chunk probabilities.** One tree ensemble gives P(relevant), another P(utilized | relevant). The
    second was trained with swapped-answer copies of the training rows labelled "not utilized", so an
    answer that does not come from the context is not credited to it, and with truncated-answer copies
-   (a chunk only the cut sentences drew on stays used); the first learned from the truncated copies too,
-   so a chunk stays relevant when the answer stops drawing on it.
+   (a chunk only the cut sentences drew on stays used); the first learned from the truncated and
+   swapped-answer copies too (their relevance labels are the row's), so a chunk relevant to the query
+   tends to stay relevant when the answer stops drawing on it.
 3. **Relevant** when P(relevant) >= the model's ``relevance_threshold``; when no chunk reaches it, the
    most likely chunk is relevant if its P(relevant) >= ``fallback_threshold`` (else the interaction
    is not applicable: nothing relevant was retrieved).
