@@ -196,3 +196,20 @@ def test_a_chunk_used_against_its_odds_says_it_makes_up_the_row_estimate() -> No
                 against += 1
                 assert "used to make up the row estimate" in v.reason, v.reason
     assert against > 0  # the sample has such chunks (36 with the shipped model)
+
+
+def test_a_chunks_relevance_is_about_the_query_not_the_answer() -> None:
+    # DESIGN.md, step 1: relevance to the *query*. Given another row's answer, a chunk the judge found
+    # relevant should stay relevant (and become unused), or an ignored chunk would vanish from the
+    # denominator instead of lowering the score. Before P(relevant) learned from the swapped-answer
+    # copies, 357 of 780 stayed relevant on the bundled sample (0.46); 737 of 805 now.
+    judge = LearnedJudge()
+    rows = load_sample()
+    kept = relevant = 0
+    for k, row in enumerate(rows):
+        other = rows[(k + 1) % len(rows)]["actual_output"]
+        own = judge.judge_sync(row["query"], row["actual_output"], row["retrieved_content"], reasons=False)
+        swapped = judge.judge_sync(row["query"], other, row["retrieved_content"], reasons=False)
+        relevant += sum(v.is_relevant for v in own)
+        kept += sum(a.is_relevant and b.is_relevant for a, b in zip(own, swapped, strict=True))
+    assert kept / relevant >= 0.85, (kept, relevant)
