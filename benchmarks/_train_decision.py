@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from _train_data import Example
 
-from ctxutil_otel.judges._learned import Verdicts, decide
+from ctxutil_otel.judges._learned_decision import Verdicts, decide
 from ctxutil_otel.judges._learned_model import Decision
 
 MAX_F1_LOSS = 0.005

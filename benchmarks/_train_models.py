@@ -66,7 +66,8 @@ def chunk_sets(
     examples: Sequence[Example], args: argparse.Namespace
 ) -> tuple[list[list[float]], list[int], list[list[float]], list[int], list[float]]:
     """(relevance X, y) over natural rows, their off-topic copies and (``--relevance-truncated``,
-    ``--relevance-swapped``, ``--relevance-echo``) the truncated, swapped and echo ones; (utilization X, y, weight) over labelled-relevant chunks of all rows trained on."""
+    ``--relevance-swapped``, ``--relevance-echo``) the truncated, swapped and echo ones; (utilization X,
+    y, weight) over labelled-relevant chunks of all rows trained on."""
     rx: list[list[float]] = []
     ry: list[int] = []
     ux: list[list[float]] = []

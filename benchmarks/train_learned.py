@@ -60,7 +60,7 @@ from _train_data import NATURAL, REPLACED, SWAPPED, Example, examples_of
 from _train_decision import choose_decision, report
 from _train_models import best_f1_threshold, copy_weight, export, fit_chunk_models, hgb, raw, row_learns
 
-from ctxutil_otel.judges._learned import decide_relevant, row_features
+from ctxutil_otel.judges._learned_decision import decide_relevant, row_features
 from ctxutil_otel.judges._learned_features import FEATURE_NAMES, WordWeights
 from ctxutil_otel.judges._learned_model import FORMAT, ROW_FEATURES, load_model
 from ctxutil_otel.judges._text import words

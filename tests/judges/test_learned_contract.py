@@ -11,7 +11,12 @@ import pytest
 from ctxutil_otel import ContextualUtilization, DatasetItem
 from ctxutil_otel.data import load_sample
 from ctxutil_otel.judges import ChunkVerdict, LearnedJudge
-from ctxutil_otel.judges._learned import decide_relevant, decide_utilized, follow_estimate, row_features
+from ctxutil_otel.judges._learned_decision import (
+    decide_relevant,
+    decide_utilized,
+    follow_estimate,
+    row_features,
+)
 from ctxutil_otel.judges._learned_features import FEATURE_NAMES
 
 from .test_offline_judges import ANSWER, CHUNKS, QUERY

@@ -17,7 +17,7 @@ from ctxutil_otel import ContextualUtilization, DatasetItem, Settings
 from ctxutil_otel.data import load_sample
 from ctxutil_otel.judges import Judge, LearnedJudge, LexicalJudge
 from ctxutil_otel.judges._from_settings import build_judge
-from ctxutil_otel.judges._learned import follow_estimate
+from ctxutil_otel.judges._learned_decision import follow_estimate
 from ctxutil_otel.judges._learned_model import ModelFileError, load_model, shipped_model
 
 from .test_offline_judges import ANSWER, CHUNKS, QUERY
