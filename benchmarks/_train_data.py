@@ -37,6 +37,7 @@ from ctxutil_otel.metric._contextual_utilization import normalise_chunk
 
 NATURAL, SWAPPED, TRUNCATED = "natural", "swapped", "truncated"
 REPLACED, APPENDED, ECHO, PREFIX = "replaced", "appended", "echo", "prefix"
+WRONG_SOURCE = "wrong_source"
 OFFTOPIC_APPENDED = (1, 3)
 """Off-topic chunks appended to each row in its ``appended`` copies (one copy per count)."""
 MIN_NEW_SHARE = 0.2
@@ -109,7 +110,7 @@ class Example:
                 first[key] = i
                 unique.append(i)
         answer = row["actual_output"] if answer is None else answer
-        if kind in (SWAPPED, ECHO):
+        if kind in (SWAPPED, ECHO, WRONG_SOURCE):
             used = [False] * len(row["chunk_labels"])
         elif kind == PREFIX:
             used = prefix_word_uses(row, answer)
@@ -229,13 +230,19 @@ def examples_of(
     echo: bool = True,
     echo_every: int = 1,
     prefix_words: int = 0,
+    wrong_source: bool = True,
 ) -> list[Example]:
     """Natural rows first (in file order), then one swapped copy per row, then (when ``truncated``) for
     each ``c`` of ``cuts`` a copy of each row whose answer has more than ``c`` sentences, cut to its first
     ``c`` (``c = 1``: the cut of ``--perturb truncate``), then (when ``offtopic``) one replaced copy per
     row and, for each K of :data:`OFFTOPIC_APPENDED`, one appended copy per row, then (when ``echo``) one
     echo copy per ``echo_every``-th row whose query has words, then (when ``prefix_words``) one copy per
-    row whose answer is longer, cut to its first ``prefix_words`` words."""
+    row whose answer is longer, cut to its first ``prefix_words`` words, then (when ``wrong_source``) one
+    wrong-source copy per row: a chunk of another row appended and the answer taken from it (its first two
+    sentences, verbatim), that chunk labelled *not relevant* (it is off the query's topic, whatever the
+    answer does with it) and the row's own chunks *not utilized* (the answer ignores them). Its draws come
+    from a generator of its own (seeded from the number of rows), so the copies before are the same with
+    or without it."""
     partner = derangement(rows, rng)
     out = _examples(rows, weights, rng, partner, truncated, cuts)
     if offtopic:
@@ -262,6 +269,13 @@ def examples_of(
             pieces = r["actual_output"].split()
             if len(pieces) > prefix_words:
                 out.append(Example(r, i, PREFIX, weights, " ".join(pieces[:prefix_words])))
+    if wrong_source:
+        wrong_rng = random.Random(len(rows))
+        for i, r in enumerate(rows):
+            extra = offtopic_chunks(rows, i, 1, wrong_rng)
+            if extra:
+                copied = " ".join(p.strip() for p in sentences(extra[0])[:2])
+                out.append(Example(with_chunks(r, extra), i, WRONG_SOURCE, weights, copied))
     return out
 
 

@@ -175,6 +175,7 @@ def report(
     cut_once: dict[int, tuple[list[bool], list[bool]]] = {}
     appended: dict[int, dict[int, tuple[list[bool], list[bool]]]] = {}
     replaced_na: list[bool] = []
+    wrong: list[tuple[list[bool], list[bool]]] = []
     low: list[float] = []
     other: list[float] = []
     low_c: list[float] = []
@@ -191,6 +192,8 @@ def report(
             cut_once.setdefault(ex.row_index, got)  # the one-sentence copy comes first
         elif ex.kind == "replaced":
             replaced_na.append(not any(got[0]))
+        elif ex.kind == "wrong_source":
+            wrong.append(got)
         elif ex.kind == "appended":
             appended.setdefault(ex.appended, {})[ex.row_index] = got
         else:
@@ -223,7 +226,9 @@ def report(
         f"AUROC {area_c if area_c is not None else float('nan'):.4f}\n"
         f"  not applicable on rows with no labelled-relevant chunk {na_natural:.3f} ({len(nothing)} rows), "
         f"on replaced-chunk copies {sum(replaced_na) / len(replaced_na) if replaced_na else 0.0:.3f}; "
-        f"scored rows called not applicable {scored_na}\n  {invariance}"
+        f"scored rows called not applicable {scored_na}\n  {invariance}\n"
+        f"  wrong source (answer copied from an appended off-topic chunk): pooled {_pooled(wrong):.3f}, "
+        f"the copied chunk called relevant {sum(r[-1] for r, _ in wrong) / len(wrong) if wrong else 0.0:.3f}"
     )
 
 

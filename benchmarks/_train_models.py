@@ -8,7 +8,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from _train_data import APPENDED, ECHO, NATURAL, PREFIX, REPLACED, SWAPPED, TRUNCATED, Example
+from _train_data import APPENDED, ECHO, NATURAL, PREFIX, REPLACED, SWAPPED, TRUNCATED, WRONG_SOURCE, Example
 
 
 def hgb(kind: str, args: argparse.Namespace, max_iter: int) -> Any:
@@ -50,6 +50,8 @@ def trained_on(ex: Example, args: argparse.Namespace) -> bool:
     always built, so variants with and without them are measured on the same copies and folds)."""
     if ex.kind == ECHO:
         return bool(args.echo)
+    if ex.kind == WRONG_SOURCE:
+        return bool(args.wrong_source)
     if ex.kind == PREFIX:
         return True
     return args.offtopic or ex.kind not in (REPLACED, APPENDED)
@@ -77,7 +79,7 @@ def chunk_sets(
         if not trained_on(ex, args):
             continue
         for x, r, u in zip(ex.features, ex.relevant, ex.utilized, strict=True):
-            learns = ex.kind in (NATURAL, REPLACED, APPENDED)
+            learns = ex.kind in (NATURAL, REPLACED, APPENDED, WRONG_SOURCE)
             if (
                 learns
                 or (args.relevance_truncated and ex.kind == TRUNCATED)

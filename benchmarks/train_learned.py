@@ -17,7 +17,11 @@ Steps (all deterministic for a given ``--seed``; training only ever reads ``--tr
    sentences; and one **echo copy** of every row (the answer replaced by the row's query, every chunk
    labelled *not utilized*: an answer that only repeats the question uses nothing; always built and
    measured, learned from only with ``--echo``: every variant tried cost ~0.015 out-of-fold score RMSE
-   on the natural rows, see issue 11's notes). Relevance labels are unchanged in the copies. Without
+   on the natural rows, see issue 11's notes); and one **wrong-source copy** of every row (a chunk of
+   another row appended and the answer copied from it, that chunk *not relevant*, the row's own chunks
+   *not utilized*; always built and measured, learned from only with ``--wrong-source``: it fixes
+   answers drawn from an off-topic chunk but costs utilization F1 and truncation drop out of fold,
+   docs/judges.md). Relevance labels are otherwise unchanged in the copies. Without
    them a model learns "answers use their context" from natural data and barely reacts when they stop
    doing so.
 3. ``P(relevant)``: ``HistGradientBoostingClassifier`` over all chunks of the natural rows and of the
@@ -237,6 +241,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                     "row_echo",
                     "relevance_echo",
                     "relevance_swapped",
+                    "wrong_source",
                     "folds",
                     "vocabulary",
                 )
@@ -405,6 +410,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         action=argparse.BooleanOptionalAction,
         default=False,
         help="the row model learns from the echo copies too",
+    )
+    parser.add_argument(
+        "--wrong-source",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="learn from the wrong-source copies (an appended off-topic chunk the answer copies, labelled "
+        "not relevant; the row's own chunks not utilized); always built and measured",
     )
     parser.add_argument(
         "--relevance-swapped",

@@ -17,7 +17,7 @@ from ctxutil_otel.judges._learned_decision import (
     follow_estimate,
     row_features,
 )
-from ctxutil_otel.judges._learned_features import FEATURE_NAMES
+from ctxutil_otel.judges._learned_features import FEATURE_NAMES, WordWeights, chunk_features
 
 from .test_offline_judges import ANSWER, CHUNKS, QUERY
 
@@ -144,6 +144,20 @@ def test_the_row_estimates_inputs_ignore_appended_chunks_the_model_calls_irrelev
         [True, True, False, False, False],
         [*rows, [9.0] * len(FEATURE_NAMES), [7.0] * len(FEATURE_NAMES)],
     )
+    assert after == before
+
+
+def test_the_row_estimates_inputs_ignore_unrelated_chunks_appended_to_a_real_interaction() -> None:
+    # Format 2 read the share of *all* chunks that are the best source of some answer sentence: every
+    # chunk appended lowered it, and with it the estimate (the review: 4 unrelated sentences appended
+    # changed 238 of 1,405 train scores, mean -0.038). The synthetic test above could not see it.
+    weights = WordWeights()  # every word equally rare: the shipped table is not needed here
+    own, _ = chunk_features(QUERY, ANSWER, CHUNKS, weights)
+    unrelated = ["Mozart wrote 41 symphonies.", "Routers forward packets between networks."]
+    more, _ = chunk_features(QUERY, ANSWER, [*CHUNKS, *unrelated], weights)
+    p_rel, p_use, relevant = [0.9, 0.8, 0.05, 0.6], [0.9, 0.7, 0.1, 0.2], [True, True, False, True]
+    before = row_features(p_rel, p_use, relevant, own)
+    after = row_features([*p_rel, 0.0, 0.0], [*p_use, 0.0, 0.0], [*relevant, False, False], more)
     assert after == before
 
 

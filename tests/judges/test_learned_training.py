@@ -145,12 +145,21 @@ def test_copies_share_their_rows_fold_and_carry_the_derived_labels() -> None:
     ]
     assert made[3].utilized == [False, False, False] and made[3].relevant == [True, True, True]
     assert made[6].utilized == [True, False, False] and made[6].score == 1 / 3
-    # one echo copy per row, last: the answer is the query, nothing used, relevance kept
+    # one echo copy per row: the answer is the query, nothing used, relevance kept
     echo = [ex for ex in made if ex.kind == _train_data.ECHO]
-    assert [ex.row_index for ex in echo] == [0, 1, 2] and made[-3:] == echo
+    assert [ex.row_index for ex in echo] == [0, 1, 2]
     for ex in echo:
         assert not any(ex.utilized) and ex.relevant == made[ex.row_index].relevant and ex.score == 0.0
-    for ex in made[7:-3]:
+    # then one wrong-source copy per row, last: another row's chunk appended and the answer copied from
+    # it; that chunk not relevant, the row's own chunks keep their relevance and are not used
+    wrong = [ex for ex in made if ex.kind == _train_data.WRONG_SOURCE]
+    assert [ex.row_index for ex in wrong] == [0, 1, 2] and made[-6:] == echo + wrong
+    for ex in wrong:
+        natural = made[ex.row_index]
+        n = len(natural.relevant)
+        assert len(ex.relevant) == n + 1 and not ex.relevant[n] and ex.relevant[:n] == natural.relevant
+        assert not any(ex.utilized) and ex.score == (0.0 if any(natural.relevant) else None)
+    for ex in made[7:-6]:
         assert ex.kind in (_train_data.REPLACED, _train_data.APPENDED)
         n = len(ex.relevant) - ex.appended
         natural = made[ex.row_index]
@@ -159,7 +168,7 @@ def test_copies_share_their_rows_fold_and_carry_the_derived_labels() -> None:
         else:  # own labels kept, the appended chunks not relevant: same labelled score
             assert ex.relevant[:n] == natural.relevant and ex.utilized[:n] == natural.utilized
             assert not any(ex.relevant[n:]) and ex.score == natural.score
-    assert {ex.kind for ex in made[7:-3]} == {_train_data.REPLACED, _train_data.APPENDED}
+    assert {ex.kind for ex in made[7:-6]} == {_train_data.REPLACED, _train_data.APPENDED}
 
 
 def test_copies_cut_to_two_sentences_keep_the_chunks_either_kept_sentence_draws_on() -> None:

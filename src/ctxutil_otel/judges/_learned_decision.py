@@ -35,7 +35,7 @@ _AT = {
         "best_support_any",
         "answer_len_log",
         "answer_sentences",
-        "sources_share",
+        "best_source_share",
         "support_half_share",
         "support_rel",
     )
@@ -58,6 +58,9 @@ def row_features(
     used = [u for u, r in zip(p_use, relevant, strict=True) if r]
     first = features[0]
     rel_rows = [x for x, r in zip(features, relevant, strict=True) if r]
+    # The share of the *relevant* chunks that are the best source of some answer sentence: a share over
+    # all chunks (the chunk feature sources_share, format 2) fell with every chunk appended.
+    best = _AT["best_source_share"]
     half = _AT["support_half_share"]
     support_rel = _AT["support_rel"]
     total_rel = math.fsum(p_rel)
@@ -78,7 +81,7 @@ def row_features(
         first[_AT["best_support_any"]],
         first[_AT["answer_len_log"]],
         first[_AT["answer_sentences"]],
-        first[_AT["sources_share"]],
+        sum(1 for x in rel_rows if x[best]) / len(rel_rows) if rel_rows else 0.0,
         math.fsum(x[half] for x in rel_rows) / len(rel_rows) if rel_rows else 0.0,
         math.fsum(x[support_rel] for x in rel_rows) / len(rel_rows) if rel_rows else 0.0,
     ]

@@ -3,7 +3,7 @@
 The model is one JSON document (``ctxutil_otel/data/learned_judge.json``, written by
 ``benchmarks/train_learned.py``)::
 
-    {"format": "ctxutil-otel-learned-judge/2",
+    {"format": "ctxutil-otel-learned-judge/3",
      "provenance": {"training_data": ..., "command": ..., "seed": ..., "date": ..., ...},
      "features": [name, ...],                 # must equal FEATURE_NAMES
      "zipf": {"5.3": "word word ...", ...},   # word keys grouped by Zipf frequency
@@ -36,9 +36,10 @@ from ._learned_features import FEATURE_NAMES, WordWeights
 
 __all__ = ["FORMAT", "ROW_FEATURES", "Decision", "Ensemble", "LearnedModel", "load_model", "shipped_model"]
 
-FORMAT = "ctxutil-otel-learned-judge/2"
-"""Version 2: row features without the chunk count and with the mean P(relevant) of relevant chunks
-only (version 1 files are refused: retrain with ``benchmarks/train_learned.py``)."""
+FORMAT = "ctxutil-otel-learned-judge/3"
+"""Version 3: no row feature depends on the number of chunks (version 2 read the share of *all*
+chunks that are some answer sentence's best source, which fell with every chunk appended; version 1 the
+chunk count itself). Files of other versions are refused: retrain with ``benchmarks/train_learned.py``."""
 ROW_FEATURES: tuple[str, ...] = (
     "n_relevant",
     "use_mean",
@@ -52,7 +53,7 @@ ROW_FEATURES: tuple[str, ...] = (
     "best_support_any",
     "answer_len_log",
     "answer_sentences",
-    "sources_share",
+    "sources_relevant",
     "half_share_mean",
     "support_rel_mean",
 )
