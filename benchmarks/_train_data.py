@@ -49,6 +49,30 @@ def _trigrams(keys: list[str]) -> set[tuple[str, str, str]]:
     return set(zip(keys, keys[1:], keys[2:], strict=False))
 
 
+def used_sentences(row: dict[str, Any]) -> list[list[str]]:
+    """Per chunk of ``row``: the texts of its labelled-utilized sentences (``utilized_sentence_keys`` such
+    as ``"0f"``: chunk 0, sentence f, texts in ``documents_sentences``); the whole chunk when the file has
+    no sentence keys; nothing for a chunk not labelled utilized."""
+    texts: dict[str, str] = {key: text for doc in row.get("documents_sentences", ()) for key, text in doc}
+    used_keys = row.get("utilized_sentence_keys")
+    out: list[list[str]] = []
+    for i, label in enumerate(row["chunk_labels"]):
+        if not label["utilized"]:
+            out.append([])
+        elif used_keys is None or not texts:
+            out.append([row["retrieved_content"][i]])
+        else:
+            prefix = str(i)
+            out.append(
+                [
+                    texts[k]
+                    for k in used_keys
+                    if k in texts and k.startswith(prefix) and k[len(prefix) :].isalpha()
+                ]
+            )
+    return out
+
+
 def first_sentence_uses(row: dict[str, Any], sentence: str) -> list[bool]:
     """Per chunk of ``row``: labelled utilized *and* the first answer ``sentence`` draws on it.
 
@@ -62,31 +86,13 @@ def first_sentence_uses(row: dict[str, Any], sentence: str) -> list[bool]:
     terms = content(keys, ANSWER_STOP_KEYS)
     new = (terms - query_terms) or terms
     tri = _trigrams(keys)
-    texts: dict[str, str] = {key: text for doc in row.get("documents_sentences", ()) for key, text in doc}
-    used_keys = row.get("utilized_sentence_keys")
-    out = []
-    for i, label in enumerate(row["chunk_labels"]):
-        if not label["utilized"]:
-            out.append(False)
-            continue
-        prefix = str(i)
-        if used_keys is None or not texts:
-            used = [row["retrieved_content"][i]]
-        else:
-            used = [
-                texts[k]
-                for k in used_keys
-                if k in texts and k.startswith(prefix) and k[len(prefix) :].isalpha()
-            ]
-        supported = False
-        for text in used:
-            w = words(text)
-            share = len(new & set(w)) / len(new) if new else 0.0
-            if share >= MIN_NEW_SHARE or not tri.isdisjoint(_trigrams(w)):
-                supported = True
-                break
-        out.append(supported)
-    return out
+
+    def draws_on(text: str) -> bool:
+        w = words(text)
+        share = len(new & set(w)) / len(new) if new else 0.0
+        return share >= MIN_NEW_SHARE or not tri.isdisjoint(_trigrams(w))
+
+    return [any(draws_on(text) for text in used) for used in used_sentences(row)]
 
 
 class Example:
@@ -157,24 +163,7 @@ def prefix_word_uses(row: dict[str, Any], fragment: str) -> list[bool]:
     whole chunk when the file has no sentence keys). A fragment that only repeats the question's words
     draws on nothing."""
     new = content(words(fragment), ANSWER_STOP_KEYS) - content(words(row["query"]), STOP_KEYS)
-    texts: dict[str, str] = {key: text for doc in row.get("documents_sentences", ()) for key, text in doc}
-    used_keys = row.get("utilized_sentence_keys")
-    out = []
-    for i, label in enumerate(row["chunk_labels"]):
-        if not label["utilized"] or not new:
-            out.append(False)
-            continue
-        prefix = str(i)
-        if used_keys is None or not texts:
-            used = [row["retrieved_content"][i]]
-        else:
-            used = [
-                t
-                for k, t in texts.items()
-                if k in used_keys and k.startswith(prefix) and k[len(prefix) :].isalpha()
-            ]
-        out.append(any(not new.isdisjoint(words(text)) for text in used))
-    return out
+    return [any(not new.isdisjoint(words(text)) for text in used) for used in used_sentences(row)]
 
 
 def prefix_uses(row: dict[str, Any], kept: Sequence[str]) -> list[bool]:

@@ -371,30 +371,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--truncated-weight", type=float, default=1.0, help="training weight of the truncated copies"
     )
-    parser.add_argument(
-        "--relevance-truncated",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="train P(relevant) on the truncated copies too (their relevance labels are the row's)",
+    # On/off switches of the training set (each also --no-NAME).
+    switches: tuple[tuple[str, bool, str], ...] = (
+        (
+            "--relevance-truncated",
+            True,
+            "train P(relevant) on the truncated copies too (their relevance labels are the row's)",
+        ),
+        (
+            "--offtopic",
+            True,
+            "learn from the replaced-chunk and appended-off-topic-chunk copies (always built and measured)",
+        ),
+        ("--echo", False, "learn from the echo copies (the answer replaced by the query, nothing utilized)"),
+        ("--chunk-echo", True, "P(utilized | relevant) learns from the echo copies"),
+        ("--row-echo", False, "the row model learns from the echo copies too"),
+        (
+            "--wrong-source",
+            False,
+            "learn from the wrong-source copies (an appended off-topic chunk the answer copies, labelled "
+            "not relevant; the row's own chunks not utilized); always built and measured",
+        ),
+        (
+            "--relevance-swapped",
+            True,
+            "train P(relevant) on the swapped-answer copies too (relevance labels are the row's: a chunk "
+            "relevant to the query stays relevant whatever the answer)",
+        ),
+        (
+            "--relevance-echo",
+            True,
+            "train P(relevant) on the echo copies too (their relevance labels are the row's)",
+        ),
     )
-    parser.add_argument(
-        "--offtopic",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="learn from the replaced-chunk and appended-off-topic-chunk copies (always built and measured)",
-    )
-    parser.add_argument(
-        "--echo",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="learn from the echo copies (the answer replaced by the query, nothing utilized)",
-    )
-    parser.add_argument(
-        "--chunk-echo",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="P(utilized | relevant) learns from the echo copies",
-    )
+    for name, default, text in switches:
+        parser.add_argument(name, action=argparse.BooleanOptionalAction, default=default, help=text)
     parser.add_argument(
         "--echo-every", type=int, default=1, help="an echo copy of every N-th row (1: of every row)"
     )
@@ -405,32 +416,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also learn from copies with the answer cut to its first N words (0: none)",
     )
     parser.add_argument("--echo-weight", type=float, default=1.0, help="training weight of the echo copies")
-    parser.add_argument(
-        "--row-echo",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="the row model learns from the echo copies too",
-    )
-    parser.add_argument(
-        "--wrong-source",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="learn from the wrong-source copies (an appended off-topic chunk the answer copies, labelled "
-        "not relevant; the row's own chunks not utilized); always built and measured",
-    )
-    parser.add_argument(
-        "--relevance-swapped",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="train P(relevant) on the swapped-answer copies too (relevance labels are the row's: a chunk "
-        "relevant to the query stays relevant whatever the answer)",
-    )
-    parser.add_argument(
-        "--relevance-echo",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="train P(relevant) on the echo copies too (their relevance labels are the row's)",
-    )
     parser.add_argument(
         "--ablate",
         default="",
