@@ -1,21 +1,16 @@
-"""How ``train_learned.py`` turns probabilities into verdicts: the decision parameters, chosen on
-out-of-fold training predictions only.
+"""How ``train_learned.py`` turns probabilities into verdicts, and the out-of-fold figures of that
+decision.
 
-The judge marks chunks relevant by a threshold on P(relevant) (best out-of-fold relevance F1), then lets
-the relevance of *borderline* chunks follow the row model's score estimate
-(:func:`~ctxutil_otel.judges._learned.follow_estimate`: ``low``, ``high``, ``penalty``), then marks the
-``floor(score x relevant + offset)`` most likely used chunks utilized. :func:`choose_decision` tries a
-small grid of those parameters and keeps the one with the lowest out-of-fold score RMSE among those that
-give up at most :data:`MAX_F1_LOSS` relevance F1 against the threshold alone and keep the pooled
-utilization within :data:`MAX_POOLED_GAP` of the labelled one (else the plain threshold, offset 0.5).
-The parameters travel as one :class:`~ctxutil_otel.judges._learned_model.Decision` (the model file's
-``decision`` object), and :func:`outcome` and :func:`report` measure it with the judge's own rule,
-:func:`~ctxutil_otel.judges._learned.decide`, the row model's out-of-fold prediction standing in for it.
+The judge marks chunks relevant by a threshold on P(relevant) (best out-of-fold relevance F1) with a
+fallback to the most likely chunk, then marks the ``floor(expected + 0.5)`` most likely used relevant
+chunks utilized, ``expected`` the sum of their P(utilized | relevant)
+(:func:`~ctxutil_otel.judges._learned_decision.decide`). :func:`outcome`, :func:`report` and
+:func:`by_subset` measure it with the judge's own rule on out-of-fold probabilities: the guide for
+choosing between training variants without looking at dev (``docs/judges.md``).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,28 +20,7 @@ from _train_data import Example
 from ctxutil_otel.judges._learned_decision import Verdicts, decide
 from ctxutil_otel.judges._learned_model import Decision
 
-MAX_F1_LOSS = 0.005
-MAX_POOLED_GAP = 0.015
-LOWS = (0.05, 0.08, 0.1, 0.12, 0.15)
-HIGHS = (0.6, 0.8)
-PENALTIES = (0.01, 0.015, 0.02, 0.03, 0.05)
-OFFSETS = (0.45, 0.5)
-NO_FOLLOW = (1.0, 0.0, 0.0)  # low, high, penalty: every chunk counts as sure, the count never moves
-
-
-def decision_of(
-    threshold: float, fallback: float, follow: tuple[float, float, float], offset: float
-) -> Decision:
-    """A :class:`Decision` from the relevance thresholds, ``(low, high, penalty)`` and the offset."""
-    low, high, penalty = follow
-    return Decision(
-        relevance_threshold=threshold,
-        fallback_threshold=fallback,
-        round_offset=offset,
-        borderline_low=low,
-        borderline_high=high,
-        count_penalty=penalty,
-    )
+ROUND_OFFSET = 0.5  # the nearest whole count of used chunks
 
 
 @dataclass(frozen=True)
@@ -68,13 +42,12 @@ def outcome(
     natural: Sequence[Example],
     oof_rel: Sequence[Sequence[float]],
     oof_use: Sequence[Sequence[float]],
-    oof_score: dict[int, float],
     decision: Decision,
 ) -> Outcome:
     errors: list[float] = []
     rtp = rfp = rfn = utp = ufp = ufn = used = relevant_total = labelled_used = labelled_relevant = 0
     for k, ex in enumerate(natural):
-        relevant, utilized, _ = _verdicts(k, oof_rel, oof_use, oof_score, decision)
+        relevant, utilized, _ = _verdicts(k, oof_rel, oof_use, decision)
         for r, u, lr, lu in zip(relevant, utilized, ex.relevant, ex.utilized, strict=True):
             rtp += r and lr
             rfp += r and not lr
@@ -104,35 +77,18 @@ def choose_decision(
     natural: Sequence[Example],
     oof_rel: Sequence[Sequence[float]],
     oof_use: Sequence[Sequence[float]],
-    oof_score: dict[int, float],
     threshold: float,
     fallback: float,
 ) -> Decision:
-    """The :class:`Decision` chosen by the rule in the module docstring (prints the chosen one and the
-    plain threshold's figures)."""
-    plain = decision_of(threshold, fallback, NO_FOLLOW, 0.5)
-    plain_got = outcome(natural, oof_rel, oof_use, oof_score, plain)
-    best: tuple[float, Decision] | None = None
-    for low, high, penalty, offset in itertools.product(LOWS, HIGHS, PENALTIES, OFFSETS):
-        candidate = decision_of(threshold, fallback, (low, high, penalty), offset)
-        got = outcome(natural, oof_rel, oof_use, oof_score, candidate)
-        if got.relevance_f1 < plain_got.relevance_f1 - MAX_F1_LOSS:
-            continue
-        if abs(got.pooled - got.labelled_pooled) > MAX_POOLED_GAP:
-            continue
-        if best is None or got.rmse < best[0] - 1e-12:
-            best = (got.rmse, candidate)
-    chosen = plain if best is None else best[1]
-    chosen_got = outcome(natural, oof_rel, oof_use, oof_score, chosen)
-    follow = (chosen.borderline_low, chosen.borderline_high, chosen.count_penalty)
-    for name, o in (
-        ("threshold alone, offset 0.50", plain_got),
-        (f"chosen {follow}, offset {chosen.round_offset}", chosen_got),
-    ):
-        print(
-            f"  {name}: out-of-fold train RMSE {o.rmse:.4f}, relevance F1 {o.relevance_f1:.4f}, "
-            f"utilization F1 {o.utilization_f1:.4f}, pooled {o.pooled:.3f} (labelled {o.labelled_pooled:.3f})"
-        )
+    """The :class:`Decision` of ``threshold`` and ``fallback`` with the nearest-count rounding (prints its
+    out-of-fold figures)."""
+    chosen = Decision(relevance_threshold=threshold, fallback_threshold=fallback, round_offset=ROUND_OFFSET)
+    o = outcome(natural, oof_rel, oof_use, chosen)
+    print(
+        f"  decision {chosen.as_dict()}: out-of-fold train RMSE {o.rmse:.4f}, relevance F1 "
+        f"{o.relevance_f1:.4f}, utilization F1 {o.utilization_f1:.4f}, pooled {o.pooled:.3f} (labelled "
+        f"{o.labelled_pooled:.3f})"
+    )
     return chosen
 
 
@@ -140,12 +96,11 @@ def _verdicts(
     k: int,
     oof_rel: Sequence[Sequence[float]],
     oof_use: Sequence[Sequence[float]],
-    oof_score: dict[int, float],
     decision: Decision,
 ) -> Verdicts:
-    """Example ``k``'s verdicts: :func:`~ctxutil_otel.judges._learned.decide`, the judge's own rule, with
-    the row model's out-of-fold prediction as the estimate."""
-    return decide(decision, oof_rel[k], oof_use[k], lambda _: oof_score.get(k, 0.0))
+    """Example ``k``'s verdicts: :func:`~ctxutil_otel.judges._learned_decision.decide`, the judge's own
+    rule, on its out-of-fold probabilities."""
+    return decide(decision, oof_rel[k], oof_use[k])
 
 
 def _pooled(verdicts: Sequence[tuple[list[bool], list[bool]]]) -> float:
@@ -158,11 +113,11 @@ def report(
     examples: Sequence[Example],
     oof_rel: Sequence[Sequence[float]],
     oof_use: Sequence[Sequence[float]],
-    oof_score: dict[int, float],
     decision: Decision,
 ) -> str:
     """The issue-11 measures of a decision, out of fold on train, as one line: low-score AUROC of the
-    verdicts' scores and of the row model's continuous estimate (natural rows), that estimate's RMSE, the
+    verdicts' scores and of the continuous expected share (expected used / relevant; natural rows), that
+    share's RMSE, the
     pooled utilization of the swapped copies (``--perturb swap``) and its fall when every multi-sentence
     answer is replaced by its one-sentence copy (``--perturb truncate``). The guide for choosing between
     training variants without looking at dev (``docs/judges.md``)."""
@@ -182,7 +137,7 @@ def report(
     other_c: list[float] = []
     squared: list[float] = []
     for k, ex in enumerate(examples):
-        relevant, utilized, _ = _verdicts(k, oof_rel, oof_use, oof_score, decision)
+        relevant, utilized, expected = _verdicts(k, oof_rel, oof_use, decision)
         got = (relevant, utilized)
         if ex.kind == "swapped":
             swapped.append(got)
@@ -200,7 +155,7 @@ def report(
             natural[ex.row_index] = got
             if ex.score is not None and any(got[0]):
                 predicted = sum(r and u for r, u in zip(*got, strict=True)) / sum(got[0])
-                estimate = min(1.0, max(0.0, oof_score.get(k, 0.0)))
+                estimate = expected / sum(got[0])
                 (low if ex.score < LOW_SCORE else other).append(-predicted)
                 (low_c if ex.score < LOW_SCORE else other_c).append(-estimate)
                 squared.append((estimate - ex.score) ** 2)
@@ -208,11 +163,10 @@ def report(
     truncated = _pooled([cut_once.get(i, v) for i, v in natural.items()])
     area = auroc(low, other)
     area_c = auroc(low_c, other_c)
-    nothing = [i for i, ex in enumerate(examples[: len(natural)]) if ex.score is None]
+    firsts = examples[: len(natural)]  # the natural rows come first
+    nothing = [ex.row_index for ex in firsts if ex.score is None]
     na_natural = sum(1 for i in nothing if not any(natural[i][0])) / len(nothing) if nothing else 0.0
-    scored_na = sum(
-        1 for i, ex in enumerate(examples[: len(natural)]) if ex.score is not None and not any(natural[i][0])
-    )
+    scored_na = sum(1 for ex in firsts if ex.score is not None and not any(natural[ex.row_index][0]))
     invariance = "; ".join(
         f"+{n} off-topic: {_invariance(natural, copies)}" for n, copies in sorted(appended.items())
     )
@@ -221,7 +175,7 @@ def report(
         f"{_pooled(swapped):.3f}, echo pooled {_pooled(echoed):.3f}"
         + (f", first-words pooled {_pooled(prefixed):.3f}" if prefixed else "")
         + f", truncate drop {pooled - truncated:.3f}; "
-        "row model's continuous estimate: "
+        "continuous expected share: "
         f"RMSE {math.sqrt(math.fsum(squared) / len(squared)) if squared else 0.0:.4f}, "
         f"AUROC {area_c if area_c is not None else float('nan'):.4f}\n"
         f"  not applicable on rows with no labelled-relevant chunk {na_natural:.3f} ({len(nothing)} rows), "
@@ -230,6 +184,31 @@ def report(
         f"  wrong source (answer copied from an appended off-topic chunk): pooled {_pooled(wrong):.3f}, "
         f"the copied chunk called relevant {sum(r[-1] for r, _ in wrong) / len(wrong) if wrong else 0.0:.3f}"
     )
+
+
+def by_subset(
+    examples: Sequence[Example],
+    oof_rel: Sequence[Sequence[float]],
+    oof_use: Sequence[Sequence[float]],
+    decision: Decision,
+) -> str:
+    """:func:`outcome` and :func:`report` of each subset's rows and their copies, a block per subset (with
+    ``--folds-by subset`` these are the leave-one-subset-out figures: each subset judged by models that
+    never saw it)."""
+    lines: list[str] = []
+    for name in sorted({ex.subset for ex in examples}):
+        keep = [k for k, ex in enumerate(examples) if ex.subset == name]
+        sub = [examples[k] for k in keep]
+        rel = [oof_rel[k] for k in keep]
+        use = [oof_use[k] for k in keep]
+        naturals = [ex for ex in sub if ex.kind == "natural"]
+        o = outcome(naturals, rel, use, decision)
+        lines.append(
+            f"  [{name}] {len(naturals)} rows: RMSE {o.rmse:.4f}, relevance F1 {o.relevance_f1:.4f}, "
+            f"utilization F1 {o.utilization_f1:.4f}, pooled {o.pooled:.3f} (labelled {o.labelled_pooled:.3f})"
+            f"\n    {report(sub, rel, use, decision).splitlines()[0]}"
+        )
+    return "\n".join(lines)
 
 
 def _score(verdicts: tuple[list[bool], list[bool]], n: int) -> float | None:

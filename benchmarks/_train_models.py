@@ -11,27 +11,16 @@ from typing import Any
 from _train_data import APPENDED, ECHO, NATURAL, PREFIX, REPLACED, SWAPPED, TRUNCATED, WRONG_SOURCE, Example
 
 
-def hgb(kind: str, args: argparse.Namespace, max_iter: int) -> Any:
-    """A chunk classifier (``kind="clf"``) or the row regressor (``"reg"``, smaller and more regularised:
-    it learns from ~2,800 rows, not ~12,000 chunks)."""
-    from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+def hgb(args: argparse.Namespace, max_iter: int) -> Any:
+    """A chunk classifier (P(relevant) or P(utilized | relevant)) with the command's tree settings."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
 
-    if kind == "clf":
-        return HistGradientBoostingClassifier(
-            max_iter=max_iter,
-            learning_rate=args.learning_rate,
-            max_leaf_nodes=args.max_leaf_nodes,
-            min_samples_leaf=args.min_samples_leaf,
-            l2_regularization=args.l2_regularization,
-            early_stopping=False,
-            random_state=args.seed,
-        )
-    return HistGradientBoostingRegressor(
+    return HistGradientBoostingClassifier(
         max_iter=max_iter,
-        learning_rate=0.03,
-        max_leaf_nodes=7,
-        min_samples_leaf=50,
-        l2_regularization=3.0,
+        learning_rate=args.learning_rate,
+        max_leaf_nodes=args.max_leaf_nodes,
+        min_samples_leaf=args.min_samples_leaf,
+        l2_regularization=args.l2_regularization,
         early_stopping=False,
         random_state=args.seed,
     )
@@ -55,13 +44,6 @@ def trained_on(ex: Example, args: argparse.Namespace) -> bool:
     if ex.kind == PREFIX:
         return True
     return args.offtopic or ex.kind not in (REPLACED, APPENDED)
-
-
-def row_learns(ex: Example, args: argparse.Namespace) -> bool:
-    """Whether the row model learns from ``ex``: a scored example the chunk models learn from, echo copies
-    only with ``--row-echo`` (the chunk probabilities already say "nothing used"; as score-0 rows among
-    the natural ones they pulled the row model's estimate down on natural rows)."""
-    return ex.score is not None and trained_on(ex, args) and (ex.kind not in (ECHO, PREFIX) or args.row_echo)
 
 
 def chunk_sets(
@@ -97,9 +79,9 @@ def chunk_sets(
 
 def fit_chunk_models(examples: Sequence[Example], args: argparse.Namespace) -> tuple[Any, Any]:
     rx, ry, ux, uy, uw = chunk_sets(examples, args)
-    rel = hgb("clf", args, args.max_iter).fit(rx, ry)
+    rel = hgb(args, args.max_iter).fit(rx, ry)
     weighted = any(w != 1.0 for w in uw)
-    use = hgb("clf", args, args.max_iter).fit(ux, uy, sample_weight=uw if weighted else None)
+    use = hgb(args, args.max_iter).fit(ux, uy, sample_weight=uw if weighted else None)
     return rel, use
 
 

@@ -32,13 +32,15 @@ Steps (all deterministic for a given ``--seed``; training only ever reads ``--tr
    them), so an answer that ignores a relevant chunk makes it irrelevant instead of unused, and the
    score cannot fall. ``P(utilized | relevant)``: the same over the
    labelled-relevant chunks of natural rows and copies.
-4. Out-of-fold (``--folds``-fold, rows split at random, a row's copies in its fold) probabilities for
-   every example; their chunk AUROCs on the natural rows (P(relevant) over all chunks, P(utilized |
-   relevant) over the labelled-relevant ones: the chunk models compared directly; ``--ablate`` measures a
-   variant without some features); on them the relevance threshold (best relevance F1), the row model
-   (``HistGradientBoostingRegressor``, squared error, target: the example's labelled score; not on the
-   echo copies unless ``--row-echo``), and the
-   decision parameters (``_train_decision.py``: borderline relevance and the rounding offset).
+4. Out-of-fold probabilities for every example (``--folds``-fold, rows split at random, a row's copies in
+   its fold; ``--folds-by subset``: one fold per subset, each judged by models that never saw its
+   domain); their chunk AUROCs on the natural rows (P(relevant) over all chunks, P(utilized | relevant)
+   over the labelled-relevant ones: the chunk models compared directly; ``--ablate`` measures a variant
+   without some features); on them the relevance threshold (best relevance F1) and the fallback
+   (``_train_decision.py``, which also prints the out-of-fold figures of the decision, overall and per
+   subset). The utilized count is the expected number of used relevant chunks, rounded: no third model
+   (model formats 1-3 had a row-level regressor of the score, which followed the training domains' base
+   rates; docs/judges-history.md).
 5. Final chunk models on all rows; export every tree; check that the pure-Python trees reproduce
    scikit-learn's raw outputs exactly on all training rows; write JSON.
 """
@@ -61,12 +63,12 @@ from pathlib import Path
 from typing import Any
 
 from _train_data import NATURAL, REPLACED, SWAPPED, Example, examples_of
-from _train_decision import choose_decision, report
-from _train_models import best_f1_threshold, copy_weight, export, fit_chunk_models, hgb, raw, row_learns
+from _train_decision import by_subset, choose_decision, report
+from _train_models import best_f1_threshold, export, fit_chunk_models, raw
 
-from ctxutil_otel.judges._learned_decision import decide_relevant, row_features
+from ctxutil_otel.judges._learned_decision import decide_relevant
 from ctxutil_otel.judges._learned_features import FEATURE_NAMES, WordWeights
-from ctxutil_otel.judges._learned_model import FORMAT, ROW_FEATURES, load_model
+from ctxutil_otel.judges._learned_model import FORMAT, load_model
 from ctxutil_otel.judges._text import words
 from ctxutil_otel.metric._agreement import auroc
 
@@ -129,10 +131,16 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         flush=True,
     )
 
-    # Out-of-fold chunk probabilities: a row and its copies are in the same fold.
+    # Out-of-fold chunk probabilities: a row and its copies are in the same fold; with --folds-by subset,
+    # a fold is one subset (leave one domain out), and the row order is shuffled all the same so the
+    # seed's later draws do not depend on the choice.
     order = list(range(len(rows)))
     rng.shuffle(order)
     fold_of = {row: position % args.folds for position, row in enumerate(order)}
+    if args.folds_by == "subset":
+        subsets = sorted({r["subset"] for r in rows})
+        fold_of = {i: subsets.index(r["subset"]) for i, r in enumerate(rows)}
+        args.folds = len(subsets)
     oof_rel: list[list[float]] = [[] for _ in examples]
     oof_use: list[list[float]] = [[] for _ in examples]
     for fold in range(args.folds):
@@ -156,43 +164,14 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     fallback = args.fallback if args.fallback is not None else choose_fallback(examples, oof_rel, threshold)
     print(f"relevance threshold (best out-of-fold F1 on train): {threshold:.2f}; fallback {fallback:.2f}")
 
-    # Row model: inputs from out-of-fold chunk probabilities; its own out-of-fold predictions choose
-    # the rounding offset.
-    row_x: list[list[float]] = []
-    row_y: list[float] = []
-    row_w: list[float] = []
-    row_of: list[int] = []
-    row_fit: list[bool] = []  # learns from it (else only predicted, for the out-of-fold measures)
-    for k, ex in enumerate(examples):
-        relevant = decide_relevant(oof_rel[k], threshold, fallback)
-        if not any(relevant):
-            continue
-        row_x.append(row_features(oof_rel[k], oof_use[k], relevant, ex.features))
-        row_y.append(ex.score if ex.score is not None else 0.0)
-        row_w.append(copy_weight(ex, args))
-        row_of.append(k)
-        row_fit.append(row_learns(ex, args))
-    row_weighted = any(w != 1.0 for w, fit in zip(row_w, row_fit, strict=True) if fit)
-    oof_score: dict[int, float] = {}
-    for fold in range(args.folds):
-        inside = [j for j, k in enumerate(row_of) if row_fit[j] and fold_of[examples[k].row_index] != fold]
-        fitted = hgb("reg", args, args.row_max_iter).fit(
-            [row_x[j] for j in inside],
-            [row_y[j] for j in inside],
-            sample_weight=[row_w[j] for j in inside] if row_weighted else None,
-        )
-        held = [j for j, k in enumerate(row_of) if fold_of[examples[k].row_index] == fold]
-        if held:
-            for j, value in zip(held, fitted.predict([row_x[j] for j in held]), strict=True):
-                oof_score[row_of[j]] = float(value)
-    decision = choose_decision(natural, oof_rel, oof_use, oof_score, threshold, fallback)
-    print("  out of fold on train, chosen: " + report(examples, oof_rel, oof_use, oof_score, decision))
-    fit_rows = [j for j, fit in enumerate(row_fit) if fit]
-    row_model = hgb("reg", args, args.row_max_iter).fit(
-        [row_x[j] for j in fit_rows],
-        [row_y[j] for j in fit_rows],
-        sample_weight=[row_w[j] for j in fit_rows] if row_weighted else None,
+    decision = choose_decision(natural, oof_rel, oof_use, threshold, fallback)
+    print("  out of fold on train: " + report(examples, oof_rel, oof_use, decision))
+    print(
+        "  per subset ("
+        + ("each judged by models that never saw it" if args.folds_by == "subset" else "out of fold")
+        + "):"
     )
+    print(by_subset(examples, oof_rel, oof_use, decision), flush=True)
 
     rel, use = fit_chunk_models(examples, args)
     document: dict[str, Any] = {
@@ -224,7 +203,6 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                 k: getattr(args, k)
                 for k in (
                     "max_iter",
-                    "row_max_iter",
                     "learning_rate",
                     "max_leaf_nodes",
                     "min_samples_leaf",
@@ -238,7 +216,6 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                     "echo_every",
                     "chunk_echo",
                     "prefix_words",
-                    "row_echo",
                     "relevance_echo",
                     "relevance_swapped",
                     "wrong_source",
@@ -248,11 +225,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             },
         },
         "features": list(FEATURE_NAMES),
-        "row_features": list(ROW_FEATURES),
         "decision": decision.as_dict(),
         "relevance": export(rel, "logit"),
         "utilization": export(use, "logit"),
-        "row": export(row_model, "identity"),
         "zipf": grouped(zipf),
     }
     # The id names the content: a retrained model with other trees or thresholds gets another id (the
@@ -266,7 +241,6 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     for name, fitted, ensemble, xs in (
         ("relevance", rel, loaded.relevance, all_x),
         ("utilization", use, loaded.utilization, all_x),
-        ("row", row_model, loaded.row, [row_x[j] for j in fit_rows]),
     ):
         expected = raw(fitted, xs)
         got = [ensemble.raw(x) for x in xs]
@@ -347,12 +321,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--date", default=datetime.date.today().isoformat(), help="provenance date")
     parser.add_argument("--limit", type=int, default=None, help="only the first N training rows (tests)")
     parser.add_argument("--max-iter", type=int, default=150, help="trees per chunk model")
-    parser.add_argument("--row-max-iter", type=int, default=150, help="trees of the row model")
     parser.add_argument("--learning-rate", type=float, default=0.08)
     parser.add_argument("--max-leaf-nodes", type=int, default=15)
     parser.add_argument("--min-samples-leaf", type=int, default=20, help="of the chunk models' trees")
     parser.add_argument("--l2-regularization", type=float, default=1.0, help="of the chunk models")
     parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument(
+        "--folds-by",
+        choices=("random", "subset"),
+        default="random",
+        help="out-of-fold folds: random (--folds of them) or one per subset (leave one domain out: "
+        "the figures a domain the model never saw would get)",
+    )
     parser.add_argument(
         "--fallback",
         type=float,
@@ -385,7 +365,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         ("--echo", False, "learn from the echo copies (the answer replaced by the query, nothing utilized)"),
         ("--chunk-echo", True, "P(utilized | relevant) learns from the echo copies"),
-        ("--row-echo", False, "the row model learns from the echo copies too"),
         (
             "--wrong-source",
             False,

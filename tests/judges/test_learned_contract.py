@@ -11,13 +11,7 @@ import pytest
 from ctxutil_otel import ContextualUtilization, DatasetItem
 from ctxutil_otel.data import load_sample
 from ctxutil_otel.judges import ChunkVerdict, LearnedJudge
-from ctxutil_otel.judges._learned_decision import (
-    decide_relevant,
-    decide_utilized,
-    follow_estimate,
-    row_features,
-)
-from ctxutil_otel.judges._learned_features import FEATURE_NAMES, WordWeights, chunk_features
+from ctxutil_otel.judges._learned_decision import decide, decide_relevant, decide_utilized
 
 from .test_offline_judges import ANSWER, CHUNKS, QUERY
 
@@ -63,11 +57,9 @@ def test_equal_probabilities_are_broken_by_the_chunk_text_not_its_position() -> 
     for order in (texts, texts[::-1]):
         relevant = decide_relevant([0.3, 0.3], 0.5, 0.2, order)
         utilized = decide_utilized(0.5, [0.7, 0.7], [True, True], 0.5, order)
-        kept = follow_estimate([0.55, 0.55], [True, True], 1.0, low=0.1, high=0.9, penalty=0.0, ties=order)
         # the same text wins wherever it stands: the upper-case one sorts first
         assert [t for t, r in zip(order, relevant, strict=True) if r] == [texts[1]]
         assert [t for t, u in zip(order, utilized, strict=True) if u] == [texts[1]]
-        assert [t for t, k in zip(order, kept, strict=True) if k] == [texts[1]]
 
 
 async def test_reasons_say_what_was_cut_at_max_text_chars() -> None:
@@ -91,7 +83,7 @@ def test_reasons_name_the_fallback_and_support_that_only_repeats_the_query() -> 
     probs = judge.probabilities(query, echo, chunks)
     for p, v in zip(probs.relevant, verdicts, strict=True):
         if v.is_relevant and p < threshold:
-            assert "fallback" in v.reason or "follow the row estimate" in v.reason
+            assert "fallback" in v.reason
 
 
 def _score(verdicts: list[ChunkVerdict]) -> float | None:
@@ -133,32 +125,20 @@ def test_off_topic_chunks_appended_rarely_change_the_score_on_the_bundled_sample
     assert changed[3] / scored <= MAX_CHANGED_SHARE[3], changed
 
 
-def test_the_row_estimates_inputs_ignore_appended_chunks_the_model_calls_irrelevant() -> None:
-    # The row model once read the number of chunks and the mean P(relevant) over all of them, so off-topic
-    # chunks appended moved the estimate, and with it the score (the +1/+3 off-topic lines of --check).
-    rows = [[float(i)] * len(FEATURE_NAMES) for i in range(3)]
-    before = row_features([0.9, 0.6, 0.2], [0.8, 0.3, 0.5], [True, True, False], rows)
-    after = row_features(
-        [0.9, 0.6, 0.2, 0.0, 0.0],
-        [0.8, 0.3, 0.5, 0.7, 0.1],
-        [True, True, False, False, False],
-        [*rows, [9.0] * len(FEATURE_NAMES), [7.0] * len(FEATURE_NAMES)],
-    )
-    assert after == before
-
-
-def test_the_row_estimates_inputs_ignore_unrelated_chunks_appended_to_a_real_interaction() -> None:
-    # Format 2 read the share of *all* chunks that are the best source of some answer sentence: every
-    # chunk appended lowered it, and with it the estimate (the review: 4 unrelated sentences appended
-    # changed 238 of 1,405 train scores, mean -0.038). The synthetic test above could not see it.
-    weights = WordWeights()  # every word equally rare: the shipped table is not needed here
-    own, _ = chunk_features(QUERY, ANSWER, CHUNKS, weights)
-    unrelated = ["Mozart wrote 41 symphonies.", "Routers forward packets between networks."]
-    more, _ = chunk_features(QUERY, ANSWER, [*CHUNKS, *unrelated], weights)
-    p_rel, p_use, relevant = [0.9, 0.8, 0.05, 0.6], [0.9, 0.7, 0.1, 0.2], [True, True, False, True]
-    before = row_features(p_rel, p_use, relevant, own)
-    after = row_features([*p_rel, 0.0, 0.0], [*p_use, 0.0, 0.0], [*relevant, False, False], more)
-    assert after == before
+def test_chunks_below_the_relevance_threshold_move_no_verdict_whatever_their_p_used() -> None:
+    # Model formats 1-3 set the utilized count from a row model that read the number of chunks, the mean
+    # P(relevant) over all of them, then the share of all chunks that are some answer sentence's best
+    # source: each appended chunk moved the estimate (the review: 4 unrelated sentences appended changed
+    # 238 of 1,405 train scores, mean -0.038). The count is now the sum of P(used) over relevant chunks.
+    judge = LearnedJudge()
+    decision = judge.learned_model.decision
+    p_rel, p_use = [0.95, 0.9, 0.05, 0.8], [0.9, 0.7, 0.1, 0.2]
+    before = decide(decision, p_rel, p_use)
+    low = decision.fallback_threshold / 2  # below the threshold and the fallback
+    after = decide(decision, [*p_rel, low, 0.0], [*p_use, 0.99, 0.99])
+    assert after.relevant[:4] == before.relevant and after.utilized[:4] == before.utilized
+    assert after.expected == before.expected
+    assert not any(after.relevant[4:])
 
 
 def test_another_rows_chunks_are_mostly_not_applicable_on_the_bundled_sample() -> None:
@@ -202,9 +182,9 @@ def test_another_rows_answer_rarely_makes_a_row_not_applicable_on_the_bundled_sa
     assert not_applicable / len(rows) <= MAX_SWAPPED_NOT_APPLICABLE_SHARE, not_applicable
 
 
-def test_a_chunk_used_against_its_odds_says_it_makes_up_the_row_estimate() -> None:
-    # The count of used chunks follows the row estimate; a chunk the models find unlikely used
-    # (P(used) < 0.5) may complete it, and its reason must not read as plain evidence of use.
+def test_a_chunk_used_against_its_odds_says_it_makes_up_the_expected_count() -> None:
+    # The count of used chunks is the expected one, rounded; a chunk the models find less likely used than
+    # not (P(used) < 0.5) may complete it, and its reason must not read as plain evidence of use.
     judge = LearnedJudge()
     against = 0
     for row in load_sample():
@@ -213,7 +193,7 @@ def test_a_chunk_used_against_its_odds_says_it_makes_up_the_row_estimate() -> No
             assert found is not None
             if v.is_utilized and float(found.group(1)) < 0.5:
                 against += 1
-                assert "used to make up the row estimate" in v.reason, v.reason
+                assert "counted to make up the" in v.reason and "expected used" in v.reason, v.reason
     assert against > 0  # the sample has such chunks (36 with the shipped model)
 
 

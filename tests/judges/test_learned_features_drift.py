@@ -46,9 +46,9 @@ def test_a_repeated_query_uses_nothing_and_the_reason_says_so() -> None:
     verdicts = LearnedJudge().judge_sync(query, repeated, CHUNKS)
     relevant = [v for v in verdicts if v.is_relevant]
     assert relevant and not any(v.is_utilized for v in verdicts)
-    for v in relevant:  # the reason names the rule, not a row estimate the verdicts do not follow
+    for v in relevant:  # the reason names the rule, not an expected count the verdicts do not follow
         assert "the answer only repeats the query, so it draws on no chunk" in v.reason
-        assert "row estimate" not in v.reason
+        assert "expected used" not in v.reason
 
 
 @pytest.mark.parametrize(

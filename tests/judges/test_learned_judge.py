@@ -17,14 +17,14 @@ from ctxutil_otel import ContextualUtilization, DatasetItem, Settings
 from ctxutil_otel.data import load_sample
 from ctxutil_otel.judges import Judge, LearnedJudge, LexicalJudge
 from ctxutil_otel.judges._from_settings import build_judge
-from ctxutil_otel.judges._learned_decision import follow_estimate
+from ctxutil_otel.judges._learned_decision import decide, decide_utilized, expected_used
 from ctxutil_otel.judges._learned_model import ModelFileError, load_model, shipped_model
 
 from .test_offline_judges import ANSWER, CHUNKS, QUERY
 
 # sha256 of the shipped model's verdicts and probabilities (rounded to 9 places) on the bundled sample.
 # Changes only when the model or the features change: retrain, check docs/judges.md, then update.
-SAMPLE_FINGERPRINT = "1bd578b49fdb1b6a989e4847571b949498c327b6656bea7d539a971f423ff59a"
+SAMPLE_FINGERPRINT = "12c9ab5e8d088a9d3e2a26fcc0598983574792102877820c0040654711efb859"
 
 
 def _document() -> dict[str, Any]:
@@ -206,16 +206,22 @@ async def test_a_loaded_model_is_used_as_given() -> None:
     assert score.score is None and score.label == "not_applicable"
 
 
-def test_borderline_relevance_follows_the_row_estimate_within_its_bounds() -> None:
-    kw = {"low": 0.1, "high": 0.8, "penalty": 0.01}
-    # One sure chunk and a score estimate of 0.5: 1/1 cannot say 0.5, 1/2 can, so the borderline chunk
-    # (0.3, between low and high) becomes relevant; the chunk under `low` never does.
-    assert follow_estimate([0.9, 0.3, 0.05], [True, False, False], 0.5, **kw) == [True, True, False]
-    # An estimate of 1.0 is said best by the sure chunk alone: nothing moves.
-    assert follow_estimate([0.9, 0.3, 0.05], [True, False, False], 1.0, **kw) == [True, False, False]
-    # Chunks at or above `high` stay relevant whatever the estimate; a borderline one may be dropped.
-    assert follow_estimate([0.9, 0.85, 0.5], [True, True, True], 0.5, **kw) == [True, True, False]
-    assert follow_estimate([0.9, 0.85, 0.5], [True, True, True], 1.0, **kw) == [True, True, True]
-    # Nothing relevant stays nothing relevant; a large penalty keeps the threshold's verdicts.
-    assert follow_estimate([0.3, 0.2], [False, False], 0.5, **kw) == [False, False]
-    assert follow_estimate([0.9, 0.3], [True, False], 0.5, low=0.1, high=0.8, penalty=1.0) == [True, False]
+def test_the_utilized_count_is_the_expected_number_of_used_relevant_chunks_rounded() -> None:
+    # Three relevant chunks, one clearly drawn on: expected 0.9 + 0.2 + 0.1 = 1.2 -> one used (1/3),
+    # not the typical score of a training set. A chunk that is not relevant adds nothing to the count.
+    p_use = [0.9, 0.2, 0.1, 0.95]
+    relevant = [True, True, True, False]
+    assert expected_used(p_use, relevant) == pytest.approx(1.2)
+    assert decide_utilized(1.2, p_use, relevant) == [True, False, False, False]
+    # 1.5 rounds up to two (offset 0.5): the next most likely relevant chunk completes the count.
+    assert decide_utilized(1.5, [0.9, 0.4, 0.2, 0.0], relevant) == [True, True, False, False]
+    # The count never exceeds the relevant chunks, and never goes below zero.
+    assert decide_utilized(7.0, p_use, relevant) == [True, True, True, False]
+    assert decide_utilized(-1.0, p_use, relevant) == [False] * 4
+    # The whole rule: relevance by the threshold, then the count.
+    document = _document()
+    model = load_model(document)
+    got = decide(model.decision, [0.99, 0.99, 0.99, 0.0], p_use)
+    assert got.relevant == relevant
+    assert got.utilized == [True, False, False, False]
+    assert got.expected == pytest.approx(1.2)

@@ -22,8 +22,6 @@ import train_learned  # noqa: E402
 SMALL = [
     "--max-iter",
     "4",
-    "--row-max-iter",
-    "3",
     "--folds",
     "2",
     "--vocabulary",
@@ -52,13 +50,17 @@ def test_small_retrain_writes_a_model_the_judge_loads_and_training_is_reproducib
     printed = capsys.readouterr().out
     assert "exported trees reproduce scikit-learn exactly" in printed
     # The measures out of fold on train, the guide for choosing variants without dev.
-    assert "out of fold on train, chosen: low-score AUROC" in printed and "truncate drop" in printed
+    assert "out of fold on train: low-score AUROC" in printed and "truncate drop" in printed
+    assert "per subset (out of fold):" in printed
     document = json.loads(out.read_text(encoding="utf-8"))
     assert document["provenance"]["seed"] == 20261201
     assert re.fullmatch(r"ctxutil-gbdt-ragbench-seed20261201-[0-9a-f]{8}", document["provenance"]["model_id"])
     assert document["provenance"]["date"] == "2026-01-01"
     assert "--max-iter 4" in document["provenance"]["command"]
-    assert len(document["relevance"]["trees"]) == 4 and len(document["row"]["trees"]) == 3
+    assert len(document["relevance"]["trees"]) == 4 and len(document["utilization"]["trees"]) == 4
+    # Format 4: two chunk ensembles and the decision; no row model.
+    assert "row" not in document
+    assert set(document["decision"]) == {"relevance_threshold", "fallback_threshold", "round_offset"}
 
     judge = LearnedJudge(learned_model=load_model(document))
     row = load_sample(limit=1)[0]
@@ -75,6 +77,14 @@ def test_small_retrain_writes_a_model_the_judge_loads_and_training_is_reproducib
         == 1
     )
     assert "DIFFERS" in capsys.readouterr().out
+    # Leave one subset out: each subset's rows are judged by models that never saw that subset.
+    train_learned.main(
+        ["--train", str(train_file), "--out", str(out), "--check", "--folds-by", "subset", *SMALL]
+    )
+    printed = capsys.readouterr().out
+    assert "per subset (each judged by models that never saw it):" in printed
+    subsets = {row["subset"] for row in load_sample(limit=120)}
+    assert len(subsets) > 1 and all(f"  [{name}] " in printed for name in subsets)
 
 
 def _row(answer: str, sentence_keys: bool = True) -> dict[str, object]:

@@ -15,17 +15,17 @@ and provenance in ``docs/judges.md``):
 3. **Relevant** when P(relevant) >= the model's ``relevance_threshold``; when no chunk reaches it, the
    most likely chunk is relevant if its P(relevant) >= ``fallback_threshold`` (else the interaction
    is not applicable: nothing relevant was retrieved).
-4. **Utilized.** A third, row-level ensemble predicts the interaction's score from aggregates of the
-   chunk probabilities and of the answer's spread over the chunks
-   (:data:`~ctxutil_otel.judges._learned_model.ROW_FEATURES`). With few relevant chunks the score
-   (utilized / relevant) is coarse (0, 0.5, 1 for two), so the relevance of *borderline* chunks
-   (P(relevant) between ``borderline_low`` and ``borderline_high``) follows that estimate
-   (:func:`~ctxutil_otel.judges._learned_decision.follow_estimate`: the count of relevant chunks, taken
-   in order of P(relevant), that lets the score come closest to it, at ``count_penalty`` per chunk
-   moved). Then the
-   ``floor(score x relevant + round_offset)`` relevant chunks most likely utilized are marked utilized.
-   The metric's score is therefore the row model's estimate, expressed in whole chunks. All these
-   parameters were chosen on out-of-fold training predictions (``benchmarks/_train_decision.py``).
+4. **Utilized.** The expected number of used chunks among the relevant ones is the sum of their
+   P(utilized | relevant); rounded to the nearest whole count (``round_offset``), that many of the
+   relevant chunks most likely used are marked utilized
+   (:func:`~ctxutil_otel.judges._learned_decision.decide`). Every chunk counts through its own
+   probabilities only: chunks that are not relevant move nothing, and an answer drawn from one of three
+   relevant chunks is expected to use about one. Model formats 1-3 had a third, row-level model predict
+   the score from aggregates of the chunk probabilities and set the count from it; it learnt the
+   training domains' typical scores, and judged a domain it had not seen worse than the expected count
+   does (``docs/judges-history.md``).
+5. **Nothing to draw on.** An answer with no words, or one that only repeats the query
+   (:func:`draws_on_nothing`), uses no chunk, whatever the models say.
 
 Pure Python (the trees are compiled to Python functions when the model loads), deterministic, no network,
 no numpy at run time.
@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._base import ChunkVerdict, JudgeResult
-from ._learned_decision import decide, row_features
+from ._learned_decision import decide
 from ._learned_features import ChunkEvidence, chunk_features
 from ._learned_model import LearnedModel, shipped_model
 from ._text import has_words, words
@@ -176,15 +176,9 @@ class LearnedJudge:
         rows, evidence = chunk_features(query, answer, chunks, m.weights, evidence=True, reasons=reasons)
         probs = self._probabilities(rows)
         # Equal probabilities are broken by the chunk's text, so the retrieved order changes no verdict.
-        relevant, utilized, score = decide(
-            m.decision,
-            probs.relevant,
-            probs.utilized,
-            lambda sure: m.row(row_features(probs.relevant, probs.utilized, sure, rows)),
-            chunks,
-        )
+        relevant, utilized, expected = decide(m.decision, probs.relevant, probs.utilized, chunks)
         drew_nothing = draws_on_nothing(query, answer)
-        if drew_nothing:  # whatever the row estimate
+        if drew_nothing:  # whatever the models say
             utilized = [False] * len(chunks)
         n_rel = sum(relevant)
         threshold = m.decision.relevance_threshold
@@ -200,7 +194,7 @@ class LearnedJudge:
                     probs.utilized[i],
                     relevant[i],
                     utilized[i],
-                    score,
+                    expected,
                     n_rel,
                     _rule(probs.relevant[i], relevant[i], threshold, fallback),
                     drew_nothing,
@@ -213,13 +207,9 @@ class LearnedJudge:
 
 
 def _rule(p_rel: float, relevant: bool, threshold: float, fallback: bool) -> str:
-    """Why a chunk's relevance differs from its threshold verdict ("" when it does not)."""
-    if relevant and p_rel < threshold:
-        if fallback:
-            return f"; below the {threshold:.2f} threshold, relevant as the most likely chunk (fallback)"
-        return f"; below the {threshold:.2f} threshold, relevant so the score can follow the row estimate"
-    if not relevant and p_rel >= threshold:
-        return f"; above the {threshold:.2f} threshold, left out so the score can follow the row estimate"
+    """Why a chunk is relevant below its threshold ("" when it is not)."""
+    if relevant and p_rel < threshold and fallback:
+        return f"; below the {threshold:.2f} threshold, relevant as the most likely chunk (fallback)"
     return ""
 
 
@@ -229,7 +219,7 @@ def _reason(
     p_use: float,
     relevant: bool,
     utilized: bool,
-    score: float,
+    expected: float,
     n_rel: int,
     rule: str = "",
     nothing: str = "",
@@ -242,20 +232,12 @@ def _reason(
         f"{e.support:.2f} ({e.support_rel:.2f} of best{echo}); query overlap {e.query_cover:.2f}"
     )
     odds = f"P(relevant) {p_rel:.2f}, P(used) {p_use:.2f}{rule}"
+    count = f"{expected:.1f} of the {n_rel} relevant chunk{'s' if n_rel != 1 else ''} expected used"
     if utilized:
-        # The count of used chunks comes from the row estimate; a chunk the models find unlikely used
-        # may still complete it (the most likely of the rest), and the reason says so.
-        count = (
-            f"; used to make up the row estimate {min(1.0, max(0.0, score)):.2f} of {n_rel} relevant"
-            if p_use < 0.5
-            else ""
-        )
-        return f"used ({odds}{count}): {evidence}"
+        # The count of used chunks is the expected one, rounded; a chunk the models find less likely
+        # used than not may complete it (the most likely of the rest), and the reason says so.
+        return f"used ({odds}{f'; counted to make up the {count}' if p_use < 0.5 else ''}): {evidence}"
     if relevant:
-        estimate = (
-            f"; {nothing}, so it draws on no chunk"
-            if nothing
-            else f"; row estimate {min(1.0, max(0.0, score)):.2f} of {n_rel} relevant"
-        )
-        return f"relevant, not used ({odds}{estimate}): {evidence}"
+        why = f"; {nothing}, so it draws on no chunk" if nothing else f"; {count}"
+        return f"relevant, not used ({odds}{why}): {evidence}"
     return f"not relevant ({odds}): {evidence}"

@@ -3,14 +3,12 @@
 The model is one JSON document (``ctxutil_otel/data/learned_judge.json``, written by
 ``benchmarks/train_learned.py``)::
 
-    {"format": "ctxutil-otel-learned-judge/3",
+    {"format": "ctxutil-otel-learned-judge/4",
      "provenance": {"training_data": ..., "command": ..., "seed": ..., "date": ..., ...},
      "features": [name, ...],                 # must equal FEATURE_NAMES
      "zipf": {"5.3": "word word ...", ...},   # word keys grouped by Zipf frequency
      "relevance": ENSEMBLE, "utilization": ENSEMBLE,   # per chunk: P(relevant), P(utilized | relevant)
-     "row": ENSEMBLE,                          # per interaction: the score, from ROW_FEATURES
-     "decision": {"relevance_threshold": p, "fallback_threshold": p, "round_offset": r,
-                  "borderline_low": p, "borderline_high": p, "count_penalty": c}}
+     "decision": {"relevance_threshold": p, "fallback_threshold": p, "round_offset": r}}
 
     ENSEMBLE = {"baseline": float, "link": "logit" | "identity", "trees": [TREE, ...]}
     TREE = [NODE, ...]   # node 0 is the root
@@ -34,30 +32,15 @@ from typing import Any
 
 from ._learned_features import FEATURE_NAMES, WordWeights
 
-__all__ = ["FORMAT", "ROW_FEATURES", "Decision", "Ensemble", "LearnedModel", "load_model", "shipped_model"]
+__all__ = ["FORMAT", "Decision", "Ensemble", "LearnedModel", "load_model", "shipped_model"]
 
-FORMAT = "ctxutil-otel-learned-judge/3"
-"""Version 3: no row feature depends on the number of chunks (version 2 read the share of *all*
-chunks that are some answer sentence's best source, which fell with every chunk appended; version 1 the
-chunk count itself). Files of other versions are refused: retrain with ``benchmarks/train_learned.py``."""
-ROW_FEATURES: tuple[str, ...] = (
-    "n_relevant",
-    "use_mean",
-    "use_min",
-    "use_max",
-    "use_expected",
-    "use_share_half",
-    "rel_mean_relevant",
-    "rel_max",
-    "refusal",
-    "best_support_any",
-    "answer_len_log",
-    "answer_sentences",
-    "sources_relevant",
-    "half_share_mean",
-    "support_rel_mean",
-)
-"""Inputs of the row model, in order (see ``LearnedJudge`` for their definitions)."""
+FORMAT = "ctxutil-otel-learned-judge/4"
+"""Version 4: two chunk ensembles and the decision; the utilized count is the expected number of used
+relevant chunks (the sum of their P(utilized | relevant)). Versions 1-3 also had a row-level ensemble
+predicting the interaction's score, whose estimate set that count; it followed the training domains'
+base rates (out of fold with one subset held out: low-score AUROC 0.57 against 0.63 without it, see
+``docs/judges-history.md``). Files of other versions are refused: retrain with
+``benchmarks/train_learned.py``."""
 
 _MAX_DEPTH = 64
 
@@ -168,19 +151,13 @@ class Decision:
         relevance_threshold: A chunk is relevant when P(relevant) >= this.
         fallback_threshold: When no chunk reaches the threshold, the most likely one is relevant if its
             P(relevant) >= this (else the interaction is not applicable).
-        round_offset: ``floor(score x relevant + round_offset)`` chunks are marked utilized.
-        borderline_low: Chunks with P(relevant) in [``borderline_low``, ``borderline_high``) are
-            borderline: their relevance may follow the row estimate.
-        borderline_high: See ``borderline_low``.
-        count_penalty: Cost, in squared score units, of each borderline chunk moved.
+        round_offset: ``floor(expected + round_offset)`` chunks are marked utilized, ``expected`` the
+            sum of P(utilized | relevant) over the relevant chunks (0.5: the nearest whole count).
     """
 
     relevance_threshold: float
     fallback_threshold: float
     round_offset: float
-    borderline_low: float
-    borderline_high: float
-    count_penalty: float
 
     def as_dict(self) -> dict[str, float]:
         """The ``decision`` object of the model file."""
@@ -196,12 +173,11 @@ class Decision:
 
 @dataclass(frozen=True)
 class LearnedModel:
-    """A loaded model: the three ensembles, the word weights (from the ``zipf`` table) and the
+    """A loaded model: the two chunk ensembles, the word weights (from the ``zipf`` table) and the
     :class:`Decision`."""
 
     relevance: Ensemble
     utilization: Ensemble
-    row: Ensemble
     weights: WordWeights
     decision: Decision
     provenance: Mapping[str, Any]
@@ -212,7 +188,7 @@ def load_model(document: Mapping[str, Any]) -> LearnedModel:
 
     Raises:
         ModelFileError: naming the first field that is missing or malformed, or when the feature list
-            differs from this version's :data:`FEATURE_NAMES` / :data:`ROW_FEATURES`.
+            differs from this version's :data:`FEATURE_NAMES`.
     """
     if document.get("format") != FORMAT:
         got = document.get("format")
@@ -224,8 +200,6 @@ def load_model(document: Mapping[str, Any]) -> LearnedModel:
         raise ModelFileError(f"format: expected {FORMAT!r}, got {got!r}{hint}")
     if list(document.get("features", ())) != list(FEATURE_NAMES):
         raise ModelFileError("features: the model was trained on other features than this version computes")
-    if list(document.get("row_features", ())) != list(ROW_FEATURES):
-        raise ModelFileError("row_features: the model was trained on other row features")
     raw_zipf = document.get("zipf")
     if not isinstance(raw_zipf, Mapping):
         raise ModelFileError("zipf: expected an object of 'zipf value' -> 'space-separated words'")
@@ -246,7 +220,6 @@ def load_model(document: Mapping[str, Any]) -> LearnedModel:
     return LearnedModel(
         relevance=_ensemble(document.get("relevance"), len(FEATURE_NAMES), "relevance"),
         utilization=_ensemble(document.get("utilization"), len(FEATURE_NAMES), "utilization"),
-        row=_ensemble(document.get("row"), len(ROW_FEATURES), "row"),
         weights=WordWeights.from_zipf(zipf),
         decision=decision,
         provenance=dict(provenance),
