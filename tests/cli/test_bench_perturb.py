@@ -6,14 +6,17 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ctxutil_otel import DatasetItem
 from ctxutil_otel.cli import main
-from ctxutil_otel.cli._perturb import perturb
+from ctxutil_otel.cli._io import Line, read_items
+from ctxutil_otel.cli._perturb import add_offtopic, perturb
 from ctxutil_otel.cli._plot import roc_points
 from ctxutil_otel.data import sample_path
+from ctxutil_otel.judges._text import sentences, words
 
 ITEMS = [
     DatasetItem(
@@ -143,3 +146,178 @@ def test_plot_into_a_missing_directory_is_refused_before_the_run(
     captured = capsys.readouterr()
     assert f"--plot: no directory {target.parent}" in captured.err
     assert "bench " not in captured.out  # refused before any row was judged
+
+
+# --- echo, wrongsource, pad ------------------------------------------------------------------------------
+
+
+def _sample() -> list[DatasetItem]:
+    return [line.item for line in read_items(Path(sample_path())) if isinstance(line, Line)]
+
+
+# Rows whose chunks are all different and have three sentences each (the bundled sample repeats a few).
+ROWS = [
+    DatasetItem(
+        query=f"question {i}",
+        actual_output=f"Answer {i}.",
+        retrieved_content=[f"Fact {i}{k} one. Fact {i}{k} two. Fact {i}{k} three." for k in range(3)],
+    )
+    for i in range(6)
+]
+
+
+def test_echo_answers_are_edits_of_the_query_that_add_no_chunk_word() -> None:
+    items = _sample()
+    echoed = perturb(items, "echo", seed=5)
+    assert perturb(items, "echo", seed=5) == echoed
+    assert perturb(items, "echo", seed=6) != echoed
+    forms = set()
+    for new, old in zip(echoed, items, strict=True):
+        assert new.query == old.query and new.retrieved_content == old.retrieved_content
+        # Never the verbatim query: the learned judge's rule already catches that one.
+        assert new.actual_output != old.query
+        # Every word of the answer is a word of the query, or the marker "Q" of the "Q: query" form (a
+        # letter that says nothing, though a few chunks hold it as a word: "Q" in msmarco-4603's): no chunk
+        # word reaches the answer except through the query.
+        assert set(words(new.actual_output)) - set(words(old.query)) <= {"q"}
+        if new.actual_output.startswith("Q: "):
+            forms.add("Q")
+        elif new.actual_output == f"{old.query} {old.query}":
+            forms.add("twice")
+        else:
+            assert new.actual_output == " ".join(reversed(old.query.split()))
+            forms.add("reversed")
+    assert forms == {"Q", "twice", "reversed"}  # the seed rotates between the three documented forms
+
+
+def test_wrongsource_answers_with_the_chunk_offtopic_appends() -> None:
+    for items in (ROWS, _sample()):
+        changed = perturb(items, "wrongsource", seed=2)
+        assert perturb(items, "wrongsource", seed=2) == changed
+        offtopic = add_offtopic(items, 1, seed=2)
+        for i, (new, old) in enumerate(zip(changed, items, strict=True)):
+            assert new.query == old.query
+            # The same chunk offtopic appends with this seed: one chunk of another row, not one of its own.
+            assert new.retrieved_content == offtopic[i].retrieved_content
+            (extra,) = new.retrieved_content[len(old.retrieved_content) :]
+            assert extra not in old.retrieved_content
+            assert any(extra in o.retrieved_content for j, o in enumerate(items) if j != i)
+            # The answer is that chunk's opening text (its first two sentences).
+            said = words(new.actual_output)
+            assert said and said == words(extra)[: len(said)]
+            assert len(sentences(new.actual_output)) <= 2
+    first = perturb(ROWS, "wrongsource", seed=2)[0]
+    fact = first.retrieved_content[-1].split()[1]  # "Fact 31 one. ..." -> "31"
+    assert fact[0] != "0"  # another row's: row 0's facts are 00 to 02
+    assert first.actual_output == f"Fact {fact} one. Fact {fact} two."
+
+
+def test_pad_appends_three_chunks_of_other_rows() -> None:
+    padded = perturb(ROWS, "pad", seed=4)
+    assert perturb(ROWS, "pad", seed=4) == padded
+    assert padded == add_offtopic(ROWS, 3, seed=4)  # offtopic with three chunks, not a copy of its code
+    for i, (new, old) in enumerate(zip(padded, ROWS, strict=True)):
+        assert new.actual_output == old.actual_output
+        assert new.retrieved_content[:3] == old.retrieved_content
+        extra = new.retrieved_content[3:]
+        assert len(extra) == len(set(extra)) == 3
+        for chunk in extra:
+            assert any(chunk in o.retrieved_content for j, o in enumerate(ROWS) if j != i)
+
+
+@pytest.mark.parametrize("kind", ["offtopic", "wrongsource", "pad"])
+def test_kinds_taking_from_other_rows_refuse_one_row(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    one = tmp_path / "one.jsonl"
+    one.write_text(Path(sample_path()).read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8")
+    assert main(["bench", str(one), "--perturb", "echo", "--perturb", kind]) == 2
+    captured = capsys.readouterr()
+    assert f"--perturb {kind} needs at least 2 rows" in captured.err and "has 1" in captured.err
+    assert "perturb " not in captured.out  # refused before any row was judged
+    with pytest.raises(ValueError, match=f"--perturb {kind} needs at least 2 rows"):
+        perturb(ROWS[:1], kind)
+
+
+def test_echo_runs_on_one_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    one = tmp_path / "one.jsonl"
+    one.write_text(Path(sample_path()).read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8")
+    assert main(["bench", str(one), "--perturb", "echo"]) == 0  # it takes nothing from other rows
+    assert any(line.startswith("echo ") for line in capsys.readouterr().out.splitlines())
+
+
+def _drift(judge: str, kinds: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, Any]]:
+    """``bench --json`` on the sample's first 60 rows: the drift records by kind. A failed run is
+    ``pytest.fail`` (not an AssertionError), so the known-limit tests below cannot pass as expected
+    failures for it."""
+    args = ["bench", sample_path(), "--limit", "60", "--judge", judge, "--json"]
+    status = main([*args, *(a for kind in kinds for a in ("--perturb", kind))])
+    drift = {d["perturbation"]: d for d in json.loads(capsys.readouterr().out)["drift"]}
+    if (
+        status != 0
+        or list(drift) != kinds
+        or any(d["errors_perturbed"] or d["rows"] != 60 for d in drift.values())
+    ):
+        pytest.fail(f"bench --judge {judge}: status {status}, drift {drift}")
+    return drift
+
+
+@pytest.mark.parametrize("judge", ["learned", "lexical"])
+def test_bench_echo_wrongsource_pad(judge: str, capsys: pytest.CaptureFixture[str]) -> None:
+    drift = _drift(judge, ["echo", "wrongsource", "pad", "offtopic"], capsys)  # 60 rows, no error
+    # Only wrongsource measures the appended chunk; the other kinds' records keep their keys.
+    assert 0.0 <= drift["wrongsource"]["appended_relevant"] <= 1.0
+    assert all("appended_relevant" not in drift[k] for k in ("echo", "pad", "offtopic"))
+    # Answers copied from another row's chunk leave the row's own chunks unused: most scores change and
+    # the pooled utilization falls (not to 0 with these judges: see the known-limit tests below).
+    assert drift["wrongsource"]["scores_changed"] > 0.5
+    assert drift["wrongsource"]["pooled_perturbed"] < drift["wrongsource"]["pooled_original"] - 0.15
+    # Three off-topic chunks move few scores (DESIGN.md: irrelevant chunks neither lower nor raise it).
+    assert drift["pad"]["scores_changed"] < 0.15
+    assert drift["pad"]["mean_score_perturbed"] == pytest.approx(
+        drift["pad"]["mean_score_original"], abs=0.03
+    )
+
+
+def test_bench_table_has_the_appended_column_only_with_wrongsource(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert (
+        main(["bench", sample_path(), "--limit", "20", "--perturb", "pad", "--perturb", "wrongsource"]) == 0
+    )
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.startswith("perturb "))
+    assert header.split()[-1] == "app.rel"
+    wrong = next(line for line in lines if line.startswith("wrongsource "))
+    pad = next(line for line in lines if line.startswith("pad "))
+    assert len(wrong.split()) == len(header.split())  # a figure under every heading, app.rel included
+    assert len(pad.split()) == len(wrong.split()) - 1  # no app.rel figure on pad
+    assert main(["bench", sample_path(), "--limit", "20", "--perturb", "pad"]) == 0
+    assert "app.rel" not in capsys.readouterr().out
+
+
+# The learned judge's known limits (docs/judges.md, "Known limits"): these checks are what a good judge
+# passes and the shipped model does not. strict: when one passes, the limit is fixed; drop its mark and
+# update docs/judges.md.
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="known limit (docs/judges.md): an answer that only echoes the query with small edits still "
+    "passes on most rows",
+)
+def test_learned_judge_utilization_falls_on_echoed_queries(capsys: pytest.CaptureFixture[str]) -> None:
+    drift = _drift("learned", ["echo"], capsys)["echo"]
+    assert drift["pooled_perturbed"] < 0.2 < drift["pooled_original"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="known limit (docs/judges.md): an answer copied from an off-topic chunk makes that chunk relevant",
+)
+def test_learned_judge_keeps_a_copied_offtopic_chunk_irrelevant(capsys: pytest.CaptureFixture[str]) -> None:
+    drift = _drift("learned", ["wrongsource"], capsys)["wrongsource"]
+    assert drift["appended_relevant"] < 0.2
+    assert drift["pooled_perturbed"] < 0.2 < drift["pooled_original"]

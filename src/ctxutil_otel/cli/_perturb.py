@@ -1,9 +1,10 @@
 """Drift checks for ``ctxutil-otel bench``: perturb a labelled file and compare the judge's figures.
 
-``--perturb KIND`` (repeatable) re-runs the metric on a perturbed copy of the rows and reports, for the
-original and the perturbed rows side by side, the **pooled utilization** (utilized relevant chunks /
-relevant chunks, over every row) and the **mean score** (over rows with a score). A judge worth
-alerting on must react the way the truth does:
+``--perturb KIND`` (repeatable) re-runs the metric on a perturbed copy of the rows (made by
+:mod:`._perturb_rows`) and reports, for the original and the perturbed rows side by side, the **pooled
+utilization** (utilized relevant chunks / relevant chunks, over every chunk of every row, appended chunks
+included) and the **mean score** (over rows with a score). No label is read: any judge can be checked. A
+judge worth alerting on must react the way the truth does:
 
 * ``swap``: every answer is replaced by another row's answer (a seeded derangement: no row keeps its
   own). True utilization drops to about 0; the pooled utilization should follow.
@@ -14,9 +15,19 @@ alerting on must react the way the truth does:
 * ``offtopic``: every row gets one chunk of another row appended (one it does not already hold).
   DESIGN.md: irrelevant chunks neither lower nor raise the score, so the figures should not move; a
   judge that moves here moves your dashboards when the retriever's top-k changes.
+* ``echo``: every answer is replaced by a light edit of its own query (``"Q: " + query``, the query
+  twice, or its words reversed; one per row, seeded). The answer draws on no chunk: the pooled
+  utilization should fall to about 0.
+* ``wrongsource``: ``offtopic``'s chunk is appended and the answer replaced by that chunk's first two
+  sentences. The row's own chunks are unused and the appended one is off the query's topic, so the
+  pooled utilization should fall to about 0 and the appended chunk should not be called relevant.
+* ``pad``: every row gets three chunks of other rows appended (``offtopic`` with three). Nothing should
+  move.
 
 Beside pooled and mean, ``changed`` is the share of the rows scored on the original whose score differs
-on the perturbed copy (a row that became not applicable counts as changed).
+on the perturbed copy (a row that became not applicable counts as changed); for ``wrongsource``,
+``appended_relevant`` is the share of the rows given a chunk (and judged without error) whose appended
+chunk the judge called relevant.
 
 All perturbations are deterministic for a given ``--seed`` (default 0).
 """
@@ -25,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,9 +43,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._item import DatasetItem
-from ..judges._text import sentences
 from ..metric import MetricEvaluationResult, MetricRunner
 from ..metric._agreement import prediction_from_result
+from ._perturb_rows import FROM_OTHER_ROWS, PERTURBATIONS, add_offtopic, perturb
+from ._perturb_rows import first_sentence as _first_sentence  # noqa: F401  (benchmarks import it here)
 
 __all__ = [
     "PERTURBATIONS",
@@ -48,11 +59,11 @@ __all__ = [
     "render_drift",
 ]
 
-PERTURBATIONS = ("swap", "truncate", "shuffle", "offtopic")
-
 
 class DriftFigures(BaseModel):
-    """One perturbation's figures: original vs perturbed (``None`` when no row had a relevant chunk)."""
+    """One perturbation's figures: original vs perturbed (``None`` when no row had a relevant chunk);
+    ``scores_changed`` and ``appended_relevant`` are shares in [0, 1] (``None`` when no row counts,
+    ``appended_relevant`` ``None`` for every kind but ``wrongsource``)."""
 
     perturbation: str
     rows: int
@@ -62,6 +73,7 @@ class DriftFigures(BaseModel):
     mean_score_perturbed: float | None
     errors_perturbed: int
     scores_changed: float | None = None
+    appended_relevant: float | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,8 +84,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=PERTURBATIONS,
         default=None,
         help="drift check, repeatable: swap answers between rows, truncate answers to their first "
-        "sentence, shuffle chunk order, or append another row's chunk (offtopic); reports pooled "
-        "utilization and mean score original vs perturbed, and the share of scores that changed",
+        "sentence, shuffle chunk order, append another row's chunk (offtopic) or three (pad), answer "
+        "with an edit of the query (echo), or append another row's chunk and answer with its first two "
+        "sentences (wrongsource); reports pooled utilization and mean score original vs perturbed, the "
+        "share of scores that changed and, for wrongsource, the share of appended chunks called relevant",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the perturbations (default 0)")
     parser.add_argument(
@@ -87,9 +101,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_extras(args: argparse.Namespace, rows: int) -> str | None:
     """What makes ``--perturb``/``--plot`` impossible, found before the run (``None`` when nothing):
-    ``swap`` with fewer than 2 rows (no other row's answer to take), ``--plot`` without matplotlib
-    (names the ``plot`` extra) or into a directory that does not exist."""
-    for kind in ("swap", "offtopic"):
+    a kind that takes from other rows (``swap``, ``offtopic``, ``wrongsource``, ``pad``) with fewer than 2
+    rows, ``--plot`` without matplotlib (names the ``plot`` extra) or into a directory that does not
+    exist."""
+    for kind in FROM_OTHER_ROWS:
         if args.perturb and kind in args.perturb and rows < 2:
             return f"--perturb {kind} needs at least 2 rows (it takes from other rows); the file has {rows}"
     if args.plot:
@@ -101,71 +116,6 @@ def check_extras(args: argparse.Namespace, rows: int) -> str | None:
         if not parent.is_dir():
             return f"--plot: no directory {parent} to write {Path(args.plot).name} in"
     return None
-
-
-def _first_sentence(answer: str) -> str:
-    parts = sentences(answer)
-    return parts[0].strip() if parts else answer
-
-
-def add_offtopic(items: Sequence[DatasetItem], k: int, *, seed: int = 0) -> list[DatasetItem]:
-    """Each item with up to ``k`` chunks of other rows appended, each from a random other row and none
-    equal to a chunk it holds (fewer when the other rows have no such chunk).
-
-    Raises:
-        ValueError: with fewer than 2 items.
-    """
-    if len(items) < 2:
-        raise ValueError("--perturb offtopic needs at least 2 rows (it takes chunks from other rows)")
-    rng = random.Random(seed)
-    out = []
-    for i, item in enumerate(items):
-        own = set(item.retrieved_content)
-        extra: list[str] = []
-        for _ in range(50 * k):  # bounded: rows whose chunks are all among this row's give nothing
-            if len(extra) == k:
-                break
-            j = rng.randrange(len(items))
-            chunks = items[j].retrieved_content
-            chunk = rng.choice(chunks) if chunks else ""
-            if j != i and chunk.strip() and chunk not in own:
-                own.add(chunk)
-                extra.append(chunk)
-        out.append(item.model_copy(update={"retrieved_content": [*item.retrieved_content, *extra]}))
-    return out
-
-
-def perturb(items: Sequence[DatasetItem], kind: str, *, seed: int = 0) -> list[DatasetItem]:
-    """A perturbed copy of ``items`` (see the module docstring); the originals are not changed.
-
-    Raises:
-        ValueError: for an unknown ``kind``, or ``swap``/``offtopic`` with fewer than 2 items.
-    """
-    rng = random.Random(seed)
-    if kind == "swap":
-        if len(items) < 2:
-            raise ValueError("--perturb swap needs at least 2 rows (answers are swapped between rows)")
-        order = list(range(len(items)))
-        rng.shuffle(order)
-        partner = {order[k]: order[(k + 1) % len(order)] for k in range(len(order))}
-        return [
-            item.model_copy(update={"actual_output": items[partner[i]].actual_output})
-            for i, item in enumerate(items)
-        ]
-    if kind == "truncate":
-        return [
-            item.model_copy(update={"actual_output": _first_sentence(item.actual_output)}) for item in items
-        ]
-    if kind == "shuffle":
-        out = []
-        for item in items:
-            chunks = list(item.retrieved_content)
-            rng.shuffle(chunks)
-            out.append(item.model_copy(update={"retrieved_content": chunks}))
-        return out
-    if kind == "offtopic":
-        return add_offtopic(items, 1, seed=seed)
-    raise ValueError(f"--perturb: unknown perturbation {kind!r} (choose from {', '.join(PERTURBATIONS)})")
 
 
 def _pooled_and_mean(results: Sequence[MetricEvaluationResult]) -> tuple[float | None, float | None, int]:
@@ -185,6 +135,22 @@ def _pooled_and_mean(results: Sequence[MetricEvaluationResult]) -> tuple[float |
     return pooled, (sum(scores) / len(scores) if scores else None), errors
 
 
+def _appended_relevant(
+    items: Sequence[DatasetItem], perturbed: Sequence[DatasetItem], results: Sequence[MetricEvaluationResult]
+) -> float | None:
+    """Of the rows given at least one chunk and judged without error, the share where the judge called an
+    appended chunk (one at an index past the original chunks) relevant; ``None`` when no row counts."""
+    counted = called = 0
+    for old, new, result in zip(items, perturbed, results, strict=True):
+        own = len(old.retrieved_content)
+        prediction = prediction_from_result(result)
+        if len(new.retrieved_content) == own or prediction.error:
+            continue
+        counted += 1
+        called += any(prediction.relevant[own:])
+    return called / counted if counted else None
+
+
 def drift(
     runner: MetricRunner,
     items: Sequence[DatasetItem],
@@ -193,11 +159,17 @@ def drift(
     *,
     seed: int = 0,
 ) -> list[DriftFigures]:
-    """Run ``runner`` on each perturbation of ``items`` and compare with the original ``results``."""
+    """Run ``runner`` on each perturbation of ``items`` (each kind once, in the order given) and compare
+    with the original ``results`` (one per item, in order).
+
+    Raises:
+        ValueError: for an unknown kind, or one that takes from other rows with fewer than 2 items.
+    """
     pooled, mean, _ = _pooled_and_mean(results)
     out = []
     for kind in dict.fromkeys(kinds):  # each kind once, in the order asked
-        perturbed = asyncio.run(runner.run(perturb(items, kind, seed=seed)))
+        rows = perturb(items, kind, seed=seed)
+        perturbed = asyncio.run(runner.run(rows))
         p_pooled, p_mean, p_errors = _pooled_and_mean(perturbed)
         pairs = [(a.score, b.score) for a, b in zip(results, perturbed, strict=True) if a.score is not None]
         out.append(
@@ -210,6 +182,9 @@ def drift(
                 mean_score_perturbed=p_mean,
                 scores_changed=sum(a != b for a, b in pairs) / len(pairs) if pairs else None,
                 errors_perturbed=p_errors,
+                appended_relevant=_appended_relevant(items, rows, perturbed)
+                if kind == "wrongsource"
+                else None,
             )
         )
     return out
@@ -220,21 +195,31 @@ def _f(value: float | None) -> str:
 
 
 def render_drift(figures: Sequence[DriftFigures]) -> str:
-    """A text table: one line per perturbation, original vs perturbed."""
+    """A text table: one line per perturbation, original vs perturbed; the ``app.rel`` column (the
+    appended chunk called relevant) only when ``wrongsource`` is among ``figures``, blank on other kinds."""
+    width = max([9, *(len(f.perturbation) for f in figures)])
+    appended = any(f.perturbation == "wrongsource" for f in figures)
     lines = [
-        f"{'perturb':<9} {'rows':>5} {'pooled':>6} {'->':>2} {'pert.':>6} {'mean':>6} {'->':>2} {'pert.':>6} "
-        f"{'changed':>7}"
+        f"{'perturb':<{width}} {'rows':>5} {'pooled':>6} {'->':>2} {'pert.':>6} {'mean':>6} {'->':>2} "
+        f"{'pert.':>6} {'changed':>7}" + (f" {'app.rel':>7}" if appended else "")
     ]
     for f in figures:
-        lines.append(
-            f"{f.perturbation:<9} {f.rows:>5} {_f(f.pooled_original)} -> {_f(f.pooled_perturbed)} "
+        line = (
+            f"{f.perturbation:<{width}} {f.rows:>5} {_f(f.pooled_original)} -> {_f(f.pooled_perturbed)} "
             f"{_f(f.mean_score_original)} -> {_f(f.mean_score_perturbed)} {_f(f.scores_changed):>7}"
-            + (f"  ({f.errors_perturbed} errors)" if f.errors_perturbed else "")
         )
-    lines.append(
+        if appended:
+            line += f" {_f(f.appended_relevant) if f.perturbation == 'wrongsource' else '':>7}"
+        if f.errors_perturbed:
+            line += f"  ({f.errors_perturbed} errors)"
+        lines.append(line.rstrip())
+    legend = (
         "pooled = utilized/relevant chunks predicted over all rows; mean = mean predicted score; "
         "changed = share of scored rows whose score changed"
     )
+    if appended:
+        legend += "; app.rel = share of rows whose appended chunk was called relevant (wrongsource)"
+    lines.append(legend)
     return "\n".join(lines)
 
 
@@ -254,7 +239,11 @@ def extras(
     text: list[str] = []
     if args.perturb:
         figures = drift(runner, items, results, args.perturb, seed=args.seed)
-        record["drift"] = [f.model_dump() for f in figures]
+        # appended_relevant only where it is measured (wrongsource): the other kinds' records keep their keys
+        record["drift"] = [
+            f.model_dump(exclude=None if f.perturbation == "wrongsource" else {"appended_relevant"})
+            for f in figures
+        ]
         text.append(render_drift(figures))
     if args.plot:
         from ._plot import plot_agreement
