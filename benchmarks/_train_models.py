@@ -10,12 +10,34 @@ from typing import Any
 
 from _train_data import APPENDED, ECHO, NATURAL, PREFIX, REPLACED, SWAPPED, TRUNCATED, WRONG_SOURCE, Example
 
+# Evidence that can only raise a probability (+1) or lower it (-1) with ``--monotonic``: more query
+# coverage for P(relevant), more answer support for P(utilized | relevant); a worse rank or a larger gap to
+# the interaction's best chunk (both 0 for the best) the other way. Other features are left free.
+RELEVANCE_EVIDENCE = ("q_cover_global", "q_cover_local", "q_bm25", "q_bigram", "s_q_cover")
+USE_EVIDENCE = (
+    "a_cover", "support", "support_rel", "support_mean", "best_source_share", "ng4", "ng8", "chunk_in_answer",
+    "a_exclusive", "tri_exclusive", "support_half_share", "s_in_answer", "s_drawn_share", "s_drawn_count",
+    "first_support", "first_support_rel", "only_source_share",
+)  # fmt: skip
 
-def hgb(args: argparse.Namespace, max_iter: int) -> Any:
-    """A chunk classifier (P(relevant) or P(utilized | relevant)) with the command's tree settings."""
+
+def monotonic(evidence: Sequence[str]) -> list[int]:
+    """scikit-learn's ``monotonic_cst`` over :data:`FEATURE_NAMES`: +1 for the ``evidence`` features,
+    -1 for their ``_rank`` and ``_gap`` columns, 0 for the rest."""
+    from ctxutil_otel.judges._learned_features import FEATURE_NAMES
+
+    signs = {name: 1 for name in evidence}
+    signs.update({f"{name}_{kind}": -1 for name in evidence for kind in ("rank", "gap")})
+    return [signs.get(name, 0) for name in FEATURE_NAMES]
+
+
+def hgb(args: argparse.Namespace, max_iter: int, evidence: Sequence[str] = ()) -> Any:
+    """A chunk classifier (P(relevant) or P(utilized | relevant)) with the command's tree settings
+    (``--monotonic``: constrained on ``evidence``, :func:`monotonic`)."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     return HistGradientBoostingClassifier(
+        monotonic_cst=monotonic(evidence) if getattr(args, "monotonic", False) else None,
         max_iter=max_iter,
         learning_rate=args.learning_rate,
         max_leaf_nodes=args.max_leaf_nodes,
@@ -79,9 +101,9 @@ def chunk_sets(
 
 def fit_chunk_models(examples: Sequence[Example], args: argparse.Namespace) -> tuple[Any, Any]:
     rx, ry, ux, uy, uw = chunk_sets(examples, args)
-    rel = hgb(args, args.max_iter).fit(rx, ry)
+    rel = hgb(args, args.max_iter, RELEVANCE_EVIDENCE).fit(rx, ry)
     weighted = any(w != 1.0 for w in uw)
-    use = hgb(args, args.max_iter).fit(ux, uy, sample_weight=uw if weighted else None)
+    use = hgb(args, args.max_iter, USE_EVIDENCE).fit(ux, uy, sample_weight=uw if weighted else None)
     return rel, use
 
 

@@ -6,7 +6,7 @@
 For each judge, through the real path (``ContextualUtilization`` + ``MetricRunner`` + ``agreement``):
 score RMSE, low-score AUROC, relevance / utilization F1 and pooled utilization, overall and per subset,
 with 95% percentile bootstrap intervals (rows resampled with replacement, seed 0) for RMSE and AUROC;
-then the three perturbations of ``ctxutil-otel bench --perturb`` (pooled utilization and mean score,
+then every perturbation of ``ctxutil-otel bench --perturb`` (pooled utilization and mean score,
 original vs perturbed); then the ``added_offtopic`` contract check (DESIGN.md: irrelevant chunks neither
 lower nor raise the score): 1 and 3 chunks of other rows appended to every row, the share of scored rows
 whose score changes and the mean change, and the share of rows with no labelled-relevant chunk the judge

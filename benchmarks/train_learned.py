@@ -378,6 +378,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "relevant to the query stays relevant whatever the answer)",
         ),
         (
+            "--monotonic",
+            False,
+            "constrain the trees: more query coverage never lowers P(relevant), more answer support never "
+            "lowers P(utilized | relevant) (_train_models.monotonic)",
+        ),
+        (
             "--relevance-echo",
             True,
             "train P(relevant) on the echo copies too (their relevance labels are the row's)",

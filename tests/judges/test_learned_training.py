@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import _train_data  # noqa: E402  # benchmarks/ modules, importable once their folder is on the path
+import _train_models  # noqa: E402
 import train_learned  # noqa: E402
 
 SMALL = [
@@ -207,3 +208,22 @@ def test_a_first_words_copy_uses_a_chunk_only_for_a_word_beyond_the_query(senten
     assert _train_data.prefix_word_uses(row, "Ada Brandt discovered") == [True, False, False]
     # only the question's words: draws on nothing
     assert _train_data.prefix_word_uses(row, "The Foo comet") == [False, False, False]
+
+
+def test_monotonic_constraints_raise_on_evidence_and_lower_on_its_rank_and_gap() -> None:
+    from ctxutil_otel.judges._learned_features import FEATURE_NAMES
+
+    signs = _train_models.monotonic(("support", "q_bm25"))
+    assert len(signs) == len(FEATURE_NAMES)
+    named = {name: sign for name, sign in zip(FEATURE_NAMES, signs, strict=True) if sign}
+    assert named == {
+        "support": 1,
+        "q_bm25": 1,
+        "support_rank": -1,
+        "support_gap": -1,
+        "q_bm25_rank": -1,
+        "q_bm25_gap": -1,
+    }
+    # Every evidence feature the trainer constrains exists (a renamed feature would silently go free).
+    for name in (*_train_models.RELEVANCE_EVIDENCE, *_train_models.USE_EVIDENCE):
+        assert name in FEATURE_NAMES
