@@ -37,7 +37,7 @@ from ctxutil_otel.metric._contextual_utilization import normalise_chunk
 
 NATURAL, SWAPPED, TRUNCATED = "natural", "swapped", "truncated"
 REPLACED, APPENDED, ECHO, PREFIX = "replaced", "appended", "echo", "prefix"
-WRONG_SOURCE = "wrong_source"
+WRONG_SOURCE, PARTIAL = "wrong_source", "partial"
 OFFTOPIC_APPENDED = (1, 3)
 """Off-topic chunks appended to each row in its ``appended`` copies (one copy per count)."""
 MIN_NEW_SHARE = 0.2
@@ -120,6 +120,8 @@ class Example:
             used = [False] * len(row["chunk_labels"])
         elif kind == PREFIX:
             used = prefix_word_uses(row, answer)
+        elif kind == PARTIAL:
+            used = prefix_uses(row, kept or ())
         elif kind == TRUNCATED:
             used = (
                 first_sentence_uses(row, answer) if kept is None or len(kept) == 1 else prefix_uses(row, kept)
@@ -220,6 +222,7 @@ def examples_of(
     echo_every: int = 1,
     prefix_words: int = 0,
     wrong_source: bool = True,
+    partial: bool = True,
 ) -> list[Example]:
     """Natural rows first (in file order), then one swapped copy per row, then (when ``truncated``) for
     each ``c`` of ``cuts`` a copy of each row whose answer has more than ``c`` sentences, cut to its first
@@ -231,7 +234,8 @@ def examples_of(
     sentences, verbatim), that chunk labelled *not relevant* (it is off the query's topic, whatever the
     answer does with it) and the row's own chunks *not utilized* (the answer ignores them). Its draws come
     from a generator of its own (seeded from the number of rows), so the copies before are the same with
-    or without it."""
+    or without it. Then (when ``partial``, no random draw) one partial copy per row whose answer draws on
+    several used chunks (:func:`partial_answer`)."""
     partner = derangement(rows, rng)
     out = _examples(rows, weights, rng, partner, truncated, cuts)
     if offtopic:
@@ -265,7 +269,30 @@ def examples_of(
             if extra:
                 copied = " ".join(p.strip() for p in sentences(extra[0])[:2])
                 out.append(Example(with_chunks(r, extra), i, WRONG_SOURCE, weights, copied))
+    if partial:
+        for i, r in enumerate(rows):
+            kept = partial_answer(r)
+            if kept:
+                out.append(Example(r, i, PARTIAL, weights, " ".join(kept), kept=kept))
     return out
+
+
+def partial_answer(row: dict[str, Any]) -> list[str]:
+    """The answer sentences of ``row`` that draw on its first used chunk (:func:`first_sentence_uses`),
+    when they are not all of them and some other used chunk is then left undrawn on; else ``[]``. Such a
+    copy keeps the row's relevance labels and its utilized labels follow the kept sentences
+    (:func:`prefix_uses`): an answer drawn from one of several relevant chunks, in the row's own words."""
+    parts = [p.strip() for p in sentences(row["actual_output"]) if p.strip()]
+    if len(parts) < 2:
+        return []
+    uses = [first_sentence_uses(row, part) for part in parts]
+    full = [any(u[c] for u in uses) for c in range(len(row["chunk_labels"]))]
+    if sum(full) < 2:
+        return []
+    first = full.index(True)
+    kept = [part for part, u in zip(parts, uses, strict=True) if u[first]]
+    left = [any(u[c] for u, part in zip(uses, parts, strict=True) if part in kept) for c in range(len(full))]
+    return kept if len(kept) < len(parts) and sum(left) < sum(full) else []
 
 
 def _examples(

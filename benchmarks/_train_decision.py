@@ -131,6 +131,7 @@ def report(
     appended: dict[int, dict[int, tuple[list[bool], list[bool]]]] = {}
     replaced_na: list[bool] = []
     wrong: list[tuple[list[bool], list[bool]]] = []
+    partial: list[tuple[float, float]] = []  # (predicted, labelled) score of the partial copies
     low: list[float] = []
     other: list[float] = []
     low_c: list[float] = []
@@ -149,6 +150,9 @@ def report(
             replaced_na.append(not any(got[0]))
         elif ex.kind == "wrong_source":
             wrong.append(got)
+        elif ex.kind == "partial":
+            if ex.score is not None and any(got[0]):
+                partial.append((sum(r and u for r, u in zip(*got, strict=True)) / sum(got[0]), ex.score))
         elif ex.kind == "appended":
             appended.setdefault(ex.appended, {})[ex.row_index] = got
         else:
@@ -181,6 +185,9 @@ def report(
         f"  not applicable on rows with no labelled-relevant chunk {na_natural:.3f} ({len(nothing)} rows), "
         f"on replaced-chunk copies {sum(replaced_na) / len(replaced_na) if replaced_na else 0.0:.3f}; "
         f"scored rows called not applicable {scored_na}\n  {invariance}\n"
+        f"  partial answers (the sentences drawing on one of several used chunks, {len(partial)} copies): "
+        f"mean score {math.fsum(p for p, _ in partial) / len(partial) if partial else 0.0:.3f} (labelled "
+        f"{math.fsum(y for _, y in partial) / len(partial) if partial else 0.0:.3f})\n"
         f"  wrong source (answer copied from an appended off-topic chunk): pooled {_pooled(wrong):.3f}, "
         f"the copied chunk called relevant {sum(r[-1] for r, _ in wrong) / len(wrong) if wrong else 0.0:.3f}"
     )

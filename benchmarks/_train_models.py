@@ -8,7 +8,18 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from _train_data import APPENDED, ECHO, NATURAL, PREFIX, REPLACED, SWAPPED, TRUNCATED, WRONG_SOURCE, Example
+from _train_data import (
+    APPENDED,
+    ECHO,
+    NATURAL,
+    PARTIAL,
+    PREFIX,
+    REPLACED,
+    SWAPPED,
+    TRUNCATED,
+    WRONG_SOURCE,
+    Example,
+)
 
 # Evidence that can only raise a probability (+1) or lower it (-1) with ``--monotonic``: more query
 # coverage for P(relevant), more answer support for P(utilized | relevant); a worse rank or a larger gap to
@@ -63,6 +74,8 @@ def trained_on(ex: Example, args: argparse.Namespace) -> bool:
         return bool(args.echo)
     if ex.kind == WRONG_SOURCE:
         return bool(args.wrong_source)
+    if ex.kind == PARTIAL:
+        return bool(getattr(args, "partial", False))
     if ex.kind == PREFIX:
         return True
     return args.offtopic or ex.kind not in (REPLACED, APPENDED)
@@ -86,7 +99,7 @@ def chunk_sets(
             learns = ex.kind in (NATURAL, REPLACED, APPENDED, WRONG_SOURCE)
             if (
                 learns
-                or (args.relevance_truncated and ex.kind == TRUNCATED)
+                or (args.relevance_truncated and ex.kind in (TRUNCATED, PARTIAL))
                 or (args.relevance_echo and ex.kind in (ECHO, PREFIX))
                 or (args.relevance_swapped and ex.kind == SWAPPED)
             ):

@@ -21,7 +21,10 @@ Steps (all deterministic for a given ``--seed``; training only ever reads ``--tr
    another row appended and the answer copied from it, that chunk *not relevant*, the row's own chunks
    *not utilized*; always built and measured, learned from only with ``--wrong-source``: it fixes
    answers drawn from an off-topic chunk but costs utilization F1 and truncation drop out of fold,
-   docs/judges.md). Relevance labels are otherwise unchanged in the copies. Without
+   docs/judges.md); and one **partial copy** of every row whose answer draws on several used chunks (the
+   answer's sentences that draw on the first of them; always built and measured: the trainer prints their
+   out-of-fold mean score against the labelled one; learned from only with ``--partial``, which did not
+   lower it). Relevance labels are otherwise unchanged in the copies. Without
    them a model learns "answers use their context" from natural data and barely reacts when they stop
    doing so.
 3. ``P(relevant)``: ``HistGradientBoostingClassifier`` over all chunks of the natural rows and of the
@@ -376,6 +379,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             True,
             "train P(relevant) on the swapped-answer copies too (relevance labels are the row's: a chunk "
             "relevant to the query stays relevant whatever the answer)",
+        ),
+        (
+            "--partial",
+            False,
+            "learn from the partial copies (the answer's sentences that draw on one of several used "
+            "chunks; _train_data.partial_answer); always built and measured",
         ),
         (
             "--monotonic",

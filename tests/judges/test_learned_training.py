@@ -161,16 +161,21 @@ def test_copies_share_their_rows_fold_and_carry_the_derived_labels() -> None:
     assert [ex.row_index for ex in echo] == [0, 1, 2]
     for ex in echo:
         assert not any(ex.utilized) and ex.relevant == made[ex.row_index].relevant and ex.score == 0.0
-    # then one wrong-source copy per row, last: another row's chunk appended and the answer copied from
+    # then one wrong-source copy per row: another row's chunk appended and the answer copied from
     # it; that chunk not relevant, the row's own chunks keep their relevance and are not used
     wrong = [ex for ex in made if ex.kind == _train_data.WRONG_SOURCE]
-    assert [ex.row_index for ex in wrong] == [0, 1, 2] and made[-6:] == echo + wrong
+    # then the partial copies, last: only the answer drawing on two used chunks, cut to the sentences of
+    # the first (relevance kept, chunk 1 no longer used)
+    partial = [ex for ex in made if ex.kind == _train_data.PARTIAL]
+    assert [(ex.row_index, ex.utilized) for ex in partial] == [(0, [True, False, False])]
+    assert partial[0].relevant == made[0].relevant and partial[0].score == 1 / 3
+    assert [ex.row_index for ex in wrong] == [0, 1, 2] and made[-7:] == echo + wrong + partial
     for ex in wrong:
         natural = made[ex.row_index]
         n = len(natural.relevant)
         assert len(ex.relevant) == n + 1 and not ex.relevant[n] and ex.relevant[:n] == natural.relevant
         assert not any(ex.utilized) and ex.score == (0.0 if any(natural.relevant) else None)
-    for ex in made[7:-6]:
+    for ex in made[7:-7]:
         assert ex.kind in (_train_data.REPLACED, _train_data.APPENDED)
         n = len(ex.relevant) - ex.appended
         natural = made[ex.row_index]
@@ -179,7 +184,7 @@ def test_copies_share_their_rows_fold_and_carry_the_derived_labels() -> None:
         else:  # own labels kept, the appended chunks not relevant: same labelled score
             assert ex.relevant[:n] == natural.relevant and ex.utilized[:n] == natural.utilized
             assert not any(ex.relevant[n:]) and ex.score == natural.score
-    assert {ex.kind for ex in made[7:-6]} == {_train_data.REPLACED, _train_data.APPENDED}
+    assert {ex.kind for ex in made[7:-7]} == {_train_data.REPLACED, _train_data.APPENDED}
 
 
 def test_copies_cut_to_two_sentences_keep_the_chunks_either_kept_sentence_draws_on() -> None:
