@@ -142,6 +142,11 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     fold_of = {row: position % args.folds for position, row in enumerate(order)}
     if args.folds_by == "subset":
         subsets = sorted({r["subset"] for r in rows})
+        if len(subsets) < 2:
+            raise SystemExit(
+                f"--folds-by subset: the training rows hold {len(subsets)} subset ({', '.join(subsets)}); "
+                "leaving one out needs at least 2 (use --folds, or more rows than --limit gives)"
+            )
         fold_of = {i: subsets.index(r["subset"]) for i, r in enumerate(rows)}
         args.folds = len(subsets)
     oof_rel: list[list[float]] = [[] for _ in examples]
@@ -223,6 +228,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                     "relevance_swapped",
                     "wrong_source",
                     "folds",
+                    "folds_by",
                     "vocabulary",
                 )
             },
@@ -334,7 +340,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=("random", "subset"),
         default="random",
         help="out-of-fold folds: random (--folds of them) or one per subset (leave one domain out: "
-        "the figures a domain the model never saw would get)",
+        "the figures a domain the model never saw would get; --folds is then the number of subsets). "
+        "The threshold and fallback of the written model are chosen on these folds' predictions too, so "
+        "--check against a model trained with random folds may report DIFFERS",
     )
     parser.add_argument(
         "--fallback",

@@ -232,3 +232,13 @@ def test_monotonic_constraints_raise_on_evidence_and_lower_on_its_rank_and_gap()
     # Every evidence feature the trainer constrains exists (a renamed feature would silently go free).
     for name in (*_train_models.RELEVANCE_EVIDENCE, *_train_models.USE_EVIDENCE):
         assert name in FEATURE_NAMES
+
+
+def test_leaving_one_subset_out_needs_two_subsets(tmp_path: Path) -> None:
+    rows = [row for row in load_sample() if row["subset"] == "covidqa"][:6]
+    path = tmp_path / "one_subset.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"--folds-by subset: .* 1 subset \(covidqa\); .* at least 2"):
+        train_learned.main(
+            ["--train", str(path), "--out", str(tmp_path / "m.json"), "--folds-by", "subset", *SMALL]
+        )

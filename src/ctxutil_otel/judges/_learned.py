@@ -19,11 +19,11 @@ and provenance in ``docs/judges.md``):
    P(utilized | relevant); rounded to the nearest whole count (``round_offset``), that many of the
    relevant chunks most likely used are marked utilized
    (:func:`~ctxutil_otel.judges._learned_decision.decide`). Every chunk counts through its own
-   probabilities only: chunks that are not relevant move nothing, and an answer drawn from one of three
-   relevant chunks is expected to use about one. Model formats 1-3 had a third, row-level model predict
-   the score from aggregates of the chunk probabilities and set the count from it; it learnt the
-   training domains' typical scores, and judged a domain it had not seen worse than the expected count
-   does (``docs/judges-history.md``).
+   probabilities only: chunks that are not relevant add nothing to the count (they can still shift the
+   others' features, which are read across the interaction). Model formats 1-3 had a third, row-level
+   model predict the score from aggregates of the chunk probabilities and set the count from it; it
+   learnt the training domains' typical scores, and judged a domain it had not seen worse than the
+   expected count does (``docs/judges-history.md``).
 5. **Nothing to draw on.** An answer with no words, or one that only repeats the query
    (:func:`draws_on_nothing`), uses no chunk, whatever the models say.
 
@@ -80,7 +80,7 @@ class LearnedJudge:
 
     Deterministic (same input, same verdicts), pure Python, no network. ``name`` is ``"learned"`` and
     ``model`` the shipped model's id (``model_id`` in its provenance, e.g.
-    ``"ctxutil-gbdt-ragbench-seed20261201-d8893eb5"``: the training seed and the sha256 of the model body),
+    ``"ctxutil-gbdt-ragbench-seed20261201-e41a609d"``: the training seed and the sha256 of the model body),
     reported as ``ctxutil.judge.model``.
 
     Args:
@@ -181,6 +181,7 @@ class LearnedJudge:
         if drew_nothing:  # whatever the models say
             utilized = [False] * len(chunks)
         n_rel = sum(relevant)
+        n_used = sum(utilized)
         threshold = m.decision.relevance_threshold
         fallback = not any(p >= threshold for p in probs.relevant)
         return [
@@ -198,6 +199,7 @@ class LearnedJudge:
                     n_rel,
                     _rule(probs.relevant[i], relevant[i], threshold, fallback),
                     drew_nothing,
+                    n_used,
                 )
                 if reasons
                 else "",
@@ -223,6 +225,7 @@ def _reason(
     n_rel: int,
     rule: str = "",
     nothing: str = "",
+    used_count: int = 0,
 ) -> str:
     terms = f" incl. {', '.join(repr(t) for t in e.top_terms)}" if e.top_terms else ""
     # Support from a sentence that only repeats the query's words says little about use.
@@ -232,12 +235,17 @@ def _reason(
         f"{e.support:.2f} ({e.support_rel:.2f} of best{echo}); query overlap {e.query_cover:.2f}"
     )
     odds = f"P(relevant) {p_rel:.2f}, P(used) {p_use:.2f}{rule}"
-    count = f"{expected:.1f} of the {n_rel} relevant chunk{'s' if n_rel != 1 else ''} expected used"
+    count = f"{expected:.2f} of the {n_rel} relevant chunk{'s' if n_rel != 1 else ''} expected used"
     if utilized:
         # The count of used chunks is the expected one, rounded; a chunk the models find less likely
         # used than not may complete it (the most likely of the rest), and the reason says so.
         return f"used ({odds}{f'; counted to make up the {count}' if p_use < 0.5 else ''}): {evidence}"
     if relevant:
-        why = f"; {nothing}, so it draws on no chunk" if nothing else f"; {count}"
+        if nothing:
+            why = f"; {nothing}, so it draws on no chunk"
+        elif p_use >= 0.5:  # more likely used than not, yet outside the rounded count
+            why = f"; {count}, rounded to {used_count}: more likely used chunks make up the count"
+        else:
+            why = f"; {count}"
         return f"relevant, not used ({odds}{why}): {evidence}"
     return f"not relevant ({odds}): {evidence}"

@@ -6,8 +6,10 @@
 a fallback to the most likely chunk (:func:`decide_relevant`); then the expected number of used relevant
 chunks, the sum of their P(utilized | relevant) (:func:`expected_used`), rounded to a whole count, and
 that many of the most likely used relevant chunks marked utilized (:func:`decide_utilized`). Each chunk
-counts only through its own probabilities, so chunks that are not relevant move nothing, and an answer
-that draws on one of three relevant chunks scores about 1/3 rather than a training set's typical score.
+counts only through its own probabilities, so chunks that are not relevant move no verdict here (the
+features themselves are read across the interaction: ranks, gaps, in-interaction word weights), and the
+count follows the evidence of use rather than a training set's typical score (an answer drawn from one of
+several relevant chunks still scores above the right share on average: docs/judges.md, Known limits).
 The parameters are the model file's :class:`~ctxutil_otel.judges._learned_model.Decision`.
 """
 
