@@ -176,7 +176,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     print("  out of fold on train: " + report(examples, oof_rel, oof_use, decision))
     print(
         "  per subset ("
-        + ("each judged by models that never saw it" if args.folds_by == "subset" else "out of fold")
+        + ("each judged by chunk models that never saw it" if args.folds_by == "subset" else "out of fold")
         + "):"
     )
     print(by_subset(examples, oof_rel, oof_use, decision), flush=True)

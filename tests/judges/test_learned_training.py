@@ -83,7 +83,7 @@ def test_small_retrain_writes_a_model_the_judge_loads_and_training_is_reproducib
         ["--train", str(train_file), "--out", str(out), "--check", "--folds-by", "subset", *SMALL]
     )
     printed = capsys.readouterr().out
-    assert "per subset (each judged by models that never saw it):" in printed
+    assert "per subset (each judged by chunk models that never saw it):" in printed
     subsets = {row["subset"] for row in load_sample(limit=120)}
     assert len(subsets) > 1 and all(f"  [{name}] " in printed for name in subsets)
 
