@@ -133,9 +133,31 @@ def test_swap_on_one_row_is_refused_before_the_run(
     one.write_text(Path(sample_path()).read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8")
     assert main(["bench", str(one), "--perturb", "swap"]) == 2
     err = capsys.readouterr().err
-    assert "--perturb swap needs at least 2 rows" in err and "has 1" in err
+    assert "--perturb swap needs at least 2 rows" in err
+    assert "1 readable row was used (unreadable or unlabelled lines are not counted)" in err
     with pytest.raises(ValueError, match="at least 2 rows"):
         perturb([DatasetItem(query="q", actual_output="a", retrieved_content=["c"])], "swap")
+
+
+def test_the_refusal_counts_the_rows_used_not_the_lines_of_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The sample has 250 lines: with --limit 1 one row is used, and the message says so (it used to say
+    # "the file has 1"). Likewise three lines of which two cannot be read or have no labels.
+    assert main(["bench", sample_path(), "--limit", "1", "--perturb", "swap"]) == 2
+    err = capsys.readouterr().err
+    assert "the file has" not in err
+    assert "1 readable row was used (after --limit 1; unreadable or unlabelled lines are not counted)" in err
+    three = tmp_path / "three.jsonl"
+    first = Path(sample_path()).read_text(encoding="utf-8").splitlines()[0]
+    unlabelled = json.dumps({k: v for k, v in json.loads(first).items() if k != "chunk_labels"})
+    three.write_text(f"{first}\nnot json\n{unlabelled}\n", encoding="utf-8")
+    assert main(["bench", str(three), "--perturb", "pad"]) == 2
+    err = capsys.readouterr().err
+    assert "--perturb pad needs at least 2 rows" in err and "the file has" not in err
+    assert "1 readable row was used (unreadable or unlabelled lines are not counted)" in err
+    assert main(["bench", sample_path(), "--limit", "2", "--perturb", "swap", "--json"]) == 0  # 2 is enough
+    assert json.loads(capsys.readouterr().out)["drift"][0]["rows"] == 2
 
 
 def test_plot_into_a_missing_directory_is_refused_before_the_run(
@@ -233,7 +255,8 @@ def test_kinds_taking_from_other_rows_refuse_one_row(
     one.write_text(Path(sample_path()).read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8")
     assert main(["bench", str(one), "--perturb", "echo", "--perturb", kind]) == 2
     captured = capsys.readouterr()
-    assert f"--perturb {kind} needs at least 2 rows" in captured.err and "has 1" in captured.err
+    assert f"--perturb {kind} needs at least 2 rows" in captured.err
+    assert "1 readable row was used" in captured.err
     assert "perturb " not in captured.out  # refused before any row was judged
     with pytest.raises(ValueError, match=f"--perturb {kind} needs at least 2 rows"):
         perturb(ROWS[:1], kind)

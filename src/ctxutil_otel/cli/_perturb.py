@@ -103,10 +103,16 @@ def check_extras(args: argparse.Namespace, rows: int) -> str | None:
     """What makes ``--perturb``/``--plot`` impossible, found before the run (``None`` when nothing):
     a kind that takes from other rows (``swap``, ``offtopic``, ``wrongsource``, ``pad``) with fewer than 2
     rows, ``--plot`` without matplotlib (names the ``plot`` extra) or into a directory that does not
-    exist."""
+    exist. ``rows`` is the number of rows the run would use: readable labelled lines, after ``--limit``."""
     for kind in FROM_OTHER_ROWS:
         if args.perturb and kind in args.perturb and rows < 2:
-            return f"--perturb {kind} needs at least 2 rows (it takes from other rows); the file has {rows}"
+            limit = getattr(args, "limit", None)
+            counted = "unreadable or unlabelled lines are not counted"
+            return (
+                f"--perturb {kind} needs at least 2 rows (it takes from other rows); {rows} readable "
+                f"{'row was' if rows == 1 else 'rows were'} used "
+                f"({f'after --limit {limit}; ' if limit is not None else ''}{counted})"
+            )
     if args.plot:
         try:
             import matplotlib  # noqa: F401  (only whether it imports)
