@@ -14,6 +14,7 @@ from ctxutil_otel import DatasetItem
 from ctxutil_otel.cli import main
 from ctxutil_otel.cli._io import Line, read_items
 from ctxutil_otel.cli._perturb import add_offtopic, perturb
+from ctxutil_otel.cli._perturb_rows import ECHO_FORMS, echo_query
 from ctxutil_otel.cli._plot import roc_points
 from ctxutil_otel.data import sample_path
 from ctxutil_otel.judges._text import sentences, words
@@ -210,6 +211,20 @@ def test_echo_answers_are_edits_of_the_query_that_add_no_chunk_word() -> None:
             assert new.actual_output == " ".join(reversed(old.query.split()))
             forms.add("reversed")
     assert forms == {"Q", "twice", "reversed"}  # the seed rotates between the three documented forms
+
+
+@pytest.mark.parametrize("query", ["tea", "  tea ", "a b a", "to be to", "", "why is the sky blue"])
+def test_no_echo_form_gives_the_query_words_in_order(query: str) -> None:
+    # "tea" reversed is "tea": the reversed form falls back to "Q: " + query whenever reversing (or, for a
+    # query without words, repeating) changes nothing.
+    for form in range(len(ECHO_FORMS)):
+        assert echo_query(query, form).split() != query.split()
+    assert echo_query("tea", 2) == "Q: tea"
+    assert echo_query("why is the sky blue", 2) == "blue sky the is why"  # the others are unchanged
+    assert echo_query("tea", 1) == "tea tea"
+    items = [DatasetItem(query="tea", actual_output="Green tea.", retrieved_content=["Tea is green."])] * 12
+    echoed = perturb(items, "echo", seed=1)
+    assert {e.actual_output for e in echoed} == {"Q: tea", "tea tea"}  # never "tea" (form 2 drawn too)
 
 
 def test_wrongsource_answers_with_the_chunk_offtopic_appends() -> None:

@@ -16,8 +16,9 @@ judge worth alerting on must react the way the truth does:
   DESIGN.md: irrelevant chunks neither lower nor raise the score, so the figures should not move; a
   judge that moves here moves your dashboards when the retriever's top-k changes.
 * ``echo``: every answer is replaced by a light edit of its own query (``"Q: " + query``, the query
-  twice, or its words reversed; one per row, seeded). The answer draws on no chunk: the pooled
-  utilization should fall to about 0.
+  twice, or its words reversed; one per row, seeded; never the query's words in order: ``"Q: " + query``
+  when reversing changes nothing). The answer draws on no chunk: the pooled utilization should fall to
+  about 0.
 * ``wrongsource``: ``offtopic``'s chunk is appended and the answer replaced by that chunk's first two
   sentences. The row's own chunks are unused and the appended one is off the query's topic, so the
   pooled utilization should fall to about 0 and the appended chunk should not be called relevant.
