@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from ctxutil_otel import DatasetItem
 from ctxutil_otel.cli import main
 from ctxutil_otel.cli._io import Line, read_items
-from ctxutil_otel.cli._perturb import add_offtopic, perturb
+from ctxutil_otel.cli._perturb import DriftFigures, add_offtopic, perturb
 from ctxutil_otel.cli._perturb_rows import ECHO_FORMS, echo_query
 from ctxutil_otel.cli._plot import roc_points
 from ctxutil_otel.data import sample_path
@@ -98,6 +99,35 @@ def test_bench_perturb_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert any(line.startswith("perturb ") for line in lines)
     swap = next(line for line in lines if line.startswith("swap "))
     assert swap.split()[1] == "20" and "->" in swap
+
+
+def test_batch_md_documents_every_json_key_of_the_drift_records(capsys: pytest.CaptureFixture[str]) -> None:
+    # The table says "changed" and "app.rel"; the JSON keys (scores_changed, appended_relevant, ...) were
+    # not written anywhere. The paragraph of docs/batch.md that starts "With `--json` the figures are in
+    # `drift`" must name every key a record has, and every field a record can have.
+    page = (Path(__file__).parents[2] / "docs" / "batch.md").read_text(encoding="utf-8")
+    start = page.index("With `--json` the figures are in `drift`")
+    documented = set(re.findall(r"`([a-z_]+)`", page[start : page.index("\n\n", start)]))
+    assert (
+        main(
+            [
+                "bench",
+                sample_path(),
+                "--limit",
+                "4",
+                "--perturb",
+                "swap",
+                "--perturb",
+                "wrongsource",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    records = json.loads(capsys.readouterr().out)["drift"]
+    keys = {key for record in records for key in record}
+    assert "scores_changed" in keys and "appended_relevant" in keys
+    assert keys | set(DriftFigures.model_fields) <= documented
 
 
 def test_bench_plot_writes_a_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -25,10 +25,11 @@ judge worth alerting on must react the way the truth does:
 * ``pad``: every row gets three chunks of other rows appended (``offtopic`` with three). Nothing should
   move.
 
-Beside pooled and mean, ``changed`` is the share of the rows scored on the original whose score differs
-on the perturbed copy (a row that became not applicable counts as changed); for ``wrongsource``,
-``appended_relevant`` is the share of the rows given a chunk (and judged without error) whose appended
-chunk the judge called relevant.
+Beside pooled and mean, ``changed`` (``scores_changed`` in ``--json``, see :class:`DriftFigures`) is the
+share of the rows scored on the original whose score differs on the perturbed copy (a row that became not
+applicable counts as changed); for ``wrongsource``, ``appended_relevant`` (``app.rel`` in the table) is
+the share of the rows given a chunk (and judged without error) whose appended chunk the judge called
+relevant. docs/batch.md lists every JSON key.
 
 All perturbations are deterministic for a given ``--seed`` (default 0).
 """
