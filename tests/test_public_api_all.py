@@ -74,9 +74,11 @@ EXPECTED_ALL: dict[str, list[str]] = {
         "JudgeTimeoutError",
         "LearnedJudge",
         "LexicalJudge",
+        "ModelFileError",
         "OpenAIJudge",
         "TokenUsage",
         "VerdictMismatchError",
+        "load_model",
     ],
     "ctxutil_otel.metric": [
         "ChunkBreakdown",

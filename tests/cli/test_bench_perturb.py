@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,8 @@ import pytest
 from ctxutil_otel import DatasetItem
 from ctxutil_otel.cli import main
 from ctxutil_otel.cli._io import Line, read_items
-from ctxutil_otel.cli._perturb import add_offtopic, perturb
+from ctxutil_otel.cli._perturb import DriftFigures, add_offtopic, perturb
+from ctxutil_otel.cli._perturb_rows import ECHO_FORMS, echo_query
 from ctxutil_otel.cli._plot import roc_points
 from ctxutil_otel.data import sample_path
 from ctxutil_otel.judges._text import sentences, words
@@ -99,6 +101,35 @@ def test_bench_perturb_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert swap.split()[1] == "20" and "->" in swap
 
 
+def test_batch_md_documents_every_json_key_of_the_drift_records(capsys: pytest.CaptureFixture[str]) -> None:
+    # The table says "changed" and "app.rel"; the JSON keys (scores_changed, appended_relevant, ...) were
+    # not written anywhere. The paragraph of docs/batch.md that starts "With `--json` the figures are in
+    # `drift`" must name every key a record has, and every field a record can have.
+    page = (Path(__file__).parents[2] / "docs" / "batch.md").read_text(encoding="utf-8")
+    start = page.index("With `--json` the figures are in `drift`")
+    documented = set(re.findall(r"`([a-z_]+)`", page[start : page.index("\n\n", start)]))
+    assert (
+        main(
+            [
+                "bench",
+                sample_path(),
+                "--limit",
+                "4",
+                "--perturb",
+                "swap",
+                "--perturb",
+                "wrongsource",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    records = json.loads(capsys.readouterr().out)["drift"]
+    keys = {key for record in records for key in record}
+    assert "scores_changed" in keys and "appended_relevant" in keys
+    assert keys | set(DriftFigures.model_fields) <= documented
+
+
 def test_bench_plot_writes_a_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = tmp_path / "bench.png"
     assert main(["bench", sample_path(), "--limit", "80", "--plot", str(target)]) == 0
@@ -133,9 +164,31 @@ def test_swap_on_one_row_is_refused_before_the_run(
     one.write_text(Path(sample_path()).read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8")
     assert main(["bench", str(one), "--perturb", "swap"]) == 2
     err = capsys.readouterr().err
-    assert "--perturb swap needs at least 2 rows" in err and "has 1" in err
+    assert "--perturb swap needs at least 2 rows" in err
+    assert "1 readable row was used (unreadable or unlabelled lines are not counted)" in err
     with pytest.raises(ValueError, match="at least 2 rows"):
         perturb([DatasetItem(query="q", actual_output="a", retrieved_content=["c"])], "swap")
+
+
+def test_the_refusal_counts_the_rows_used_not_the_lines_of_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The sample has 250 lines: with --limit 1 one row is used, and the message says so (it used to say
+    # "the file has 1"). Likewise three lines of which two cannot be read or have no labels.
+    assert main(["bench", sample_path(), "--limit", "1", "--perturb", "swap"]) == 2
+    err = capsys.readouterr().err
+    assert "the file has" not in err
+    assert "1 readable row was used (after --limit 1; unreadable or unlabelled lines are not counted)" in err
+    three = tmp_path / "three.jsonl"
+    first = Path(sample_path()).read_text(encoding="utf-8").splitlines()[0]
+    unlabelled = json.dumps({k: v for k, v in json.loads(first).items() if k != "chunk_labels"})
+    three.write_text(f"{first}\nnot json\n{unlabelled}\n", encoding="utf-8")
+    assert main(["bench", str(three), "--perturb", "pad"]) == 2
+    err = capsys.readouterr().err
+    assert "--perturb pad needs at least 2 rows" in err and "the file has" not in err
+    assert "1 readable row was used (unreadable or unlabelled lines are not counted)" in err
+    assert main(["bench", sample_path(), "--limit", "2", "--perturb", "swap", "--json"]) == 0  # 2 is enough
+    assert json.loads(capsys.readouterr().out)["drift"][0]["rows"] == 2
 
 
 def test_plot_into_a_missing_directory_is_refused_before_the_run(
@@ -190,6 +243,20 @@ def test_echo_answers_are_edits_of_the_query_that_add_no_chunk_word() -> None:
     assert forms == {"Q", "twice", "reversed"}  # the seed rotates between the three documented forms
 
 
+@pytest.mark.parametrize("query", ["tea", "  tea ", "a b a", "to be to", "", "why is the sky blue"])
+def test_no_echo_form_gives_the_query_words_in_order(query: str) -> None:
+    # "tea" reversed is "tea": the reversed form falls back to "Q: " + query whenever reversing (or, for a
+    # query without words, repeating) changes nothing.
+    for form in range(len(ECHO_FORMS)):
+        assert echo_query(query, form).split() != query.split()
+    assert echo_query("tea", 2) == "Q: tea"
+    assert echo_query("why is the sky blue", 2) == "blue sky the is why"  # the others are unchanged
+    assert echo_query("tea", 1) == "tea tea"
+    items = [DatasetItem(query="tea", actual_output="Green tea.", retrieved_content=["Tea is green."])] * 12
+    echoed = perturb(items, "echo", seed=1)
+    assert {e.actual_output for e in echoed} == {"Q: tea", "tea tea"}  # never "tea" (form 2 drawn too)
+
+
 def test_wrongsource_answers_with_the_chunk_offtopic_appends() -> None:
     for items in (ROWS, _sample()):
         changed = perturb(items, "wrongsource", seed=2)
@@ -233,7 +300,8 @@ def test_kinds_taking_from_other_rows_refuse_one_row(
     one.write_text(Path(sample_path()).read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8")
     assert main(["bench", str(one), "--perturb", "echo", "--perturb", kind]) == 2
     captured = capsys.readouterr()
-    assert f"--perturb {kind} needs at least 2 rows" in captured.err and "has 1" in captured.err
+    assert f"--perturb {kind} needs at least 2 rows" in captured.err
+    assert "1 readable row was used" in captured.err
     assert "perturb " not in captured.out  # refused before any row was judged
     with pytest.raises(ValueError, match=f"--perturb {kind} needs at least 2 rows"):
         perturb(ROWS[:1], kind)

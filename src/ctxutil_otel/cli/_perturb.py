@@ -16,18 +16,20 @@ judge worth alerting on must react the way the truth does:
   DESIGN.md: irrelevant chunks neither lower nor raise the score, so the figures should not move; a
   judge that moves here moves your dashboards when the retriever's top-k changes.
 * ``echo``: every answer is replaced by a light edit of its own query (``"Q: " + query``, the query
-  twice, or its words reversed; one per row, seeded). The answer draws on no chunk: the pooled
-  utilization should fall to about 0.
+  twice, or its words reversed; one per row, seeded; never the query's words in order: ``"Q: " + query``
+  when reversing changes nothing). The answer draws on no chunk: the pooled utilization should fall to
+  about 0.
 * ``wrongsource``: ``offtopic``'s chunk is appended and the answer replaced by that chunk's first two
   sentences. The row's own chunks are unused and the appended one is off the query's topic, so the
   pooled utilization should fall to about 0 and the appended chunk should not be called relevant.
 * ``pad``: every row gets three chunks of other rows appended (``offtopic`` with three). Nothing should
   move.
 
-Beside pooled and mean, ``changed`` is the share of the rows scored on the original whose score differs
-on the perturbed copy (a row that became not applicable counts as changed); for ``wrongsource``,
-``appended_relevant`` is the share of the rows given a chunk (and judged without error) whose appended
-chunk the judge called relevant.
+Beside pooled and mean, ``changed`` (``scores_changed`` in ``--json``, see :class:`DriftFigures`) is the
+share of the rows scored on the original whose score differs on the perturbed copy (a row that became not
+applicable counts as changed); for ``wrongsource``, ``appended_relevant`` (``app.rel`` in the table) is
+the share of the rows given a chunk (and judged without error) whose appended chunk the judge called
+relevant. docs/batch.md lists every JSON key.
 
 All perturbations are deterministic for a given ``--seed`` (default 0).
 """
@@ -103,10 +105,16 @@ def check_extras(args: argparse.Namespace, rows: int) -> str | None:
     """What makes ``--perturb``/``--plot`` impossible, found before the run (``None`` when nothing):
     a kind that takes from other rows (``swap``, ``offtopic``, ``wrongsource``, ``pad``) with fewer than 2
     rows, ``--plot`` without matplotlib (names the ``plot`` extra) or into a directory that does not
-    exist."""
+    exist. ``rows`` is the number of rows the run would use: readable labelled lines, after ``--limit``."""
     for kind in FROM_OTHER_ROWS:
         if args.perturb and kind in args.perturb and rows < 2:
-            return f"--perturb {kind} needs at least 2 rows (it takes from other rows); the file has {rows}"
+            limit = getattr(args, "limit", None)
+            counted = "unreadable or unlabelled lines are not counted"
+            return (
+                f"--perturb {kind} needs at least 2 rows (it takes from other rows); {rows} readable "
+                f"{'row was' if rows == 1 else 'rows were'} used "
+                f"({f'after --limit {limit}; ' if limit is not None else ''}{counted})"
+            )
     if args.plot:
         try:
             import matplotlib  # noqa: F401  (only whether it imports)

@@ -8,7 +8,8 @@ length and order (the originals are not changed), deterministic for a given ``se
 * ``shuffle``: the chunks of every row are put in a seeded random order.
 * ``offtopic``: one chunk of another row appended to every row (:func:`add_offtopic` with ``k = 1``).
 * ``echo``: every answer is replaced by a light edit of the row's own query that adds no information, one
-  of :data:`ECHO_FORMS` per row, seeded: ``"Q: " + query``, the query twice, or its words in reverse order.
+  of :data:`ECHO_FORMS` per row, seeded: ``"Q: " + query``, the query twice, or its words in reverse order
+  (``"Q: " + query`` when the reversed words are the query's, as for a one-word query).
 * ``wrongsource``: the chunk ``offtopic`` appends (the same one for the same seed) is appended, and the
   answer is replaced by that chunk's first two sentences, verbatim (:func:`wrong_source`).
 * ``pad``: three chunks of other rows appended to every row (:func:`add_offtopic` with ``k = 3``).
@@ -48,7 +49,9 @@ def _reversed_words(query: str) -> str:
     return " ".join(reversed(query.split()))
 
 
-# ``echo``'s edits of a query: each adds no word but "Q", and none is the query verbatim.
+# ``echo``'s edits of a query: each adds no word but "Q". A form that gives the query's own words in order
+# (the reversed words of a one-word or palindromic query, the query twice when it has no word) is replaced
+# by the first one by ``echo_query``, so no echoed answer is the query verbatim.
 ECHO_FORMS: tuple[Callable[[str], str], ...] = (
     lambda query: f"Q: {query}",
     lambda query: f"{query} {query}",
@@ -64,12 +67,15 @@ def first_sentence(answer: str) -> str:
 
 def echo_query(query: str, form: int) -> str:
     """``query`` edited by ``ECHO_FORMS[form]``: 0 ``"Q: " + query``, 1 the query twice (space between),
-    2 its whitespace-separated words in reverse order.
+    2 its whitespace-separated words in reverse order; form 0 instead when the edit's words would be the
+    query's in the same order (form 2 on a one-word query such as ``"tea"``), so the result's words never
+    are.
 
     Raises:
         IndexError: for a ``form`` outside ``range(len(ECHO_FORMS))``.
     """
-    return ECHO_FORMS[form](query)
+    edited = ECHO_FORMS[form](query)
+    return ECHO_FORMS[0](query) if edited.split() == query.split() else edited
 
 
 def _need_other_rows(items: Sequence[DatasetItem], kind: str) -> None:

@@ -4,6 +4,9 @@
 * :class:`LexicalJudge`: offline, deterministic, pure Python word-overlap rules.
 * :class:`OpenAIJudge`: any OpenAI-compatible chat model, one call per interaction.
 
+:func:`load_model` checks and compiles a learned-judge model file of your own (parsed JSON) for
+``LearnedJudge(learned_model=...)``; it raises :class:`ModelFileError` (a ``ValueError``) naming the field.
+
 Any object with the :class:`Judge` shape works with the metric.
 """
 
@@ -21,6 +24,7 @@ from ._base import (
     VerdictMismatchError,
 )
 from ._learned import LearnedJudge
+from ._learned_model import ModelFileError, load_model
 from ._lexical import LexicalJudge
 
 if TYPE_CHECKING:
@@ -34,9 +38,11 @@ __all__ = [
     "JudgeTimeoutError",
     "LearnedJudge",
     "LexicalJudge",
+    "ModelFileError",
     "OpenAIJudge",
     "TokenUsage",
     "VerdictMismatchError",
+    "load_model",
 ]
 
 

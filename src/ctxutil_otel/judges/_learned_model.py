@@ -10,9 +10,12 @@ The model is one JSON document (``ctxutil_otel/data/learned_judge.json``, writte
      "relevance": ENSEMBLE, "utilization": ENSEMBLE,   # per chunk: P(relevant), P(utilized | relevant)
      "decision": {"relevance_threshold": p, "fallback_threshold": p, "round_offset": r}}
 
-    ENSEMBLE = {"baseline": float, "link": "logit" | "identity", "trees": [TREE, ...]}
-    TREE = [NODE, ...]   # node 0 is the root
+    ENSEMBLE = {"baseline": float, "link": "logit", "trees": [TREE, ...]}   # logit: a probability
+    TREE = [NODE, ...]   # node 0 is the root; every other node reached is the child of exactly one node
     NODE = [value]  (a leaf)  |  [feature, threshold, left, right]  (go left when x[feature] <= threshold)
+
+The decision's thresholds and ``round_offset`` are in [0, 1]; the ``zipf`` keys are finite numbers >= 0
+(the Zipf scale: log10 of a word's frequency per billion words).
 
 Each ensemble is compiled once, at load, into one Python function of nested ``if`` statements built only
 from the checked integers and floats of the file (no text from the file reaches the compiler), so one
@@ -32,7 +35,7 @@ from typing import Any
 
 from ._learned_features import FEATURE_NAMES, WordWeights
 
-__all__ = ["FORMAT", "Decision", "Ensemble", "LearnedModel", "load_model", "shipped_model"]
+__all__ = ["FORMAT", "Decision", "Ensemble", "LearnedModel", "ModelFileError", "load_model", "shipped_model"]
 
 FORMAT = "ctxutil-otel-learned-judge/4"
 """Version 4: two chunk ensembles and the decision; the utilized count is the expected number of used
@@ -64,10 +67,25 @@ def _index(value: Any, limit: int, where: str) -> int:
 def _tree_source(tree: Any, n_features: int, where: str, lines: list[str]) -> None:
     if not isinstance(tree, list) or not tree:
         raise ModelFileError(f"{where}: expected a non-empty list of nodes")
+    # Each node is emitted at most once (a second visit is refused), so the source and the time to build
+    # it are linear in the nodes; a node shared by two parents would otherwise be emitted once per path
+    # to it, exponential in the depth.
+    parent_of: dict[int, int | None] = {}
+    ancestors: set[int] = set()
 
-    def emit(node_id: int, depth: int) -> None:
+    def emit(node_id: int, parent: int | None, depth: int) -> None:
         if depth > _MAX_DEPTH:
             raise ModelFileError(f"{where}: deeper than {_MAX_DEPTH} levels (or a cycle)")
+        if node_id in ancestors:
+            raise ModelFileError(
+                f"{where}[{parent}]: a cycle back to node {node_id}, so deeper than {_MAX_DEPTH} levels"
+            )
+        if node_id in parent_of:
+            raise ModelFileError(
+                f"{where}[{node_id}]: node {node_id} has two parents (nodes {parent_of[node_id]} and "
+                f"{parent}): each node must be the child of one node only (a tree, not a graph)"
+            )
+        parent_of[node_id] = parent
         node = tree[node_id]
         pad = "    " * (depth + 1)
         if isinstance(node, list) and len(node) == 1:
@@ -79,12 +97,14 @@ def _tree_source(tree: Any, n_features: int, where: str, lines: list[str]) -> No
         threshold = _number(node[1], f"{where}[{node_id}].threshold")
         left = _index(node[2], len(tree), f"{where}[{node_id}].left")
         right = _index(node[3], len(tree), f"{where}[{node_id}].right")
+        ancestors.add(node_id)
         lines.append(f"{pad}if v{feature} <= {threshold!r}:")
-        emit(left, depth + 1)
+        emit(left, node_id, depth + 1)
         lines.append(f"{pad}else:")
-        emit(right, depth + 1)
+        emit(right, node_id, depth + 1)
+        ancestors.discard(node_id)
 
-    emit(0, 0)
+    emit(0, None, 0)
 
 
 def _compiled(source: str, where: str) -> Callable[[Sequence[float]], float]:
@@ -127,8 +147,8 @@ def _ensemble(spec: Any, n_features: int, where: str) -> Ensemble:
         raise ModelFileError(f"{where}: expected an object")
     baseline = _number(spec.get("baseline"), f"{where}.baseline")
     link = spec.get("link")
-    if link not in ("logit", "identity"):
-        raise ModelFileError(f"{where}.link: expected 'logit' or 'identity', got {link!r}")
+    if link != "logit":
+        raise ModelFileError(f"{where}.link: expected 'logit' (the ensemble is a probability), got {link!r}")
     trees = spec.get("trees")
     if not isinstance(trees, list):
         raise ModelFileError(f"{where}.trees: expected a list")
@@ -145,7 +165,7 @@ def _ensemble(spec: Any, n_features: int, where: str) -> Ensemble:
 @dataclass(frozen=True)
 class Decision:
     """How probabilities become verdicts (the model file's ``decision`` object; the rule is
-    ``ctxutil_otel.judges._learned.decide``).
+    ``ctxutil_otel.judges._learned_decision.decide``).
 
     Attributes:
         relevance_threshold: A chunk is relevant when P(relevant) >= this.
@@ -165,10 +185,17 @@ class Decision:
 
     @classmethod
     def from_dict(cls, decision: Any) -> Decision:
-        """Check and read a ``decision`` object (``ModelFileError`` naming the field)."""
+        """Check and read a ``decision`` object: each field a number in [0, 1] (``ModelFileError``
+        naming the field and the range)."""
         if not isinstance(decision, Mapping):
             raise ModelFileError("decision: expected an object")
-        return cls(**{f.name: _number(decision.get(f.name), f"decision.{f.name}") for f in fields(cls)})
+        values = {}
+        for f in fields(cls):
+            value = _number(decision.get(f.name), f"decision.{f.name}")
+            if not 0.0 <= value <= 1.0:
+                raise ModelFileError(f"decision.{f.name}: expected a number in [0, 1], got {value!r}")
+            values[f.name] = value
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -184,12 +211,19 @@ class LearnedModel:
 
 
 def load_model(document: Mapping[str, Any]) -> LearnedModel:
-    """Check and compile a parsed model document (the format in the module docstring).
+    """Check and compile a parsed model document (the format in the module docstring), e.g.
+    ``LearnedJudge(learned_model=load_model(json.loads(path.read_text())))``. Linear in the file's size.
 
     Raises:
-        ModelFileError: naming the first field that is missing or malformed, or when the feature list
-            differs from this version's :data:`FEATURE_NAMES`.
+        ModelFileError: (a ``ValueError``) for any malformed document, naming the first field that is
+            missing or malformed (``model document`` when it is not a JSON object), or when the feature
+            list differs from this version's :data:`FEATURE_NAMES`.
     """
+    if not isinstance(document, Mapping):
+        raise ModelFileError(
+            f"model document: expected a JSON object (the parsed file, e.g. json.loads of its text), got "
+            f"{type(document).__name__}"
+        )
     if document.get("format") != FORMAT:
         got = document.get("format")
         hint = (
@@ -198,7 +232,10 @@ def load_model(document: Mapping[str, Any]) -> LearnedModel:
             else ""
         )
         raise ModelFileError(f"format: expected {FORMAT!r}, got {got!r}{hint}")
-    if list(document.get("features", ())) != list(FEATURE_NAMES):
+    features = document.get("features")
+    if not isinstance(features, list):
+        raise ModelFileError(f"features: expected a list of feature names, got {type(features).__name__}")
+    if features != list(FEATURE_NAMES):
         raise ModelFileError("features: the model was trained on other features than this version computes")
     raw_zipf = document.get("zipf")
     if not isinstance(raw_zipf, Mapping):
@@ -207,8 +244,10 @@ def load_model(document: Mapping[str, Any]) -> LearnedModel:
     for value, joined in raw_zipf.items():
         try:
             z = float(value)
-        except ValueError:
+        except (TypeError, ValueError):
             raise ModelFileError(f"zipf: key {value!r} is not a number") from None
+        if not (math.isfinite(z) and z >= 0):
+            raise ModelFileError(f"zipf: key {value!r} is not a finite number >= 0 (a Zipf frequency)")
         if not isinstance(joined, str):
             raise ModelFileError(f"zipf[{value!r}]: expected a string of words")
         for word in joined.split():
