@@ -195,8 +195,8 @@ def test_a_model_file_of_another_version_says_to_retrain() -> None:
 
 async def test_a_loaded_model_is_used_as_given() -> None:
     document = copy.deepcopy(_document())
-    document["decision"]["relevance_threshold"] = 1.5  # nothing reaches it
-    document["decision"]["fallback_threshold"] = 1.5  # and no fallback
+    document["decision"]["relevance_threshold"] = 1.0  # nothing reaches it (probabilities stay below 1)
+    document["decision"]["fallback_threshold"] = 1.0  # and no fallback
     judge = LearnedJudge(learned_model=load_model(document))
     result = await judge.judge(QUERY, ANSWER, CHUNKS)
     assert not any(v.is_relevant for v in result.verdicts)

@@ -85,7 +85,7 @@ class LearnedJudge:
 
     Args:
         learned_model: A :class:`~ctxutil_otel.judges._learned_model.LearnedModel` (from
-            ``load_model``); ``None`` (default) loads the model shipped in the package.
+            :func:`ctxutil_otel.judges.load_model`); ``None`` (default) loads the shipped model.
         max_text_chars: Only this many characters of the answer and of each chunk are read (bounds
             the cost of one evaluation, as for :class:`~ctxutil_otel.judges.LexicalJudge`).
 
