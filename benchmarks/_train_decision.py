@@ -15,9 +15,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from _train_data import Example
+from _train_data import NATURAL, REPLACED, SWAPPED, Example
 
-from ctxutil_otel.judges._learned_decision import Verdicts, decide
+from ctxutil_otel.judges._learned_decision import Verdicts, decide, decide_relevant
 from ctxutil_otel.judges._learned_model import Decision
 
 ROUND_OFFSET = 0.5  # the nearest whole count of used chunks
@@ -250,3 +250,23 @@ def _invariance(
         f"{math.fsum(deltas) / len(deltas) if deltas else 0.0:+.4f}, off-topic chunks relevant "
         f"{extra_relevant / extra if extra else 0.0:.3f}"
     )
+
+
+def choose_fallback(examples: Sequence[Example], oof_rel: list[list[float]], threshold: float) -> float:
+    """The fallback probability that best tells, out of fold, the rows that retrieved something relevant
+    (labelled) from those that did not: accuracy of "some chunk is relevant" over the natural rows, the
+    swapped-answer copies (their chunks keep their relevance: an answer that ignores relevant context is
+    a 0.0, never "not applicable") and the replaced-chunk copies (nothing in them is relevant); about as
+    many of each. Ties: the lower."""
+    judged = [
+        (k, any(ex.relevant)) for k, ex in enumerate(examples) if ex.kind in (NATURAL, SWAPPED, REPLACED)
+    ]
+    best = (-1.0, threshold)
+    for step in range(5, round(threshold * 100) + 1, 5):
+        fallback = min(step / 100, threshold)
+        hits = sum(1 for k, has in judged if any(decide_relevant(oof_rel[k], threshold, fallback)) == has)
+        accuracy = hits / len(judged)
+        print(f"  fallback {fallback:.2f}: applicable-or-not accuracy {accuracy:.4f} out of fold")
+        if accuracy > best[0] + 1e-12:
+            best = (accuracy, fallback)
+    return best[1]

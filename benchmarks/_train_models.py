@@ -21,6 +21,9 @@ from _train_data import (
     Example,
 )
 
+from ctxutil_otel.judges._learned_features import FEATURE_NAMES
+from ctxutil_otel.metric._agreement import auroc
+
 # Evidence that can only raise a probability (+1) or lower it (-1) with ``--monotonic``: more query
 # coverage for P(relevant), more answer support for P(utilized | relevant); a worse rank or a larger gap to
 # the interaction's best chunk (both 0 for the best) the other way. Other features are left free.
@@ -35,8 +38,6 @@ USE_EVIDENCE = (
 def monotonic(evidence: Sequence[str]) -> list[int]:
     """scikit-learn's ``monotonic_cst`` over :data:`FEATURE_NAMES`: +1 for the ``evidence`` features,
     -1 for their ``_rank`` and ``_gap`` columns, 0 for the rest."""
-    from ctxutil_otel.judges._learned_features import FEATURE_NAMES
-
     signs = {name: 1 for name in evidence}
     signs.update({f"{name}_{kind}": -1 for name in evidence for kind in ("rank", "gap")})
     return [signs.get(name, 0) for name in FEATURE_NAMES]
@@ -161,3 +162,34 @@ def best_f1_threshold(probs: Sequence[float], labels: Sequence[bool]) -> float:
         if f1 > best[0] + 1e-12:
             best = (f1, t)
     return best[1]
+
+
+def ablate(examples: Sequence[Example], names: str) -> None:
+    """Set the comma-separated chunk features ``names`` to 0 in every example (the trees cannot split on
+    a constant): to measure a variant without some features, out of fold, on the same copies and folds."""
+    columns = [FEATURE_NAMES.index(name) for name in names.split(",") if name]
+    for ex in examples:
+        for x in ex.features:
+            for c in columns:
+                x[c] = 0.0
+
+
+def chunk_aurocs(natural: Sequence[Example], oof_rel: list[list[float]], oof_use: list[list[float]]) -> str:
+    """Out-of-fold chunk AUROCs of the chunk models on the natural rows: P(relevant) over all chunks
+    against the relevance labels, P(utilized | relevant) over the labelled-relevant chunks against the
+    utilization labels: the chunk models compared directly, before any decision."""
+    rel_pos: list[float] = []
+    rel_neg: list[float] = []
+    use_pos: list[float] = []
+    use_neg: list[float] = []
+    for k, ex in enumerate(natural):
+        for p_rel, p_use, r, u in zip(oof_rel[k], oof_use[k], ex.relevant, ex.utilized, strict=True):
+            (rel_pos if r else rel_neg).append(p_rel)
+            if r:
+                (use_pos if u else use_neg).append(p_use)
+    rel_area, use_area = auroc(rel_pos, rel_neg), auroc(use_pos, use_neg)
+    return (
+        f"  out-of-fold chunk AUROC: P(relevant) {rel_area if rel_area is not None else float('nan'):.4f} "
+        f"({len(rel_pos) + len(rel_neg)} chunks), P(utilized | relevant) "
+        f"{use_area if use_area is not None else float('nan'):.4f} ({len(use_pos) + len(use_neg)} chunks)"
+    )

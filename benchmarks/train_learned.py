@@ -65,15 +65,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _train_data import NATURAL, REPLACED, SWAPPED, Example, examples_of
-from _train_decision import by_subset, choose_decision, report
-from _train_models import best_f1_threshold, export, fit_chunk_models, raw
+from _train_data import examples_of
+from _train_decision import by_subset, choose_decision, choose_fallback, report
+from _train_models import ablate, best_f1_threshold, chunk_aurocs, export, fit_chunk_models, raw
 
-from ctxutil_otel.judges._learned_decision import decide_relevant
 from ctxutil_otel.judges._learned_features import FEATURE_NAMES, WordWeights
 from ctxutil_otel.judges._learned_model import FORMAT, load_model
 from ctxutil_otel.judges._text import words
-from ctxutil_otel.metric._agreement import auroc
 
 ROOT = Path(__file__).resolve().parents[1]
 # ../shared/data beside the checkout (for a worktree under ../wt/NAME, two levels up).
@@ -258,57 +256,6 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             raise SystemExit(f"{name}: pure-Python trees differ from scikit-learn on {mismatches} rows")
     print(f"exported trees reproduce scikit-learn exactly; total {time.perf_counter() - started:.1f} s")
     return document
-
-
-def ablate(examples: Sequence[Example], names: str) -> None:
-    """Set the comma-separated chunk features ``names`` to 0 in every example (the trees cannot split on
-    a constant): to measure a variant without some features, out of fold, on the same copies and folds."""
-    columns = [FEATURE_NAMES.index(name) for name in names.split(",") if name]
-    for ex in examples:
-        for x in ex.features:
-            for c in columns:
-                x[c] = 0.0
-
-
-def chunk_aurocs(natural: Sequence[Example], oof_rel: list[list[float]], oof_use: list[list[float]]) -> str:
-    """Out-of-fold chunk AUROCs of the chunk models on the natural rows: P(relevant) over all chunks
-    against the relevance labels, P(utilized | relevant) over the labelled-relevant chunks against the
-    utilization labels: the chunk models compared directly, before any decision."""
-    rel_pos: list[float] = []
-    rel_neg: list[float] = []
-    use_pos: list[float] = []
-    use_neg: list[float] = []
-    for k, ex in enumerate(natural):
-        for p_rel, p_use, r, u in zip(oof_rel[k], oof_use[k], ex.relevant, ex.utilized, strict=True):
-            (rel_pos if r else rel_neg).append(p_rel)
-            if r:
-                (use_pos if u else use_neg).append(p_use)
-    rel_area, use_area = auroc(rel_pos, rel_neg), auroc(use_pos, use_neg)
-    return (
-        f"  out-of-fold chunk AUROC: P(relevant) {rel_area if rel_area is not None else float('nan'):.4f} "
-        f"({len(rel_pos) + len(rel_neg)} chunks), P(utilized | relevant) "
-        f"{use_area if use_area is not None else float('nan'):.4f} ({len(use_pos) + len(use_neg)} chunks)"
-    )
-
-
-def choose_fallback(examples: Sequence[Example], oof_rel: list[list[float]], threshold: float) -> float:
-    """The fallback probability that best tells, out of fold, the rows that retrieved something relevant
-    (labelled) from those that did not: accuracy of "some chunk is relevant" over the natural rows, the
-    swapped-answer copies (their chunks keep their relevance: an answer that ignores relevant context is
-    a 0.0, never "not applicable") and the replaced-chunk copies (nothing in them is relevant); about as
-    many of each. Ties: the lower."""
-    judged = [
-        (k, any(ex.relevant)) for k, ex in enumerate(examples) if ex.kind in (NATURAL, SWAPPED, REPLACED)
-    ]
-    best = (-1.0, threshold)
-    for step in range(5, round(threshold * 100) + 1, 5):
-        fallback = min(step / 100, threshold)
-        hits = sum(1 for k, has in judged if any(decide_relevant(oof_rel[k], threshold, fallback)) == has)
-        accuracy = hits / len(judged)
-        print(f"  fallback {fallback:.2f}: applicable-or-not accuracy {accuracy:.4f} out of fold")
-        if accuracy > best[0] + 1e-12:
-            best = (accuracy, fallback)
-    return best[1]
 
 
 def _version(package: str) -> str:
