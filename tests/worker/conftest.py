@@ -172,11 +172,13 @@ def make_evaluator(worker_mode: str) -> Iterator[MakeEvaluator]:
 def run_in_forked_child(body: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Fork; run ``body`` in the child and return the dict it returns, sent back through a pipe as JSON.
 
-    The child never returns into pytest (``os._exit``); a failure there is written to stderr and the
-    child exits 1, which fails the caller's assertion on the exit status.
+    The child never returns into pytest (``os._exit``). A failure there (an exception from ``body``, or a
+    report that is not JSON) is sent back as its traceback and exits 1; the assertion here on the exit
+    status carries it, so a rare failure shows what happened in the child.
     """
     import json
     import sys
+    import traceback
 
     read_fd, write_fd = os.pipe()
     pid = os.fork()
@@ -184,18 +186,28 @@ def run_in_forked_child(body: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         code = 1
         try:
             os.close(read_fd)
-            report = body()
+            try:
+                sent: dict[str, Any] = {"report": body()}
+                message = json.dumps(sent)
+            except BaseException:  # report, never hang the parent
+                sent = {"error": traceback.format_exc()}
+                message = json.dumps(sent)
             with os.fdopen(write_fd, "w") as pipe:
-                json.dump(report, pipe)
-            code = 0
-        except BaseException as exc:  # report, never hang the parent
-            sys.stderr.write(f"child failed: {exc!r}\n")
+                pipe.write(message)
+            code = 0 if "report" in sent else 1
+        except BaseException:  # the pipe itself failed: stderr is all that is left
+            sys.stderr.write(f"child failed: {traceback.format_exc()}\n")
         finally:
             os._exit(code)
     os.close(write_fd)
     with os.fdopen(read_fd) as pipe:
         raw = pipe.read()
     _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    result: dict[str, Any] = json.loads(raw)
+    code = os.waitstatus_to_exitcode(status)
+    try:
+        answer: dict[str, Any] = json.loads(raw)
+    except ValueError:
+        answer = {"error": f"no readable report (see stderr): {raw!r}"}
+    assert code == 0 and "report" in answer, f"forked child exited {code}: {answer.get('error')}"
+    result: dict[str, Any] = answer["report"]
     return result

@@ -46,12 +46,15 @@ class FakeSleep:
 
 
 class EventSleep:
-    """A real (cancellable) ``asyncio.sleep`` that sets ``entered`` when the worker starts waiting."""
+    """A real (cancellable) ``asyncio.sleep`` that records the seconds asked (``asked``) and sets
+    ``entered`` when the worker starts waiting."""
 
     def __init__(self) -> None:
         self.entered = threading.Event()
+        self.asked: list[float] = []
 
     async def __call__(self, seconds: float) -> None:
+        self.asked.append(seconds)
         self.entered.set()
         await asyncio.sleep(seconds)
 
@@ -419,20 +422,43 @@ def test_a_small_budget_with_a_cheap_judge_keeps_evaluating(make_evaluator: Make
 # --- lifecycle, with real (cancelled) sleeps ------------------------------------------------------------
 
 
+#: Evaluations :func:`_throttled_engine` runs before it returns: two cheap ones, then the costly one.
+_WARM_UP = 3
+
+
 def _throttled_engine(make_engine: Any, **kwargs: Any) -> tuple[Engine, EventSleep]:
-    """An engine whose first evaluation leaves a debt of about 10,000 s: it then waits on its budget."""
+    """An engine in a debt of about 10,000 s (100 CPU-s at 1% of a core) and idle: its next queued
+    evaluation waits on its budget for longer than any test runs, until shutdown cancels the wait.
+
+    The debt is run up by a third evaluation: the first two are a cold start, whose debt beyond the 5 ms
+    burst is forgiven, so a costly first evaluation left only 0.5 s to wait (at 1%), and the parent in
+    ``test_a_forked_child_starts_with_a_fresh_budget`` evaluated its next one whenever the fork and the
+    child took longer than that (a loaded machine). The two cost 1 ms each: nothing waits before the
+    third, which costs 100 s and is paced in full.
+    """
     cpu = FakeClock(0.0)
     sleep = EventSleep()
-    engine = make_engine(CpuJudge(cpu, cost_s=100.0), cpu_fraction=0.01, cpu_clock=cpu, sleep=sleep, **kwargs)
-    assert _offer(engine, 1) == [True]
-    assert engine.force_flush(10_000)
+    judge = CpuJudge(cpu, cost_s=0.001)
+    engine = make_engine(judge, cpu_fraction=0.01, cpu_clock=cpu, sleep=sleep, **kwargs)
+    for cost_s in (0.001, 0.001, 100.0):
+        judge.cost_s = cost_s  # the worker is idle between the flushes: no call in progress
+        assert _offer(engine, 1) == [True]
+        assert engine.force_flush(10_000)
+    assert (engine.stats().evaluated, judge.calls, sleep.asked) == (_WARM_UP, _WARM_UP, [])
     return engine, sleep
+
+
+def _assert_waiting_on_debt(sleep: EventSleep) -> None:
+    """The worker has started waiting on its budget, and was asked to wait far longer than a test runs
+    (so it is still waiting at the test's later assertions; a value asked, not a time measured)."""
+    assert sleep.entered.wait(5), "the worker never waited on its CPU budget"
+    assert len(sleep.asked) == 1 and sleep.asked[0] > 1000, f"waits asked: {sleep.asked}"
 
 
 def test_a_full_queue_still_drops_queue_full_while_throttled(make_engine: Any) -> None:
     engine, sleep = _throttled_engine(make_engine, max_queue_size=3)
     assert _offer(engine, 4) == [True, True, True, False]
-    assert sleep.entered.wait(5)
+    _assert_waiting_on_debt(sleep)
     stats = engine.stats()
     assert stats.cpu_throttled
     assert (stats.queue_size, stats.in_flight, stats.dropped) == (3, 0, {"queue_full": 1})
@@ -444,11 +470,11 @@ def test_a_full_queue_still_drops_queue_full_while_throttled(make_engine: Any) -
 def test_shutdown_keeps_its_deadline_while_throttled(make_engine: Any) -> None:
     engine, sleep = _throttled_engine(make_engine)
     assert _offer(engine, 3) == [True] * 3
-    assert sleep.entered.wait(5)
+    _assert_waiting_on_debt(sleep)
     assert engine.shutdown(100) is False
     assert not engine.thread.is_alive()  # the wait was cancelled, the loop closed
     stats = engine.stats()
-    assert (stats.evaluated, stats.dropped, stats.cpu_throttled) == (1, {"shutdown": 3}, False)
+    assert (stats.evaluated, stats.dropped, stats.cpu_throttled) == (_WARM_UP, {"shutdown": 3}, False)
     assert_accounted(stats)
 
 
@@ -456,7 +482,7 @@ def test_shutdown_keeps_its_deadline_while_throttled(make_engine: Any) -> None:
 def test_a_forked_child_starts_with_a_fresh_budget(make_engine: Any) -> None:
     engine, sleep = _throttled_engine(make_engine)
     assert _offer(engine, 2) == [True] * 2
-    assert sleep.entered.wait(5)  # the parent waits on its debt
+    _assert_waiting_on_debt(sleep)  # the parent waits on its debt (at the fork: no lock held)
 
     def child() -> dict[str, Any]:
         accepted = _offer(engine, 1)
@@ -467,17 +493,30 @@ def test_a_forked_child_starts_with_a_fresh_budget(make_engine: Any) -> None:
             "flushed": flushed,
             "evaluated": stats.evaluated,
             "throttled_s": stats.cpu_throttled_s,
+            "stats": repr(stats),  # the rest, for the failure message
+            "asked": sleep.asked,  # the parent's one wait, copied at the fork; the child's own would follow
         }
         engine.shutdown(0)
         return report
 
-    # The child's bucket starts full: its first evaluation runs at once, nothing waited.
-    assert run_in_forked_child(child) == {
+    report = run_in_forked_child(child)
+    parent = engine.stats()
+    context = f"child: {report}; parent: {parent}; waits the parent asked: {sleep.asked}"
+    # The child's bucket starts full: its first evaluation (100 CPU-s) runs at once, nothing waited.
+    checked = ("accepted", "flushed", "evaluated", "throttled_s", "asked")
+    assert {key: report[key] for key in checked} == {
         "accepted": [True],
         "flushed": True,
         "evaluated": 1,
         "throttled_s": 0.0,
-    }
-    stats = engine.stats()  # the parent is still waiting on its debt, its two still queued
-    assert (stats.evaluated, stats.queue_size, stats.cpu_throttled) == (1, 2, True)
+        "asked": sleep.asked,
+    }, context
+    # The parent is untouched: still waiting on its debt, its two still queued.
+    assert (parent.evaluated, parent.queue_size, parent.in_flight, parent.cpu_throttled) == (
+        _WARM_UP,
+        2,
+        0,
+        True,
+    ), context
+    assert len(sleep.asked) == 1, context  # the parent never woke to ask again
     engine.shutdown(0)
