@@ -38,6 +38,7 @@ from ctxutil_otel.metric._contextual_utilization import normalise_chunk
 NATURAL, SWAPPED, TRUNCATED = "natural", "swapped", "truncated"
 REPLACED, APPENDED, ECHO, PREFIX = "replaced", "appended", "echo", "prefix"
 WRONG_SOURCE, PARTIAL = "wrong_source", "partial"
+EMPTY, EMPTY_REPLACED = "empty", "empty_replaced"
 OFFTOPIC_APPENDED = (1, 3)
 """Off-topic chunks appended to each row in its ``appended`` copies (one copy per count)."""
 MIN_NEW_SHARE = 0.2
@@ -116,7 +117,7 @@ class Example:
                 first[key] = i
                 unique.append(i)
         answer = row["actual_output"] if answer is None else answer
-        if kind in (SWAPPED, ECHO, WRONG_SOURCE):
+        if kind in (SWAPPED, ECHO, WRONG_SOURCE, EMPTY, EMPTY_REPLACED):
             used = [False] * len(row["chunk_labels"])
         elif kind == PREFIX:
             used = prefix_word_uses(row, answer)
@@ -223,6 +224,7 @@ def examples_of(
     prefix_words: int = 0,
     wrong_source: bool = True,
     partial: bool = True,
+    empty: bool = True,
 ) -> list[Example]:
     """Natural rows first (in file order), then one swapped copy per row, then (when ``truncated``) for
     each ``c`` of ``cuts`` a copy of each row whose answer has more than ``c`` sentences, cut to its first
@@ -235,7 +237,10 @@ def examples_of(
     answer does with it) and the row's own chunks *not utilized* (the answer ignores them). Its draws come
     from a generator of its own (seeded from the number of rows), so the copies before are the same with
     or without it. Then (when ``partial``, no random draw) one partial copy per row whose answer draws on
-    several used chunks (:func:`partial_answer`)."""
+    several used chunks (:func:`partial_answer`). Then (when ``empty``, no random draw) one **empty-answer
+    copy** per row (the answer ``""``, the row's relevance labels, nothing used) and one per row with the
+    swap partner's chunks instead (nothing relevant): measured only, they choose the fallback for answers
+    that draw on nothing (``choose_nothing_fallback``)."""
     partner = derangement(rows, rng)
     out = _examples(rows, weights, rng, partner, truncated, cuts)
     if offtopic:
@@ -274,6 +279,13 @@ def examples_of(
             kept = partial_answer(r)
             if kept:
                 out.append(Example(r, i, PARTIAL, weights, " ".join(kept), kept=kept))
+    if empty:
+        out += [Example(r, i, EMPTY, weights, "") for i, r in enumerate(rows)]
+        for i, r in enumerate(rows):
+            own = {normalise_chunk(c) for c in r["retrieved_content"]}
+            other = [c for c in rows[partner[i]]["retrieved_content"] if normalise_chunk(c) not in own]
+            if other:
+                out.append(Example(with_chunks(r, other, False), i, EMPTY_REPLACED, weights, ""))
     return out
 
 

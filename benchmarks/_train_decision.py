@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from _train_data import NATURAL, REPLACED, SWAPPED, Example
+from _train_data import EMPTY, EMPTY_REPLACED, NATURAL, REPLACED, SWAPPED, Example
 
 from ctxutil_otel.judges._learned_decision import Verdicts, decide, decide_relevant
 from ctxutil_otel.judges._learned_model import Decision
@@ -79,10 +79,16 @@ def choose_decision(
     oof_use: Sequence[Sequence[float]],
     threshold: float,
     fallback: float,
+    nothing_fallback: float,
 ) -> Decision:
-    """The :class:`Decision` of ``threshold`` and ``fallback`` with the nearest-count rounding (prints its
+    """The :class:`Decision` of ``threshold`` and the fallbacks with the nearest-count rounding (prints its
     out-of-fold figures)."""
-    chosen = Decision(relevance_threshold=threshold, fallback_threshold=fallback, round_offset=ROUND_OFFSET)
+    chosen = Decision(
+        relevance_threshold=threshold,
+        fallback_threshold=fallback,
+        round_offset=ROUND_OFFSET,
+        nothing_fallback=nothing_fallback,
+    )
     o = outcome(natural, oof_rel, oof_use, chosen)
     print(
         f"  decision {chosen.as_dict()}: out-of-fold train RMSE {o.rmse:.4f}, relevance F1 "
@@ -132,6 +138,7 @@ def report(
     replaced_na: list[bool] = []
     wrong: list[tuple[list[bool], list[bool]]] = []
     partial: list[tuple[float, float]] = []  # (predicted, labelled) score of the partial copies
+    empty_na: tuple[list[bool], list[bool]] = ([], [])  # not applicable? empty answer: own / other chunks
     low: list[float] = []
     other: list[float] = []
     low_c: list[float] = []
@@ -150,6 +157,12 @@ def report(
             replaced_na.append(not any(got[0]))
         elif ex.kind == "wrong_source":
             wrong.append(got)
+        elif ex.kind in (EMPTY, EMPTY_REPLACED):
+            rel = decide_relevant(oof_rel[k], decision.relevance_threshold, decision.nothing_fallback)
+            if ex.kind == EMPTY_REPLACED:
+                empty_na[1].append(not any(rel))
+            elif ex.score is not None:
+                empty_na[0].append(not any(rel))
         elif ex.kind == "partial":
             if ex.score is not None and any(got[0]):
                 partial.append((sum(r and u for r, u in zip(*got, strict=True)) / sum(got[0]), ex.score))
@@ -176,7 +189,7 @@ def report(
     )
     return (
         f"low-score AUROC {area if area is not None else float('nan'):.4f}, swap pooled "
-        f"{_pooled(swapped):.3f}, echo pooled {_pooled(echoed):.3f}"
+        f"{_pooled(swapped):.3f}, echo pooled (models alone) {_pooled(echoed):.3f}"
         + (f", first-words pooled {_pooled(prefixed):.3f}" if prefixed else "")
         + f", truncate drop {pooled - truncated:.3f}; "
         "continuous expected share: "
@@ -185,6 +198,9 @@ def report(
         f"  not applicable on rows with no labelled-relevant chunk {na_natural:.3f} ({len(nothing)} rows), "
         f"on replaced-chunk copies {sum(replaced_na) / len(replaced_na) if replaced_na else 0.0:.3f}; "
         f"scored rows called not applicable {scored_na}\n  {invariance}\n"
+        f"  empty answer (nothing_fallback {decision.nothing_fallback:.2f}): not applicable on "
+        f"{sum(empty_na[0])} of {len(empty_na[0])} rows with a labelled-relevant chunk, on "
+        f"{sum(empty_na[1])} of {len(empty_na[1])} with another row's chunks\n"
         f"  partial answers (the sentences drawing on one of several used chunks, {len(partial)} copies): "
         f"mean score {math.fsum(p for p, _ in partial) / len(partial) if partial else 0.0:.3f} (labelled "
         f"{math.fsum(y for _, y in partial) / len(partial) if partial else 0.0:.3f})\n"
@@ -252,21 +268,26 @@ def _invariance(
     )
 
 
-def choose_fallback(examples: Sequence[Example], oof_rel: list[list[float]], threshold: float) -> float:
+def choose_fallback(
+    examples: Sequence[Example],
+    oof_rel: list[list[float]],
+    threshold: float,
+    kinds: Sequence[str] = (NATURAL, SWAPPED, REPLACED),
+    name: str = "fallback",
+) -> float:
     """The fallback probability that best tells, out of fold, the rows that retrieved something relevant
-    (labelled) from those that did not: accuracy of "some chunk is relevant" over the natural rows, the
-    swapped-answer copies (their chunks keep their relevance: an answer that ignores relevant context is
-    a 0.0, never "not applicable") and the replaced-chunk copies (nothing in them is relevant); about as
-    many of each. Ties: the lower."""
-    judged = [
-        (k, any(ex.relevant)) for k, ex in enumerate(examples) if ex.kind in (NATURAL, SWAPPED, REPLACED)
-    ]
+    (labelled) from those that did not: accuracy of "some chunk is relevant" over the examples of
+    ``kinds``. By default the natural rows, the swapped-answer copies (their chunks keep their relevance:
+    an answer that ignores relevant context is a 0.0, never "not applicable") and the replaced-chunk copies
+    (nothing in them is relevant), about as many of each; for ``nothing_fallback`` the empty-answer copies
+    and their replaced-chunk twins. Ties: the lower. Prints the grid, each line starting with ``name``."""
+    judged = [(k, any(ex.relevant)) for k, ex in enumerate(examples) if ex.kind in kinds]
     best = (-1.0, threshold)
     for step in range(5, round(threshold * 100) + 1, 5):
         fallback = min(step / 100, threshold)
         hits = sum(1 for k, has in judged if any(decide_relevant(oof_rel[k], threshold, fallback)) == has)
-        accuracy = hits / len(judged)
-        print(f"  fallback {fallback:.2f}: applicable-or-not accuracy {accuracy:.4f} out of fold")
+        accuracy = hits / len(judged) if judged else 0.0
+        print(f"  {name} {fallback:.2f}: applicable-or-not accuracy {accuracy:.4f} out of fold")
         if accuracy > best[0] + 1e-12:
             best = (accuracy, fallback)
     return best[1]

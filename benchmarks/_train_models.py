@@ -11,6 +11,8 @@ from typing import Any
 from _train_data import (
     APPENDED,
     ECHO,
+    EMPTY,
+    EMPTY_REPLACED,
     NATURAL,
     PARTIAL,
     PREFIX,
@@ -77,6 +79,8 @@ def trained_on(ex: Example, args: argparse.Namespace) -> bool:
         return bool(args.wrong_source)
     if ex.kind == PARTIAL:
         return bool(getattr(args, "partial", False))
+    if ex.kind in (EMPTY, EMPTY_REPLACED):
+        return False  # measured only: they choose the fallback for answers that draw on nothing
     if ex.kind == PREFIX:
         return True
     return args.offtopic or ex.kind not in (REPLACED, APPENDED)

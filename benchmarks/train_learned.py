@@ -65,7 +65,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _train_data import examples_of
+from _train_data import EMPTY, EMPTY_REPLACED, examples_of
 from _train_decision import by_subset, choose_decision, choose_fallback, report
 from _train_models import ablate, best_f1_threshold, chunk_aurocs, export, fit_chunk_models, raw
 
@@ -170,7 +170,10 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     fallback = args.fallback if args.fallback is not None else choose_fallback(examples, oof_rel, threshold)
     print(f"relevance threshold (best out-of-fold F1 on train): {threshold:.2f}; fallback {fallback:.2f}")
 
-    decision = choose_decision(natural, oof_rel, oof_use, threshold, fallback)
+    nothing_fallback = choose_fallback(
+        examples, oof_rel, threshold, (EMPTY, EMPTY_REPLACED), "nothing_fallback"
+    )
+    decision = choose_decision(natural, oof_rel, oof_use, threshold, fallback, nothing_fallback)
     print("  out of fold on train: " + report(examples, oof_rel, oof_use, decision))
     print(
         "  per subset ("

@@ -79,7 +79,9 @@ def test_features_that_are_not_a_list_are_refused_naming_features(features: Any)
 # --- the decision ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("field", ["relevance_threshold", "fallback_threshold", "round_offset"])
+@pytest.mark.parametrize(
+    "field", ["relevance_threshold", "fallback_threshold", "round_offset", "nothing_fallback"]
+)
 @pytest.mark.parametrize("value", [-0.01, 1.5, 2, -1e9])
 def test_decision_values_outside_0_1_are_refused_naming_field_and_range(field: str, value: float) -> None:
     document = _small_document()
@@ -93,7 +95,7 @@ def test_decision_values_at_the_ends_of_the_range_load(value: float) -> None:
     document = _small_document()
     document["decision"] = dict.fromkeys(document["decision"], value)
     decision = load_model(document).decision
-    assert decision == Decision(float(value), float(value), float(value))
+    assert decision == Decision(*[float(value)] * len(document["decision"]))
 
 
 def test_decision_docstring_names_the_module_of_the_rule() -> None:

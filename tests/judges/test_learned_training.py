@@ -61,7 +61,13 @@ def test_small_retrain_writes_a_model_the_judge_loads_and_training_is_reproducib
     assert len(document["relevance"]["trees"]) == 4 and len(document["utilization"]["trees"]) == 4
     # Format 4: two chunk ensembles and the decision; no row model.
     assert "row" not in document
-    assert set(document["decision"]) == {"relevance_threshold", "fallback_threshold", "round_offset"}
+    assert set(document["decision"]) == {
+        "relevance_threshold",
+        "fallback_threshold",
+        "round_offset",
+        "nothing_fallback",
+    }
+    assert "empty answer (nothing_fallback " in printed  # chosen on the empty-answer copies, out of fold
 
     judge = LearnedJudge(learned_model=load_model(document))
     row = load_sample(limit=1)[0]
@@ -169,13 +175,24 @@ def test_copies_share_their_rows_fold_and_carry_the_derived_labels() -> None:
     partial = [ex for ex in made if ex.kind == _train_data.PARTIAL]
     assert [(ex.row_index, ex.utilized) for ex in partial] == [(0, [True, False, False])]
     assert partial[0].relevant == made[0].relevant and partial[0].score == 1 / 3
-    assert [ex.row_index for ex in wrong] == [0, 1, 2] and made[-7:] == echo + wrong + partial
+    # then the empty-answer copies: one per row with its own chunks (relevance kept, nothing used), one
+    # per row whose partner retrieved other chunks, with those (nothing relevant)
+    empty = [ex for ex in made if ex.kind == _train_data.EMPTY]
+    empty_other = [ex for ex in made if ex.kind == _train_data.EMPTY_REPLACED]
+    replaced = [ex.row_index for ex in made if ex.kind == _train_data.REPLACED]
+    assert [ex.row_index for ex in empty] == [0, 1, 2] and [ex.row_index for ex in empty_other] == replaced
+    for ex in empty:
+        assert ex.relevant == made[ex.row_index].relevant and not any(ex.utilized)
+    assert not any(r for ex in empty_other for r in ex.relevant)
+    tail = echo + wrong + partial + empty + empty_other
+    assert [ex.row_index for ex in wrong] == [0, 1, 2] and made[-len(tail) :] == tail
     for ex in wrong:
         natural = made[ex.row_index]
         n = len(natural.relevant)
         assert len(ex.relevant) == n + 1 and not ex.relevant[n] and ex.relevant[:n] == natural.relevant
         assert not any(ex.utilized) and ex.score == (0.0 if any(natural.relevant) else None)
-    for ex in made[7:-7]:
+    middle = made[7 : -len(tail)]
+    for ex in middle:
         assert ex.kind in (_train_data.REPLACED, _train_data.APPENDED)
         n = len(ex.relevant) - ex.appended
         natural = made[ex.row_index]
@@ -184,7 +201,7 @@ def test_copies_share_their_rows_fold_and_carry_the_derived_labels() -> None:
         else:  # own labels kept, the appended chunks not relevant: same labelled score
             assert ex.relevant[:n] == natural.relevant and ex.utilized[:n] == natural.utilized
             assert not any(ex.relevant[n:]) and ex.score == natural.score
-    assert {ex.kind for ex in made[7:-7]} == {_train_data.REPLACED, _train_data.APPENDED}
+    assert {ex.kind for ex in middle} == {_train_data.REPLACED, _train_data.APPENDED}
 
 
 def test_copies_cut_to_two_sentences_keep_the_chunks_either_kept_sentence_draws_on() -> None:

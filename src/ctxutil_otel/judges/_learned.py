@@ -25,7 +25,9 @@ and provenance in ``docs/judges.md``):
    learnt the training domains' typical scores, and judged a domain it had not seen worse than the
    expected count does (``docs/judges-history.md``).
 5. **Nothing to draw on.** An answer with no words, or one that only repeats the query
-   (:func:`draws_on_nothing`), uses no chunk, whatever the models say.
+   (:func:`draws_on_nothing`), uses no chunk, whatever the models say; its relevance verdicts are judged
+   from the query alone (the features of an empty answer), with ``nothing_fallback``, so relevant context
+   gives a 0.0 rather than "not applicable".
 
 Pure Python (the trees are compiled to Python functions when the model loads), deterministic, no network,
 no numpy at run time.
@@ -37,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._base import ChunkVerdict, JudgeResult
-from ._learned_decision import decide
+from ._learned_decision import decide, decide_relevant
 from ._learned_features import ChunkEvidence, chunk_features
 from ._learned_model import LearnedModel, shipped_model
 from ._text import has_words, words
@@ -80,13 +82,13 @@ class LearnedJudge:
 
     Deterministic (same input, same verdicts), pure Python, no network. ``name`` is ``"learned"`` and
     ``model`` the shipped model's id (``model_id`` in its provenance, e.g.
-    ``"ctxutil-gbdt-ragbench-seed20261201-e41a609d"``: the training seed and the sha256 of the model body),
+    ``"ctxutil-gbdt-ragbench-seed20261201-96e81093"``: the training seed and the sha256 of the model body),
     reported as ``ctxutil.judge.model``.
 
     Args:
         learned_model: A :class:`~ctxutil_otel.judges._learned_model.LearnedModel` (from
             :func:`ctxutil_otel.judges.load_model`); ``None`` (default) loads the shipped model.
-        max_text_chars: Only this many characters of the answer and of each chunk are read (bounds
+        max_text_chars: Only this many characters of the query, the answer and each chunk are read (bounds
             the cost of one evaluation, as for :class:`~ctxutil_otel.judges.LexicalJudge`).
 
     Raises:
@@ -128,7 +130,8 @@ class LearnedJudge:
     def judge_sync(
         self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
     ) -> list[ChunkVerdict]:
-        """Synchronous :meth:`judge` (CPU-only, about a millisecond for typical RAG text).
+        """Synchronous :meth:`judge` (CPU-only; about 2 ms for typical RAG text on a quiet core: Speed in
+        docs/judges.md).
 
         Only the first ``max_text_chars`` characters of the query, the answer and each chunk are read;
         when anything was cut, every reason ends with ``[read only the first N characters of the ...]``
@@ -174,12 +177,20 @@ class LearnedJudge:
     ) -> list[ChunkVerdict]:
         m = self.learned_model
         rows, evidence = chunk_features(query, answer, chunks, m.weights, evidence=True, reasons=reasons)
-        probs = self._probabilities(rows)
-        # Equal probabilities are broken by the chunk's text, so the retrieved order changes no verdict.
-        relevant, utilized, expected = decide(m.decision, probs.relevant, probs.utilized, chunks)
         drew_nothing = draws_on_nothing(query, answer)
-        if drew_nothing:  # whatever the models say
-            utilized = [False] * len(chunks)
+        if drew_nothing:
+            # No evidence of use, and none of relevance from the answer: relevance is judged from the query
+            # alone (an empty answer's features) with the fallback chosen for that case, so an empty
+            # answer over relevant context is a 0.0 (DESIGN.md), not "not applicable"; nothing is used.
+            probs = self._probabilities(chunk_features(query, "", chunks, m.weights)[0])
+            relevant = decide_relevant(
+                probs.relevant, m.decision.relevance_threshold, m.decision.nothing_fallback, chunks
+            )
+            utilized, expected = [False] * len(chunks), 0.0
+        else:
+            probs = self._probabilities(rows)
+            # Equal probabilities are broken by the chunk's text: the retrieved order changes no verdict.
+            relevant, utilized, expected = decide(m.decision, probs.relevant, probs.utilized, chunks)
         n_rel = sum(relevant)
         n_used = sum(utilized)
         threshold = m.decision.relevance_threshold
@@ -239,7 +250,8 @@ def _reason(
     if utilized:
         # The count of used chunks is the expected one, rounded; a chunk the models find less likely
         # used than not may complete it (the most likely of the rest), and the reason says so.
-        return f"used ({odds}{f'; counted to make up the {count}' if p_use < 0.5 else ''}): {evidence}"
+        made_up = f"; counted to make up the {count}, rounded to {used_count}" if p_use < 0.5 else ""
+        return f"used ({odds}{made_up}): {evidence}"
     if relevant:
         if nothing:
             why = f"; {nothing}, so it draws on no chunk"
