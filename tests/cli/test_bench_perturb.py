@@ -15,7 +15,7 @@ from ctxutil_otel import DatasetItem
 from ctxutil_otel.cli import main
 from ctxutil_otel.cli._io import Line, read_items
 from ctxutil_otel.cli._perturb import DriftFigures, add_offtopic, perturb
-from ctxutil_otel.cli._perturb_rows import ECHO_FORMS, echo_query
+from ctxutil_otel.cli._perturb_rows import ECHO_FORMS, REFUSAL_FORMS, echo_query, refuse
 from ctxutil_otel.cli._plot import roc_points
 from ctxutil_otel.data import sample_path
 from ctxutil_otel.judges._text import sentences, words
@@ -389,3 +389,28 @@ def test_learned_judge_keeps_a_copied_offtopic_chunk_irrelevant(capsys: pytest.C
     drift = _drift("learned", ["wrongsource"], capsys)["wrongsource"]
     assert drift["appended_relevant"] < 0.2
     assert drift["pooled_perturbed"] < 0.2 < drift["pooled_original"]
+
+
+def test_refusal_answers_restate_the_query_in_a_refusal_and_are_seeded() -> None:
+    items = [
+        DatasetItem(
+            query=f"What is compound {i}?", actual_output="It is a catechin.", retrieved_content=["c"]
+        )
+        for i in range(12)
+    ]
+    first = perturb(items, "refusal", seed=3)
+    assert [x.actual_output for x in first] == [x.actual_output for x in perturb(items, "refusal", seed=3)]
+    forms = set()
+    for item, refused in zip(items, first, strict=True):
+        assert refused.query == item.query and refused.retrieved_content == item.retrieved_content
+        assert f"{item.query.rstrip('?')}." in refused.actual_output  # the query restated, no answer
+        forms.add(refused.actual_output.replace(item.query.rstrip("?"), "{query}"))
+    assert forms <= {form.format(query="{query}") + "." for form in REFUSAL_FORMS} and len(forms) > 1
+    assert refuse("What is X? ", 0) == "The provided context does not say What is X."
+
+
+def test_the_lexical_judge_gives_refusals_little_utilization(capsys: pytest.CaptureFixture[str]) -> None:
+    # The learned judge does not (RAGBench's labels count refusals as used: docs/judges.md, Known limits):
+    # on the bundled sample its pooled utilization only falls from 0.78 to 0.48.
+    drift = _drift("lexical", ["refusal"], capsys)["refusal"]
+    assert drift["pooled_perturbed"] < 0.3 < drift["pooled_original"]

@@ -24,6 +24,11 @@ judge worth alerting on must react the way the truth does:
   pooled utilization should fall to about 0 and the appended chunk should not be called relevant.
 * ``pad``: every row gets three chunks of other rows appended (``offtopic`` with three). Nothing should
   move.
+* ``refusal``: every answer is replaced by a refusal that restates the query ("The provided context does
+  not say ...", "I am not sure about ...", "I'm sorry, the documents do not contain information about
+  ..."; one per row, seeded). Such an answer draws on no chunk (DESIGN.md): the pooled utilization should
+  fall to about 0. RAGBench's labels count some refusals as using their context, so a judge trained on
+  them may not.
 
 Beside pooled and mean, ``changed`` (``scores_changed`` in ``--json``, see :class:`DriftFigures`) is the
 share of the rows scored on the original whose score differs on the perturbed copy (a row that became not
@@ -87,9 +92,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="drift check, repeatable: swap answers between rows, truncate answers to their first "
         "sentence, shuffle chunk order, append another row's chunk (offtopic) or three (pad), answer "
-        "with an edit of the query (echo), or append another row's chunk and answer with its first two "
-        "sentences (wrongsource); reports pooled utilization and mean score original vs perturbed, the "
-        "share of scores that changed and, for wrongsource, the share of appended chunks called relevant",
+        "with an edit of the query (echo) or a refusal that restates it (refusal), or append another "
+        "row's chunk and answer with its first two sentences (wrongsource); reports pooled utilization "
+        "and mean score original vs perturbed, the share of scores that changed and, for wrongsource, "
+        "the share of appended chunks called relevant",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the perturbations (default 0)")
     parser.add_argument(

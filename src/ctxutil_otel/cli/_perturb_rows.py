@@ -13,6 +13,8 @@ length and order (the originals are not changed), deterministic for a given ``se
 * ``wrongsource``: the chunk ``offtopic`` appends (the same one for the same seed) is appended, and the
   answer is replaced by that chunk's first two sentences, verbatim (:func:`wrong_source`).
 * ``pad``: three chunks of other rows appended to every row (:func:`add_offtopic` with ``k = 3``).
+* ``refusal``: every answer is replaced by a refusal that restates the row's query, one of
+  :data:`REFUSAL_FORMS` per row, seeded (:func:`refuse`).
 
 The kinds that take from other rows (:data:`FROM_OTHER_ROWS`) raise ``ValueError`` naming
 ``--perturb KIND`` with fewer than 2 rows.
@@ -31,15 +33,17 @@ __all__ = [
     "FROM_OTHER_ROWS",
     "PAD_CHUNKS",
     "PERTURBATIONS",
+    "REFUSAL_FORMS",
     "WRONG_SOURCE_SENTENCES",
     "add_offtopic",
     "echo_query",
     "first_sentence",
     "perturb",
+    "refuse",
     "wrong_source",
 ]
 
-PERTURBATIONS = ("swap", "truncate", "shuffle", "offtopic", "echo", "wrongsource", "pad")
+PERTURBATIONS = ("swap", "truncate", "shuffle", "offtopic", "echo", "wrongsource", "pad", "refusal")
 FROM_OTHER_ROWS = ("swap", "offtopic", "wrongsource", "pad")
 PAD_CHUNKS = 3
 WRONG_SOURCE_SENTENCES = 2
@@ -57,6 +61,25 @@ ECHO_FORMS: tuple[Callable[[str], str], ...] = (
     lambda query: f"{query} {query}",
     _reversed_words,
 )
+
+
+# ``refusal``'s answers: the forms the second review of the learned judge found passing (docs/judges.md,
+# Known limits), each saying the answer is not in the context while restating the query.
+REFUSAL_FORMS: tuple[str, ...] = (
+    "The provided context does not say {query}",
+    "I am not sure about {query}",
+    "I'm sorry, the documents do not contain information about {query}",
+)
+
+
+def refuse(query: str, form: int) -> str:
+    """``REFUSAL_FORMS[form]`` around ``query`` (its trailing ``?`` and spaces dropped, a full stop
+    added): e.g. form 0 of ``"What is X?"`` is ``"The provided context does not say What is X."``.
+
+    Raises:
+        IndexError: for a ``form`` outside ``range(len(REFUSAL_FORMS))``.
+    """
+    return REFUSAL_FORMS[form].format(query=query.strip().rstrip("?").rstrip()) + "."
 
 
 def first_sentence(answer: str) -> str:
@@ -170,4 +193,9 @@ def perturb(items: Sequence[DatasetItem], kind: str, *, seed: int = 0) -> list[D
         ]
     if kind == "wrongsource":
         return wrong_source(items, seed=seed)
+    if kind == "refusal":
+        return [
+            item.model_copy(update={"actual_output": refuse(item.query, rng.randrange(len(REFUSAL_FORMS)))})
+            for item in items
+        ]
     return add_offtopic(items, 1 if kind == "offtopic" else PAD_CHUNKS, seed=seed)
