@@ -30,7 +30,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from ctxutil_otel.cli._perturb import _first_sentence as first_sentence  # the cut of --perturb truncate
+from ctxutil_otel.cli._perturb_rows import first_sentence  # the cut of --perturb truncate
 from ctxutil_otel.judges._learned_features import WordWeights, chunk_features
 from ctxutil_otel.judges._text import ANSWER_STOP_KEYS, STOP_KEYS, content, sentences, words
 from ctxutil_otel.metric._contextual_utilization import normalise_chunk
@@ -240,7 +240,7 @@ def examples_of(
     several used chunks (:func:`partial_answer`). Then (when ``empty``, no random draw) one **empty-answer
     copy** per row (the answer ``""``, the row's relevance labels, nothing used) and one per row with the
     swap partner's chunks instead (nothing relevant): measured only, they choose the fallback for answers
-    that draw on nothing (``choose_nothing_fallback``)."""
+    that draw on nothing (``nothing_fallback``, ``_train_decision.choose_fallback``)."""
     partner = derangement(rows, rng)
     out = _examples(rows, weights, rng, partner, truncated, cuts)
     if offtopic:
@@ -302,9 +302,9 @@ def partial_answer(row: dict[str, Any]) -> list[str]:
     if sum(full) < 2:
         return []
     first = full.index(True)
-    kept = [part for part, u in zip(parts, uses, strict=True) if u[first]]
-    left = [any(u[c] for u, part in zip(uses, parts, strict=True) if part in kept) for c in range(len(full))]
-    return kept if len(kept) < len(parts) and sum(left) < sum(full) else []
+    kept = [(part, u) for part, u in zip(parts, uses, strict=True) if u[first]]
+    left = [any(u[c] for _, u in kept) for c in range(len(full))]
+    return [part for part, _ in kept] if len(kept) < len(parts) and sum(left) < sum(full) else []
 
 
 def _examples(

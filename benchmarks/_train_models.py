@@ -51,7 +51,7 @@ def hgb(args: argparse.Namespace, max_iter: int, evidence: Sequence[str] = ()) -
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     return HistGradientBoostingClassifier(
-        monotonic_cst=monotonic(evidence) if getattr(args, "monotonic", False) else None,
+        monotonic_cst=monotonic(evidence) if args.monotonic else None,
         max_iter=max_iter,
         learning_rate=args.learning_rate,
         max_leaf_nodes=args.max_leaf_nodes,
@@ -78,7 +78,7 @@ def trained_on(ex: Example, args: argparse.Namespace) -> bool:
     if ex.kind == WRONG_SOURCE:
         return bool(args.wrong_source)
     if ex.kind == PARTIAL:
-        return bool(getattr(args, "partial", False))
+        return bool(args.partial)
     if ex.kind in (EMPTY, EMPTY_REPLACED):
         return False  # measured only: they choose the fallback for answers that draw on nothing
     if ex.kind == PREFIX:
@@ -125,8 +125,9 @@ def fit_chunk_models(examples: Sequence[Example], args: argparse.Namespace) -> t
     return rel, use
 
 
-def export(model: Any, link: str) -> dict[str, Any]:
-    """The trees of a fitted HistGradientBoosting* model in the model-file format."""
+def export(model: Any) -> dict[str, Any]:
+    """The trees of a fitted ``HistGradientBoostingClassifier`` in the model-file format (link ``logit``:
+    the raw sum is the log-odds)."""
     trees = []
     for iteration in model._predictors:  # one predictor per iteration (binary / regression)
         (predictor,) = iteration
@@ -147,7 +148,7 @@ def export(model: Any, link: str) -> dict[str, Any]:
                 )
         trees.append(nodes)
     baseline = float(model._baseline_prediction.ravel()[0])
-    return {"baseline": baseline, "link": link, "trees": trees}
+    return {"baseline": baseline, "link": "logit", "trees": trees}
 
 
 def raw(model: Any, x: list[list[float]]) -> list[float]:

@@ -228,6 +228,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                     "relevance_echo",
                     "relevance_swapped",
                     "wrong_source",
+                    "partial",
+                    "monotonic",
                     "folds",
                     "folds_by",
                     "vocabulary",
@@ -236,8 +238,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         },
         "features": list(FEATURE_NAMES),
         "decision": decision.as_dict(),
-        "relevance": export(rel, "logit"),
-        "utilization": export(use, "logit"),
+        "relevance": export(rel),
+        "utilization": export(use),
         "zipf": grouped(zipf),
     }
     # The id names the content: a retrained model with other trees or thresholds gets another id (the

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import re
 from functools import lru_cache
 from importlib import resources
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from ctxutil_otel import ContextualUtilization, DatasetItem
 from ctxutil_otel.judges import LearnedJudge, ModelFileError, _learned_model, load_model
+from ctxutil_otel.judges._learned_features import FEATURE_NAMES
 from ctxutil_otel.judges._learned_model import Decision
 
 from .test_offline_judges import ANSWER, CHUNKS, QUERY
@@ -195,7 +197,11 @@ def test_a_full_tree_is_compiled_once_per_node() -> None:
 def test_the_shipped_model_still_loads_and_scores() -> None:
     model = load_model(_document())
     assert model.relevance.n_trees == model.utilization.n_trees == 150
-    assert model.relevance.link == model.utilization.link == "logit"
+    # Each ensemble's output is the logistic function of its raw sum of trees: a probability.
+    x = [0.5] * len(FEATURE_NAMES)
+    for ensemble in (model.relevance, model.utilization):
+        assert ensemble(x) == pytest.approx(1.0 / (1.0 + math.exp(-ensemble.raw(x))))
+        assert 0.0 < ensemble(x) < 1.0
 
 
 # --- any damage: a ModelFileError, never another exception ---------------------------------------------

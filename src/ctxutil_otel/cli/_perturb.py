@@ -53,7 +53,6 @@ from .._item import DatasetItem
 from ..metric import MetricEvaluationResult, MetricRunner
 from ..metric._agreement import prediction_from_result
 from ._perturb_rows import FROM_OTHER_ROWS, PERTURBATIONS, add_offtopic, perturb
-from ._perturb_rows import first_sentence as _first_sentence  # noqa: F401  (benchmarks import it here)
 
 __all__ = [
     "PERTURBATIONS",

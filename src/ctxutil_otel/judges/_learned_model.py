@@ -116,32 +116,30 @@ def _compiled(source: str, where: str) -> Callable[[Sequence[float]], float]:
     return namespace["f"]  # type: ignore[no-any-return]  # the ``def f`` of the source
 
 
-def _unpickled(source: str, link: str, n_trees: int) -> Ensemble:
-    return Ensemble(raw=_compiled(source, "unpickled ensemble"), link=link, n_trees=n_trees, source=source)
+def _unpickled(source: str, n_trees: int) -> Ensemble:
+    return Ensemble(raw=_compiled(source, "unpickled ensemble"), n_trees=n_trees, source=source)
 
 
 @dataclass(frozen=True)
 class Ensemble:
-    """A compiled tree ensemble: ``raw(x)`` is the sum of the trees, ``__call__`` applies the link.
+    """A compiled tree ensemble: ``raw(x)`` is the sum of the trees (log-odds), ``__call__`` the probability
+    (the logistic function of it, the file's ``logit`` link).
 
     Pickled as its generated source and compiled again when unpickled (a function made by ``exec`` has
     no module to be found in), so a judge holding it reaches ``worker="process"``'s child."""
 
     raw: Callable[[Sequence[float]], float]
-    link: str
     n_trees: int
     source: str = field(default="", repr=False, compare=False)
 
     def __reduce__(self) -> tuple[Any, ...]:
         if not self.source:
             raise TypeError("an Ensemble built without its source cannot be pickled")
-        return (_unpickled, (self.source, self.link, self.n_trees))
+        return (_unpickled, (self.source, self.n_trees))
 
     def __call__(self, x: Sequence[float]) -> float:
         value = self.raw(x)
-        if self.link == "logit":
-            return 1.0 / (1.0 + math.exp(-value)) if value >= -700 else 0.0
-        return value
+        return 1.0 / (1.0 + math.exp(-value)) if value >= -700 else 0.0
 
 
 def _ensemble(spec: Any, n_features: int, where: str) -> Ensemble:
@@ -149,7 +147,7 @@ def _ensemble(spec: Any, n_features: int, where: str) -> Ensemble:
         raise ModelFileError(f"{where}: expected an object")
     baseline = _number(spec.get("baseline"), f"{where}.baseline")
     link = spec.get("link")
-    if link != "logit":
+    if link != "logit":  # the one link the judge applies: the ensembles give probabilities
         raise ModelFileError(f"{where}.link: expected 'logit' (the ensemble is a probability), got {link!r}")
     trees = spec.get("trees")
     if not isinstance(trees, list):
@@ -161,7 +159,7 @@ def _ensemble(spec: Any, n_features: int, where: str) -> Ensemble:
         _tree_source(tree, n_features, f"{where}.trees[{t}]", lines)
     lines.append("    return s")
     source = "\n".join(lines)
-    return Ensemble(raw=_compiled(source, where), link=str(link), n_trees=len(trees), source=source)
+    return Ensemble(raw=_compiled(source, where), n_trees=len(trees), source=source)
 
 
 @dataclass(frozen=True)
