@@ -49,7 +49,16 @@ EXPECTED_ALL: dict[str, list[str]] = {
         "UtilizationSpanProcessor",
     ],
     "ctxutil_otel.cli": ["main"],
-    "ctxutil_otel.data": ["SAMPLE_FILE", "load_sample", "sample_path"],
+    "ctxutil_otel.data": [
+        "DATASETS",
+        "DESIGN_EXAMPLES_FILE",
+        "SAMPLE_FILE",
+        "SEED_STYLE_FILE",
+        "dataset_path",
+        "load_dataset",
+        "load_sample",
+        "sample_path",
+    ],
     "ctxutil_otel.demo": [
         "HashingEmbeddings",
         "RecordedRetriever",

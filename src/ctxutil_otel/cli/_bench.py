@@ -1,4 +1,5 @@
-"""``ctxutil-otel bench FILE.jsonl``: measure a judge against labelled data (quality and speed).
+"""``ctxutil-otel bench FILE.jsonl`` (or ``--data NAME``, a bundled set): measure a judge against labels
+(quality and speed).
 
 Each line needs the ``evaluate`` fields (``query``, ``retrieved_content``, ``actual_output``) plus the
 labels ``chunk_labels`` (one ``{"relevant": bool, "utilized": bool}`` per chunk) and
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 import time
 from collections.abc import Iterator
@@ -22,6 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..data import DATASETS, dataset_path
 from ..judges import TokenUsage
 from ..judges._from_settings import build_judge
 from ..metric import ContextualUtilization, MetricRunner
@@ -30,7 +33,7 @@ from ._io import BadLine, Line, add_judge_options, read_items, report_bad_line, 
 from ._perturb import add_arguments as add_perturb_arguments
 from ._perturb import check_extras, extras
 
-__all__ = ["register", "render_table"]
+__all__ = ["register", "render_table", "rmse_predicting_mean"]
 
 
 def register(subparsers: Any) -> None:
@@ -44,7 +47,15 @@ def register(subparsers: Any) -> None:
         "evaluation failed; 2 when no line has labels. Options left unset take their CTXUTIL_* variable, "
         "else the default (docs/settings.md).",
     )
-    parser.add_argument("file", type=Path, metavar="FILE.jsonl")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("file", type=Path, metavar="FILE.jsonl", nargs="?")
+    source.add_argument(
+        "--data",
+        choices=sorted(DATASETS),
+        default=None,
+        help="a bundled labelled set instead of FILE.jsonl: sample (250 RAGBench rows), seed (80 short "
+        "seed-style interactions in 10 domains), design (DESIGN.md's five reference examples)",
+    )
     add_judge_options(parser)
     parser.add_argument("--limit", type=int, default=None, help="only the first N non-blank lines")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
@@ -81,16 +92,17 @@ def _fmt(value: float | None, width: int = 6) -> str:
     return f"{'n/a':>{width}}" if value is None else f"{value:>{width}.3f}"
 
 
-_HEADER = (
-    f"{'subset':<10} {'n':>5} {'scored':>6} {'errors':>6} {'rmse':>6} {'mae':>6} "
-    f"{'rel_P':>6} {'rel_R':>6} {'rel_F1':>6} {'use_P':>6} {'use_R':>6} {'use_F1':>6} "
-    f"{'pooled':>6} {'expect':>6} {'low':>4} {'AUROC':>6}"
-)
-
-
-def _row(name: str, f: AgreementFigures) -> str:
+def _header(width: int) -> str:
     return (
-        f"{name:<10} {f.n:>5} {f.scored:>6} {f.errors:>6} {_fmt(f.rmse)} {_fmt(f.mae)} "
+        f"{'subset':<{width}} {'n':>5} {'scored':>6} {'errors':>6} {'rmse':>6} {'mae':>6} "
+        f"{'rel_P':>6} {'rel_R':>6} {'rel_F1':>6} {'use_P':>6} {'use_R':>6} {'use_F1':>6} "
+        f"{'pooled':>6} {'expect':>6} {'low':>4} {'AUROC':>6}"
+    )
+
+
+def _row(name: str, f: AgreementFigures, width: int) -> str:
+    return (
+        f"{name:<{width}} {f.n:>5} {f.scored:>6} {f.errors:>6} {_fmt(f.rmse)} {_fmt(f.mae)} "
         f"{_fmt(f.relevance_precision)} {_fmt(f.relevance_recall)} {_fmt(f.relevance_f1)} "
         f"{_fmt(f.utilization_precision)} {_fmt(f.utilization_recall)} {_fmt(f.utilization_f1)} "
         f"{_fmt(f.pooled_predicted)} {_fmt(f.pooled_expected)} {f.low_rows:>4} {_fmt(f.low_auroc)}"
@@ -99,9 +111,10 @@ def _row(name: str, f: AgreementFigures) -> str:
 
 def render_table(report: AgreementReport) -> str:
     """The figures as a fixed-width text table: one line per subset, then ``overall``."""
-    lines = [_HEADER]
-    lines.extend(_row(name, figures) for name, figures in report.per_subset.items())
-    lines.append(_row("overall", report))
+    width = max([10, *(len(name) for name in report.per_subset)])
+    lines = [_header(width)]
+    lines.extend(_row(name, figures, width) for name, figures in report.per_subset.items())
+    lines.append(_row("overall", report, width))
     lines.append(
         "rmse/mae over scored rows; rel_* over all chunks; use_* over chunks labelled relevant; "
         "pooled = utilized/relevant chunks (predicted vs expected); low = rows with expected < 0.5, "
@@ -110,7 +123,19 @@ def render_table(report: AgreementReport) -> str:
     return "\n".join(lines)
 
 
+def rmse_predicting_mean(labels: list[LabelledRow]) -> float | None:
+    """Score RMSE of answering the mean ``expected_score`` for every row with one (the baseline a judge's
+    ``rmse`` must beat to carry information); ``None`` when no row has an expected score."""
+    expected = [lab.expected_score for lab in labels if lab.expected_score is not None]
+    if not expected:
+        return None
+    mean = sum(expected) / len(expected)
+    return math.sqrt(sum((e - mean) ** 2 for e in expected) / len(expected))
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.data is not None:
+        args.file = Path(dataset_path(args.data))
     for option, value in (("--concurrency", args.concurrency), ("--limit", args.limit)):
         if value is not None and value < 1:
             print(f"error: {option} must be >= 1", file=sys.stderr)
@@ -161,10 +186,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     usage = sum((r.usage for r in results if r.usage is not None), TokenUsage())
+    baseline = rmse_predicting_mean([labels for _, labels in good])
 
     if args.json:
         record = {
             **report.model_dump(mode="json"),
+            "rmse_predicting_mean": baseline,
             "evals_per_second": rate,
             "elapsed_s": elapsed,
             "bad_lines": len(bad),
@@ -183,6 +210,8 @@ def run(args: argparse.Namespace) -> int:
             f"{len(results)} rows in {elapsed:.2f} s = {speed} evaluations/s; {len(bad)} unreadable lines"
         )
         print(render_table(report))
+        if baseline is not None:
+            print(f"predicting the mean expected score for every row: rmse {baseline:.3f}")
         if report.error_types:
             print("errors by error.type: " + ", ".join(f"{k} {v}" for k, v in report.error_types.items()))
         if usage.total_tokens:
