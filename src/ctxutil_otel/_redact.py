@@ -160,9 +160,9 @@ def redact(text: str) -> str:
 
 
 class RedactingFilter(logging.Filter):
-    """Rewrites a record's message (arguments merged in) and exception text through :func:`redact`; never
-    drops a record. The exception is kept only as redacted text (``exc_text``), so handlers that format
-    it print the redacted traceback."""
+    """Rewrites a record's message (arguments merged in) and exception text through :func:`redact` when
+    they hold a secret; never drops a record, and leaves a record holding none as it is. An exception that
+    holds one is kept only as redacted text (``exc_text``), which handlers print as the traceback."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
@@ -170,11 +170,13 @@ class RedactingFilter(logging.Filter):
         except Exception:  # a record whose arguments do not fit its message: leave it to the handler
             return True
         cleaned = redact(message)
-        if cleaned != message or record.args:
+        if cleaned != message:
             record.msg, record.args = cleaned, ()
         if record.exc_info and record.exc_info[0] is not None:
             text = logging.Formatter().formatException(record.exc_info)
-            record.exc_text, record.exc_info = redact(text), None
+            cleaned = redact(text)
+            if cleaned != text:
+                record.exc_text, record.exc_info = cleaned, None
         elif record.exc_text:
             record.exc_text = redact(record.exc_text)
         return True

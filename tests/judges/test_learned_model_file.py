@@ -170,9 +170,10 @@ def test_a_cycle_below_the_root_is_refused() -> None:
 
 
 def test_a_deep_shared_chain_is_refused_at_once() -> None:
-    # 30 levels (within MAX_DEPTH, 32), each node's two children the same next node: 2**30 paths. Before the check it was
-    # compiled path by path (18 levels took 16.7 s, 26 never finished): without it this test would not end
-    # within pytest's timeout (pyproject.toml). It asserts the refusal and what it names, not a duration.
+    # 30 levels (within MAX_DEPTH, 32), each node's two children the same next node: 2**30 paths.
+    # Before the check it was compiled path by path (18 levels took 16.7 s, 26 never finished):
+    # without it this test would not end within pytest's timeout (pyproject.toml). It asserts the
+    # refusal and what it names, not a duration.
     chain: list[list[Any]] = [[i % 5, 0.5, i + 1, i + 1] for i in range(30)]
     chain.append([0.0])
     document = _small_document()

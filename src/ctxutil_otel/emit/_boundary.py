@@ -36,7 +36,7 @@ def exportable(attributes: Mapping[str, AttributeValue]) -> dict[str, AttributeV
             out[key] = redact(value)
         elif isinstance(value, (tuple, list)):
             if all(_fits(v) for v in value):
-                out[key] = [redact(v) if isinstance(v, str) else v for v in value]  # type: ignore[assignment]  # a homogeneous sequence stays one
+                out[key] = [redact(v) if isinstance(v, str) else v for v in value]
         elif _fits(value):
             out[key] = value
     return out

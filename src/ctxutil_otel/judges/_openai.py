@@ -90,6 +90,9 @@ class OpenAIJudge:
     A reply body over 4 MiB (``MAX_REPLY_BYTES``) is refused as :class:`MalformedResponseError`
     unparsed; JSON nested too deeply to parse counts as not JSON. An HTTP error body is read up to
     64 KiB (``MAX_ERROR_BODY_BYTES``); a larger one fails at once with the error type of its status.
+    A reply whose ``usage`` reports a token count that is not an integer in [0, 10^9]
+    (``MAX_REPORTED_TOKENS``) fails as :class:`MalformedResponseError`, so that it never reaches a
+    counter or the token budget.
 
     Args:
         model: Chat model name, sent as ``model`` and reported as ``ctxutil.judge.model``.

@@ -2,11 +2,11 @@
 the answer, each chunk) is cut to :data:`MAX_SENT_TEXT_CHARS` characters before it is pickled, and the cut
 is stated in the reasons of the result that comes back.
 
-Pickling holds the GIL for the whole copy (a 64 MB chunk stalled the application's threads for about 25
-ms each), and the pipe and the child hold the copy again. No judge of this package reads that much of one
-text: the lexical and learned judges read the first 20,000 characters (``max_text_chars``), the OpenAI
-judge at most what fits its ``max_context_tokens`` budget (16,000 tokens by default, about 64,000
-characters), so the cut changes no verdict of theirs at their defaults.
+Pickling holds the GIL for the whole copy (one 64 MB chunk: 98 ms, against 0.01 ms once cut, on the
+reference machine), and the pipe and the child hold the copy again. No judge of this package reads that
+much of one text: the lexical and learned judges read the first 20,000 characters (``max_text_chars``),
+the OpenAI judge at most what fits its ``max_context_tokens`` budget (16,000 tokens by default, about
+64,000 characters), so the cut changes no verdict of theirs at their defaults.
 """
 
 from __future__ import annotations
@@ -46,5 +46,7 @@ def note_cut(result: MetricEvaluationResult, cut: Sequence[str], limit: int = MA
         return
     note = f"[the judge was sent only the first {limit} characters of the {', '.join(cut)}]"
     signals = result.signals
-    for entry in [*signals.verdicts, *signals.chunk_breakdown]:
+    for verdict in signals.verdicts:
+        verdict.reason = f"{verdict.reason} {note}" if verdict.reason else note
+    for entry in signals.chunk_breakdown:
         entry.reason = f"{entry.reason} {note}" if entry.reason else note
