@@ -30,6 +30,7 @@ __all__ = [
     "REDACTED",
     "RedactingFilter",
     "install_log_redaction",
+    "may_hold_secret",
     "redact",
     "redact_key",
     "register_secret",
@@ -147,6 +148,17 @@ def redact_key(text: str, secret: str | None) -> str:
         return text
     entry = _secrets.get(secret) or _Secret(secret)
     return entry.sub(text, text.lower())
+
+
+def may_hold_secret(text: str) -> bool:
+    """Whether :func:`redact` could change ``text`` (a cheap test: one lower-casing and substring searches);
+    ``False`` means it would return ``text`` unchanged."""
+    lowered = text.lower()
+    for entry in _registered:
+        haystack = text if entry.placeholder else lowered
+        if any(anchor in haystack for anchor in entry.anchors):
+            return True
+    return any(word in lowered for word in _LOOKALIKE_WORDS)
 
 
 def redact(text: str) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from opentelemetry.util.types import AttributeValue
 
-from .._redact import redact
+from .._redact import may_hold_secret, redact
 
 __all__ = ["INT64_MAX", "INT64_MIN", "exportable"]
 
@@ -30,13 +30,19 @@ def _fits(value: object) -> bool:
 def exportable(attributes: Mapping[str, AttributeValue]) -> dict[str, AttributeValue]:
     """A copy of ``attributes`` that every OTLP exporter can encode and that holds no secret: strings
     redacted, integers out of the 64-bit range (alone or in a sequence) left out. Keys are ours, kept."""
+    # One test over all the strings first: the usual attribute set holds no secret and is only copied.
+    strings = [v for v in attributes.values() if isinstance(v, str)]
+    strings += [
+        s for v in attributes.values() if isinstance(v, (tuple, list)) for s in v if isinstance(s, str)
+    ]
+    clean = (lambda text: text) if not may_hold_secret("\n".join(strings)) else redact
     out: dict[str, AttributeValue] = {}
     for key, value in attributes.items():
         if isinstance(value, str):
-            out[key] = redact(value)
+            out[key] = clean(value)
         elif isinstance(value, (tuple, list)):
             if all(_fits(v) for v in value):
-                out[key] = [redact(v) if isinstance(v, str) else v for v in value]
+                out[key] = [clean(v) if isinstance(v, str) else v for v in value]
         elif _fits(value):
             out[key] = value
     return out
