@@ -30,19 +30,27 @@ def _fits(value: object) -> bool:
 def exportable(attributes: Mapping[str, AttributeValue]) -> dict[str, AttributeValue]:
     """A copy of ``attributes`` that every OTLP exporter can encode and that holds no secret: strings
     redacted, integers out of the 64-bit range (alone or in a sequence) left out. Keys are ours, kept."""
-    # One test over all the strings first: the usual attribute set holds no secret and is only copied.
-    strings = [v for v in attributes.values() if isinstance(v, str)]
-    strings += [
-        s for v in attributes.values() if isinstance(v, (tuple, list)) for s in v if isinstance(s, str)
-    ]
-    clean = (lambda text: text) if not may_hold_secret("\n".join(strings)) else redact
     out: dict[str, AttributeValue] = {}
+    texts: list[str] = []
     for key, value in attributes.items():
-        if isinstance(value, str):
-            out[key] = clean(value)
+        kind = type(value)
+        if kind is str:
+            texts.append(value)  # type: ignore[arg-type]  # a str, by its type
+        elif kind is int:
+            if not INT64_MIN <= value <= INT64_MAX:  # type: ignore[operator]  # an int, by its type
+                continue
         elif isinstance(value, (tuple, list)):
-            if all(_fits(v) for v in value):
-                out[key] = [clean(v) if isinstance(v, str) else v for v in value]
-        elif _fits(value):
-            out[key] = value
+            if not all(_fits(v) for v in value):
+                continue
+            texts.extend(v for v in value if isinstance(v, str))
+        elif not _fits(value):  # an int subclass
+            continue
+        out[key] = value
+    # One test over all the strings: the usual attribute set holds no secret and is only copied.
+    if texts and may_hold_secret("\n".join(texts)):
+        for key, value in out.items():
+            if isinstance(value, str):
+                out[key] = redact(value)
+            elif isinstance(value, (tuple, list)):
+                out[key] = [redact(v) if isinstance(v, str) else v for v in value]
     return out
