@@ -131,7 +131,8 @@ def _key_pattern(secret: str) -> re.Pattern[str]:
 
 def register_secret(secret: str | None) -> None:
     """Redact ``secret`` (and its leading or trailing runs of >= 8 characters) from everything this package
-    exports or logs from now on, in this process. Idempotent; ``None`` or empty does nothing."""
+    exports or logs from now on, in this process (the log filter is installed with the first secret).
+    Idempotent; ``None`` or empty does nothing."""
     global _registered
     if not secret or secret in _secrets:
         return
@@ -140,6 +141,7 @@ def register_secret(secret: str | None) -> None:
         _secrets[secret] = entry
         # Longer keys first: a short placeholder must not cut a long key into unredacted halves.
         _registered = tuple(e for _, e in sorted(_secrets.items(), key=lambda kv: -len(kv[0])))
+    install_log_redaction()
 
 
 def redact_key(text: str, secret: str | None) -> str:

@@ -13,7 +13,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from .._redact import install_log_redaction, register_secret
+from .._redact import register_secret
 from ._base import JudgeError, JudgeTimeoutError, TokenUsage
 from ._completion import ChatReply, chat_body, post_chat, read_reply
 from ._negotiate import (
@@ -77,7 +77,6 @@ class ChatClient:
         # From now on the key is cut out of whatever this process exports or logs, the HTTP stack's
         # DEBUG records included (``ctxutil_otel._redact``).
         register_secret(api_key)
-        install_log_redaction()
         self._max_retries = max_retries
         self._max_retry_after_s = max_retry_after_s
         # The SDK is imported and the first client built here, where the judge is built (about
