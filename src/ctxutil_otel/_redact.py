@@ -20,6 +20,7 @@ the HTTP libraries the judge uses (:func:`install_log_redaction`: a ``logging.Fi
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 from collections.abc import Iterable
@@ -83,6 +84,15 @@ LOGGERS = (
 )
 
 _lock = threading.Lock()
+
+
+def _new_lock() -> None:  # in a forked child: another thread may have held it at the fork
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock)
 
 
 class _Secret:
