@@ -6,8 +6,9 @@ Two kinds of secret are replaced by ``[REDACTED]``:
   key when it is built, the evaluator the key it hands to the process worker's child): the key, and any
   run of 8 or more of its leading or trailing characters, in any letter case (servers and models echo keys
   whole, cut ``sk-abc...``, masked in the middle ``sk-abc****wxyz`` or upper-cased). A key shorter than 8
-  characters is a placeholder (``none``, ``EMPTY``; no real key is): only it, as a whole word in its own
-  case, is replaced, so that "got none. None of" stays readable;
+  characters is a placeholder (``none``, ``EMPTY``; no real key is): it is not registered, and the judge's
+  error messages replace only it, as a whole word in its own case, so that "got none. None of" stays
+  readable;
 * **key lookalikes**: ``sk-...`` tokens, ``Bearer ...`` tokens, and ``api_key=`` / ``authorization:``
   values.
 
@@ -142,10 +143,11 @@ def _key_pattern(secret: str) -> re.Pattern[str]:
 def register_secret(secret: str | None) -> None:
     """Redact ``secret`` (and its leading or trailing runs of >= 8 characters) from everything this package
     exports or logs from now on, in this process (the log filter is installed with the first secret).
-    Idempotent; ``None`` or empty does nothing."""
+    Idempotent; ``None``, empty, or a placeholder under 8 characters does nothing (error messages of the
+    OpenAI judge still cut a placeholder as a whole word: :func:`redact_key`)."""
     global _registered
-    if not secret or secret in _secrets:
-        return
+    if not secret or len(secret) < _MIN_FRAGMENT or secret in _secrets:
+        return  # a placeholder (``none``, ``EMPTY``) is no secret: redacting it would cut common words
     entry = _Secret(secret)
     with _lock:
         _secrets[secret] = entry
