@@ -227,10 +227,13 @@ def _usage(usage: object) -> TokenUsage:
 
 
 def _count(value: object, field: str) -> int:
-    """A reported token count: absent or null is 0; anything else must be an integer in
-    [0, :data:`MAX_REPORTED_TOKENS`], or the reply is refused (before any counter or budget sees it)."""
+    """A reported token count: absent or null is 0; anything else must be an integer (``12.0`` counts as
+    12) in [0, :data:`MAX_REPORTED_TOKENS`], or the reply is refused (before any counter or budget sees
+    it)."""
     if value is None:
         return 0
+    if isinstance(value, float) and value.is_integer():  # 12.0 from a server that writes numbers so
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_REPORTED_TOKENS:
         shown = repr(value)
         shown = shown if len(shown) <= 24 else f"{shown[:20]}... ({len(shown)} characters)"
