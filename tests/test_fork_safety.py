@@ -103,6 +103,13 @@ def test_module_level_locks(module: str) -> None:
         assert child_finishes(lambda: mod.warn_once("fork-test", "a message"))
 
 
+def test_secret_registry() -> None:
+    from ctxutil_otel import _redact
+
+    with held(_redact._lock):
+        assert child_finishes(lambda: _redact.register_secret("sk-registered-in-a-forked-child"))
+
+
 def test_judge_format_negotiation() -> None:
     from ctxutil_otel.judges import _negotiate
 

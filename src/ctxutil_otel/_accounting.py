@@ -8,18 +8,21 @@ values of the ``outcome`` and ``reason`` attributes of ``ctxutil.evaluations`` a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias, get_args
 
 __all__ = [
     "ADMITTED",
     "DROP_REASONS",
+    "ERROR_TYPE_OTHER",
     "WORKER_ERROR_TYPES",
     "Admission",
     "DropReason",
     "Outcome",
     "OutcomeKey",
     "WorkerErrorType",
+    "checked_error_type",
     "refused",
 ]
 
@@ -61,7 +64,8 @@ DropReason: TypeAlias = Literal[
 ]
 
 #: The ``error.type`` of a ``failed`` interaction that the evaluator itself gives (judges add their own,
-#: e.g. ``verdict_mismatch``, and an unexpected exception counts under its class name):
+#: e.g. ``verdict_mismatch``; an unexpected exception, which is no judge error, counts as
+#: :data:`ERROR_TYPE_OTHER`, its class name kept in the result's local ``error_message``):
 #:
 #: * ``timeout``: the evaluation ran past ``evaluation_timeout_s``;
 #: * ``invalid_input``: the captured interaction does not convert (a chunk of an unsupported type);
@@ -71,6 +75,23 @@ WorkerErrorType: TypeAlias = Literal["timeout", "invalid_input", "worker_crashed
 
 #: Every :data:`WorkerErrorType`.
 WORKER_ERROR_TYPES: Final[tuple[WorkerErrorType, ...]] = get_args(WorkerErrorType)
+
+#: ``error.type`` of a failure whose type is none of the vocabulary's (OpenTelemetry's semantic conventions'
+#: catch-all): an exception that is no :class:`~ctxutil_otel.judges.JudgeError`, or a judge error type that
+#: is not low-cardinality snake case (:func:`checked_error_type`).
+ERROR_TYPE_OTHER: Final = "_OTHER"
+_ERROR_TYPE = re.compile(r"[a-z][a-z0-9_.]{0,63}")
+
+
+def checked_error_type(value: object) -> str:
+    """``value`` when it has the shape of the ``error.type`` vocabulary (lower-case letters, digits, ``_``
+    and ``.``, starting with a letter, at most 64 characters: ``timeout``, ``http_5xx``, a custom judge
+    error's ``error_type``), else :data:`ERROR_TYPE_OTHER` (an exception class name such as
+    ``UnicodeEncodeError``, an empty or overlong value)."""
+    if isinstance(value, str) and _ERROR_TYPE.fullmatch(value):
+        return value
+    return ERROR_TYPE_OTHER
+
 
 #: ``(outcome, detail)``: the drop reason, the failure's ``error.type``, or ``None`` for the others.
 OutcomeKey: TypeAlias = "tuple[Outcome, str | None]"

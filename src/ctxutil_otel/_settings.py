@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ValidationError, field_validator
+from pydantic import SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ._dimension_keys import check_dimension_keys
+from ._redact import KEY_WHITESPACE, unusable_key
 from ._selection import parse_rules
 from ._settings_fields import SettingsFields
 from ._settings_sources import (
@@ -114,6 +115,13 @@ class Settings(SettingsFields):
     @classmethod
     def _dimension_keys(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return check_dimension_keys(value)
+
+    @field_validator("judge_api_key")
+    @classmethod
+    def _key_not_padded(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and unusable_key(value.get_secret_value()):
+            raise ValueError(KEY_WHITESPACE)
+        return value
 
     @field_validator("judge_base_url")
     @classmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import reprlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,11 +15,14 @@ from pydantic_settings import PydanticBaseSettingsSource
 
 __all__ = [
     "ENV_PREFIX",
+    "MAX_MESSAGE_CHARS",
+    "MAX_QUOTED_CHARS",
     "OTEL_CAPTURE_CONTENT_ENV",
     "EmptyMeansNoneSource",
     "OTelCaptureContentSource",
     "SettingsError",
     "env_var",
+    "quoted",
     "settings_error",
 ]
 
@@ -76,6 +80,25 @@ class EmptyMeansNoneSource(PydanticBaseSettingsSource):
         return {}
 
 
+#: Longest quotation of an offending value in a :class:`SettingsError` (its ``repr``), in characters.
+MAX_QUOTED_CHARS = 80
+#: Longest explanation of one problem (a validator's message may quote its input), in characters.
+MAX_MESSAGE_CHARS = 500
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def quoted(value: object) -> str:
+    """``repr(value)``, at most :data:`MAX_QUOTED_CHARS` characters of it followed by its full length (a
+    20 MB rule string gives a short message, not a 20 MB one)."""
+    if isinstance(value, str) and len(value) > MAX_QUOTED_CHARS:
+        value = value[: MAX_QUOTED_CHARS + 1]  # repr of a prefix only: never of the whole value
+        return f"{value[:MAX_QUOTED_CHARS]!r}... (a string of more than {MAX_QUOTED_CHARS} characters)"
+    return _cut(reprlib.repr(value), MAX_QUOTED_CHARS)  # a container's repr, already shortened
+
+
 def env_var(name: str) -> str:
     """The environment variable of setting ``name`` (e.g. ``CTXUTIL_SAMPLE_RATE``)."""
     return f"{ENV_PREFIX}{name.upper()}"
@@ -102,6 +125,6 @@ def settings_error(exc: ValidationError, *, explicit: set[str], known: Sequence[
             origin = f"setting {name} (environment variable {env_var(name)})"
         else:
             origin = f"setting {name} (default)"
-        shown = "" if name in _SECRET_FIELDS else f"; got {error.get('input')!r}"
-        problems.append((name, f"{origin}: {error['msg']}{shown}"))
+        shown = "" if name in _SECRET_FIELDS else f"; got {quoted(error.get('input'))}"
+        problems.append((name, f"{origin}: {_cut(error['msg'], MAX_MESSAGE_CHARS)}{shown}"))
     return SettingsError(problems, hint=f"known settings: {', '.join(known)}" if unknown else None)

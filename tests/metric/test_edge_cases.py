@@ -105,11 +105,14 @@ class _CustomJudgeError(JudgeError):
 
 
 @pytest.mark.parametrize(
-    ("exc", "error_type"), [(_CustomJudgeError("boom"), "custom"), (RuntimeError("oops"), "RuntimeError")]
+    ("exc", "error_type"), [(_CustomJudgeError("boom"), "custom"), (RuntimeError("oops"), "_OTHER")]
 )
 async def test_judge_failure_is_an_error_outcome_never_a_score(exc: Exception, error_type: str) -> None:
+    # An exception that is no JudgeError is error.type _OTHER (the vocabulary stays closed); its class
+    # name stays in the local error_message.
     result = await ContextualUtilization(judge=_Raising(exc)).execute(item(["a"]))
     assert (result.score, result.label, result.error_type) == (None, "error", error_type)
+    assert type(exc).__name__ in (result.error_message or "") or error_type == "custom"
     assert result.judge_name == "raising" and result.judge_model == "m"
 
 

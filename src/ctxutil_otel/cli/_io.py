@@ -100,7 +100,8 @@ def _not_unicode(item: DatasetItem) -> str | None:
 
 def _parse(number: int, raw: bytes) -> Line | BadLine | None:
     try:
-        text = raw.decode("utf-8").rstrip("\r\n")
+        # A UTF-8 byte order mark (what some Windows editors write) is accepted on the first line only.
+        text = raw.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n")
     except UnicodeDecodeError as exc:
         return BadLine(number, f"not valid UTF-8 (byte {exc.start + 1} of the line)")
     if not text.strip():
@@ -111,6 +112,8 @@ def _parse(number: int, raw: bytes) -> Line | BadLine | None:
         return BadLine(number, f"invalid JSON ({exc.msg}) at column {exc.pos + 1}")
     except RecursionError:
         return BadLine(number, "invalid JSON (nested too deeply to read)")
+    except ValueError:  # what else json.loads raises: an integer over Python's 4,300-digit conversion limit
+        return BadLine(number, "unreadable JSON (a number of more than 4,300 digits)")
     if not isinstance(row, dict):
         return BadLine(number, f"expected a JSON object, got {type(row).__name__}")
     canonical = _canonical(row)
@@ -136,8 +139,10 @@ def read_items(path: Path) -> Iterator[Line | BadLine]:
     """Yield one :class:`Line` or :class:`BadLine` per non-blank line of a JSONL file.
 
     Reads ``query``, ``retrieved_content`` and ``actual_output`` under any of their :data:`FIELD_NAMES`
-    (and ``id`` when it is a string); other keys are kept in ``Line.row`` only. A line that is not UTF-8,
-    not JSON (the column is the character where reading stopped), nested too deeply, missing a field,
+    (and ``id`` when it is a string); other keys are kept in ``Line.row`` only. A UTF-8 byte order mark
+    before the first line is skipped. A line that is not UTF-8, not JSON (the column is the character
+    where reading stopped), nested too deeply, holding an integer of more than 4,300 digits (Python's
+    limit on converting one), missing a field,
     giving one twice, of the wrong type or holding text that is not valid Unicode is a :class:`BadLine`;
     it never stops the rest.
 

@@ -12,13 +12,14 @@ attributes ``ctxutil.chunks.{i}.*`` are built in ``_chunk_attributes.py``.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping
 
 from opentelemetry.util.types import AttributeValue
 
+from .._accounting import ERROR_TYPE_OTHER, checked_error_type
 from .._interaction import Interaction
 from .._item import DatasetItem
+from .._redact import redact
 from ..metric._results import MetricEvaluationResult
 from ._identity import truncate
 from ._names import (
@@ -54,6 +55,7 @@ __all__ = [
     "DROP_REASON_UNKNOWN",
     "ERROR_TYPE_OTHER",
     "EXPLANATION_MAX_CHARS",
+    "MAX_COUNT",
     "RESULT_EXTRACTORS",
     "ErrorCallback",
     "Extractor",
@@ -73,20 +75,7 @@ Extractor = Callable[[MetricEvaluationResult], "AttributeValue | None"]
 ErrorCallback = Callable[[str, BaseException], None]
 
 DROP_REASON_UNKNOWN = "unknown"
-ERROR_TYPE_OTHER = "_OTHER"
-"""``error.type`` fallback when a failure names no type (semantic conventions, ``error.type``)."""
 EXPLANATION_MAX_CHARS = 500
-
-# Secret-looking substrings an exception message might carry into an explanation (API keys, bearer tokens).
-_SECRET = re.compile(
-    r"(sk-[A-Za-z0-9_\-*]{6,}|Bearer\s+[A-Za-z0-9._\-~+/=]+|(api[_-]?key|authorization)\s*[=:]\s*\S+)",
-    re.IGNORECASE,
-)
-
-
-def redact(text: str) -> str:
-    """Replace API-key and bearer-token lookalikes with ``[REDACTED]``."""
-    return _SECRET.sub("[REDACTED]", text)
 
 
 def finite(value: float) -> float:
@@ -97,10 +86,18 @@ def finite(value: float) -> float:
     return number
 
 
+MAX_COUNT = 10**12
+"""Largest value one counter ``add`` takes (chunks, judge tokens): an OTLP exporter encodes a counter's
+cumulative sum as a signed 64-bit integer, and one value past that range fails the export of every
+metric of the MeterProvider, the application's included. 10^12 leaves room for 9 million adds."""
+
+
 def count(value: object) -> int:
-    """``value`` if it is a non-negative ``int`` (not ``bool``); raises ``ValueError`` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"expected a non-negative int, got {value!r}")
+    """``value`` if it is an ``int`` (not ``bool``) in [0, :data:`MAX_COUNT`]; raises ``ValueError``
+    otherwise (the emitter then skips that one instrument and counts the failure)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        shown = repr(value)[:30]
+        raise ValueError(f"expected an int in [0, {MAX_COUNT}], got {shown}")
     return value
 
 
@@ -132,7 +129,7 @@ def _explanation(r: MetricEvaluationResult) -> AttributeValue | None:
 def _error_type(r: MetricEvaluationResult) -> AttributeValue | None:
     if r.label != "error":
         return None
-    return str(r.error_type) if r.error_type else ERROR_TYPE_OTHER
+    return checked_error_type(r.error_type)
 
 
 def _utilization_score(r: MetricEvaluationResult) -> AttributeValue | None:
@@ -169,11 +166,11 @@ def _judge_model(r: MetricEvaluationResult) -> AttributeValue | None:
 
 
 def _input_tokens(r: MetricEvaluationResult) -> AttributeValue | None:
-    return None if r.usage is None else int(r.usage.input_tokens)
+    return None if r.usage is None else count(r.usage.input_tokens)
 
 
 def _output_tokens(r: MetricEvaluationResult) -> AttributeValue | None:
-    return None if r.usage is None else int(r.usage.output_tokens)
+    return None if r.usage is None else count(r.usage.output_tokens)
 
 
 def _judge_output_format(r: MetricEvaluationResult) -> AttributeValue | None:
@@ -286,7 +283,7 @@ def outcome_observations(
             outcome, detail = key
             attributes: dict[str, AttributeValue] = {ATTR_OUTCOME: str(outcome)}
             if outcome == "failed":
-                attributes[ATTR_ERROR_TYPE] = str(detail) if detail else ERROR_TYPE_OTHER
+                attributes[ATTR_ERROR_TYPE] = checked_error_type(detail)
             elif outcome == "dropped":
                 attributes[ATTR_REASON] = str(detail) if detail else DROP_REASON_UNKNOWN
             if application_name:

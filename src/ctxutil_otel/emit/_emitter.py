@@ -20,12 +20,12 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
+from .._accounting import checked_error_type
 from .._fork import reinit_after_fork
 from .._interaction import Interaction
 from .._item import DatasetItem
 from ..metric._results import MetricEvaluationResult
 from ._attributes import (
-    ERROR_TYPE_OTHER,
     RESULT_EXTRACTORS,
     content_attributes,
     extract,
@@ -33,6 +33,7 @@ from ._attributes import (
     metric_attributes,
     valid_duration,
 )
+from ._boundary import exportable
 from ._cardinality import CardinalityLimiter
 from ._chunk_attributes import chunk_attributes, text_source
 from ._destinations import flush_providers, resolved_providers, span_attribute_limit, warn_if_nowhere
@@ -187,13 +188,16 @@ class Emitter:
         try:
             end_ns = time.time_ns()
             duration = valid_duration(duration_s)
-            common = extract(RESULT_EXTRACTORS, result, self._on_error)
-            bounded = self._dimensions(interaction)
-            context = interaction_attributes(interaction, self.application_name)
+            # Everything below reaches an exporter: it passes the boundary (redaction, 64-bit ints) here.
+            common = exportable(extract(RESULT_EXTRACTORS, result, self._on_error))
+            bounded = exportable(self._dimensions(interaction))
+            context = exportable(interaction_attributes(interaction, self.application_name))
             context.update(bounded)
             common.update(context)
             content = (
-                content_attributes(interaction, item, self.max_content_chars) if self.capture_content else {}
+                exportable(content_attributes(interaction, item, self.max_content_chars))
+                if self.capture_content
+                else {}
             )
             evaluated = self._evaluated_span_context(interaction)
         except Exception as exc:
@@ -246,15 +250,17 @@ class Emitter:
         if limit is not None:
             room = min(room, max(0, (limit - len(attributes) - 1) // per_chunk))
         attributes.update(
-            chunk_attributes(
-                result,
-                max_chunks=room,
-                capture_content=self.capture_content,
-                max_content_chars=self.max_content_chars,
-                text_of=text_source(result, interaction, item),
-                on_error=self._on_error,
-                document_of=document_source(interaction),
-                metadata_keys=self.chunk_metadata_keys,
+            exportable(
+                chunk_attributes(
+                    result,
+                    max_chunks=room,
+                    capture_content=self.capture_content,
+                    max_content_chars=self.max_content_chars,
+                    text_of=text_source(result, interaction, item),
+                    on_error=self._on_error,
+                    document_of=document_source(interaction),
+                    metadata_keys=self.chunk_metadata_keys,
+                )
             )
         )
         start_ns = end_ns - int(duration * 1e9) if duration is not None else end_ns
@@ -269,7 +275,7 @@ class Emitter:
         )
         try:
             if result.label == "error":
-                span.set_status(Status(StatusCode.ERROR, str(result.error_type or ERROR_TYPE_OTHER)))
+                span.set_status(Status(StatusCode.ERROR, checked_error_type(result.error_type)))
         finally:
             span.end(end_time=end_ns)
 

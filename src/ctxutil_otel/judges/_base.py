@@ -13,6 +13,7 @@ from typing import ClassVar, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "MAX_REPORTED_TOKENS",
     "ChunkVerdict",
     "Judge",
     "JudgeError",
@@ -40,6 +41,14 @@ class ChunkVerdict(BaseModel):
     is_relevant: bool
     is_utilized: bool
     reason: str = ""
+
+
+MAX_REPORTED_TOKENS = 10**9
+"""Most tokens one judge reply may report per field (``prompt_tokens``, ``completion_tokens``): a
+thousand times the largest context windows of 2025. A reply reporting more, or a negative count, is
+refused as ``malformed_response`` (``judges/_completion.py``), so that a buggy server's ``2**64 - 1``
+never reaches the ``ctxutil.judge.tokens`` counter (whose exporter encodes 64-bit integers) or the
+token budget."""
 
 
 class TokenUsage(BaseModel):

@@ -10,7 +10,9 @@ runs on the evaluator's thread, which shares the GIL with the application's requ
 
 Reply shape read (OpenAI's Chat Completions object): ``choices[0].message.content`` (string or
 null), ``choices[0].message.refusal``, ``choices[0].finish_reason``, ``usage.prompt_tokens`` and
-``usage.completion_tokens``; everything else is ignored.
+``usage.completion_tokens``; everything else is ignored. A token count that is not an integer in
+[0, ``MAX_REPORTED_TOKENS``] (10^9; a buggy server sends ``2**64 - 1`` for -1) fails the reply as
+``malformed_response``: it never reaches the token counter or the token budget.
 
 The body is requested unread (``stream=True``; the SDK hands back the ``httpx2.Response`` as it is for
 ``cast_to=httpx2.Response``) and read by :func:`read_body` under :data:`MAX_REPLY_BYTES`, so an
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ._base import JudgeTimeoutError, TokenUsage
+from ._base import MAX_REPORTED_TOKENS, JudgeTimeoutError, TokenUsage
 from ._retry import JudgeConnectionError, MalformedResponseError, content_length
 
 if TYPE_CHECKING:
@@ -219,9 +221,24 @@ def _usage(usage: object) -> TokenUsage:
     if not isinstance(usage, Mapping):
         return TokenUsage()
     return TokenUsage(
-        input_tokens=_count(usage.get("prompt_tokens")), output_tokens=_count(usage.get("completion_tokens"))
+        input_tokens=_count(usage.get("prompt_tokens"), "usage.prompt_tokens"),
+        output_tokens=_count(usage.get("completion_tokens"), "usage.completion_tokens"),
     )
 
 
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+def _count(value: object, field: str) -> int:
+    """A reported token count: absent or null is 0; anything else must be an integer (``12.0`` counts as
+    12) in [0, :data:`MAX_REPORTED_TOKENS`], or the reply is refused (before any counter or budget sees
+    it)."""
+    if value is None:
+        return 0
+    if isinstance(value, float) and value.is_integer():  # 12.0 from a server that writes numbers so
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_REPORTED_TOKENS:
+        shown = repr(value)
+        shown = shown if len(shown) <= 24 else f"{shown[:20]}... ({len(shown)} characters)"
+        raise MalformedResponseError(
+            f"the judge server's reply reports {field} = {shown}, not an integer in "
+            f"[0, {MAX_REPORTED_TOKENS}] (MAX_REPORTED_TOKENS); its usage is not counted"
+        )
+    return value

@@ -12,6 +12,7 @@ import logging
 import os
 from collections.abc import Sequence
 
+from .._redact import KEY_WHITESPACE, unusable_key
 from ._base import ChunkVerdict, JudgeError, JudgeResult, JudgeTimeoutError, VerdictMismatchError
 from ._completion import check_base_url, safe_url
 from ._negotiate import (
@@ -89,6 +90,9 @@ class OpenAIJudge:
     A reply body over 4 MiB (``MAX_REPLY_BYTES``) is refused as :class:`MalformedResponseError`
     unparsed; JSON nested too deeply to parse counts as not JSON. An HTTP error body is read up to
     64 KiB (``MAX_ERROR_BODY_BYTES``); a larger one fails at once with the error type of its status.
+    A reply whose ``usage`` reports a token count that is not an integer in [0, 10^9]
+    (``MAX_REPORTED_TOKENS``) fails as :class:`MalformedResponseError`, so that it never reaches a
+    counter or the token budget.
 
     Args:
         model: Chat model name, sent as ``model`` and reported as ``ctxutil.judge.model``.
@@ -127,7 +131,8 @@ class OpenAIJudge:
             down: a server refusing it fails the call (``http_4xx`` / ``http_5xx``, not retried).
 
     Raises:
-        ValueError: naming the argument, for no API key, a non-positive number, an unknown
+        ValueError: naming the argument, for no API key or one holding whitespace or a control
+            character (never showing it), a non-positive number, an unknown
             ``response_format``, or a ``base_url`` (or ``OPENAI_BASE_URL`` when it is ``None``) with
             user information, a query string or a fragment (the HTTP client logs request URLs at
             INFO); the message shows the URL without those parts.
@@ -168,6 +173,9 @@ class OpenAIJudge:
                 "api_key: none given and OPENAI_API_KEY is not set (or set CTXUTIL_JUDGE_API_KEY for the "
                 "live evaluator; servers that need no key accept any string)"
             )
+        if unusable_key(key):  # sent as is, an invalid header: every request fails before it is sent
+            source = "api_key" if api_key is not None else "api_key (from OPENAI_API_KEY)"
+            raise ValueError(f"{source} {KEY_WHITESPACE} (the key is not shown)")
         for field, value, low in (
             ("timeout_s", timeout_s, 0.0),
             ("max_retry_after_s", max_retry_after_s, 0.0),

@@ -13,6 +13,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from .._redact import register_secret
 from ._base import JudgeError, JudgeTimeoutError, TokenUsage
 from ._completion import ChatReply, chat_body, post_chat, read_reply
 from ._negotiate import (
@@ -73,6 +74,9 @@ class ChatClient:
         self._model = model
         self._base_url = base_url
         self._api_key = api_key
+        # From now on the key is cut out of whatever this process exports or logs, the HTTP stack's
+        # DEBUG records included (``ctxutil_otel._redact``).
+        register_secret(api_key)
         self._max_retries = max_retries
         self._max_retry_after_s = max_retry_after_s
         # The SDK is imported and the first client built here, where the judge is built (about

@@ -252,6 +252,8 @@ def parse_answer(content: str | None, n_chunks: int) -> list[ParsedVerdict]:
         raise AnswerError(
             "malformed", f"the reply is not valid JSON ({exc.msg} at position {exc.pos})"
         ) from None
+    except ValueError:  # an integer of more than 4,300 digits (Python's int conversion limit)
+        raise AnswerError("malformed", "the reply is not usable JSON (a number too long to read)") from None
     except RecursionError:  # json's C decoder recurses once per nesting level
         raise AnswerError("malformed", "the reply is not valid JSON (nested too deeply)") from None
     if isinstance(data, list):

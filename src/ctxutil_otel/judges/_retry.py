@@ -22,12 +22,12 @@ import asyncio
 import email.utils
 import functools
 import math
-import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
+from .._redact import redact, redact_key
 from ._base import JudgeError, JudgeTimeoutError
 from ._negotiate import FeatureRefused, server_message
 
@@ -55,7 +55,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-REDACTED = "[REDACTED]"
 _RETRYABLE = frozenset({408, 409, 429})
 
 MAX_ERROR_BODY_BYTES = 64 * 1024
@@ -310,26 +309,11 @@ async def within_deadline(make: Callable[[], Awaitable[T]], seconds: float) -> T
     raise JudgeTimeoutError(f"no answer within the {seconds:g} s deadline of one chat request")
 
 
-_MIN_SECRET_FRAGMENT = 8  # characters of the key that are redacted wherever they appear
-
-
 def _redact(text: str, secret: str | None) -> str:
-    """``text`` with the key, and any run of 8 or more of its leading or trailing characters in any letter
-    case, replaced by ``[REDACTED]``: servers echo keys whole, cut (``sk-abc...``), masked in the middle
-    (``sk-abc****wxyz``) or upper-cased. A key shorter than 8 characters is a placeholder (no real key
-    is): only it, as a whole word in its own case, is replaced."""
-    if not secret:
-        return text
-    if len(secret) < _MIN_SECRET_FRAGMENT:
-        # A placeholder for servers that need no key ("none", "EMPTY"): its exact word only, or "got
-        # none. None of..." would read "got [REDACTED]. [REDACTED] of...".
-        return re.sub(rf"(?<!\w){re.escape(secret)}(?!\w)", REDACTED, text)
-    text = re.sub(re.escape(secret), REDACTED, text, flags=re.IGNORECASE)
-    for n in range(len(secret) - 1, _MIN_SECRET_FRAGMENT - 1, -1):
-        for fragment in (secret[:n], secret[-n:]):
-            if fragment.lower() in text.lower():
-                text = re.sub(re.escape(fragment), REDACTED, text, flags=re.IGNORECASE)
-    return text
+    """``text`` with the key cut out: the one redaction of ``ctxutil_otel._redact`` (the key, any run of 8
+    or more of its leading or trailing characters in any case; a placeholder under 8 characters as a whole
+    word), plus key lookalikes and every other registered secret."""
+    return redact(redact_key(text, secret))
 
 
 def translate(exc: BaseException, secret: str | None) -> JudgeError | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from .._accounting import ERROR_TYPE_OTHER, checked_error_type
 from .._item import DatasetItem
 from .._mode import EvaluationMode
 from ..judges._base import ChunkVerdict, Judge, JudgeError, JudgeResult, VerdictMismatchError
@@ -148,8 +149,9 @@ class ContextualUtilization:
         """Evaluate one interaction.
 
         Never raises for a judge failure: a :class:`~ctxutil_otel.judges.JudgeError` or any other
-        exception from the judge gives ``label="error"`` with ``error_type`` set (the exception's
-        ``error_type``, else its class name) and no score. Cancellation propagates.
+        exception from the judge gives ``label="error"`` with ``error_type`` set (a judge error's
+        ``error_type`` when it is snake case, else ``_OTHER``; the class name of another exception goes
+        in ``error_message``) and no score. Cancellation propagates.
         """
         chunks = item.retrieved_content
         total = len(chunks)
@@ -179,10 +181,11 @@ class ContextualUtilization:
         except JudgeError as exc:
             # The message may quote the server, which may quote the query: the log gets our words only.
             _log.debug("judge %s failed (%s)", self._judge_name, exc.error_type)
-            return self._error(item, exc.error_type, str(exc), getattr(exc, "status_code", None), exc)
-        except Exception as exc:  # a judge must not take the caller down; counted as its class name
+            error_type = checked_error_type(exc.error_type)
+            return self._error(item, error_type, str(exc), getattr(exc, "status_code", None), exc)
+        except Exception as exc:  # a judge must not take the caller down; counted as _OTHER
             _log.debug("judge %s raised %s", self._judge_name, type(exc).__name__)
-            return self._error(item, type(exc).__name__, str(exc))
+            return self._error(item, ERROR_TYPE_OTHER, f"{type(exc).__name__}: {exc}")
         return self._score(item, unique, original, ordered, judged)
 
     def _error(

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .._accounting import ERROR_TYPE_OTHER
 from .._item import DatasetItem
 from ._contextual_utilization import ContextualUtilization
 from ._results import MetricEvaluationResult
@@ -43,7 +44,8 @@ class MetricRunner:
 
         Failures are isolated per item: an item that fails validation (a mapping that is not a valid
         :class:`DatasetItem`) or whose evaluation raises gets a ``label="error"`` result with
-        ``error_type`` ``invalid_input`` or the exception class, and the rest continue.
+        ``error_type`` ``invalid_input`` or ``_OTHER`` (the exception's class in ``error_message``), and the
+        rest continue.
         ``show_progress`` draws a ``tqdm`` progress bar on stderr.
         """
         items = list(dataset)
@@ -66,7 +68,8 @@ class MetricRunner:
                     try:
                         result = await metric.execute(parsed)
                     except Exception as exc:  # isolate one item's unexpected failure from the rest
-                        result = _failed(metric, type(exc).__name__, str(exc), parsed.id)
+                        message = f"{type(exc).__name__}: {exc}"
+                        result = _failed(metric, ERROR_TYPE_OTHER, message, parsed.id)
             if progress is not None:
                 progress.update(1)
             return result

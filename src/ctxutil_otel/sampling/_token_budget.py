@@ -28,7 +28,8 @@ class TokenBudget:
     * :meth:`refund` returns a reservation that was never spent (dropped before evaluation).
 
     Overshoot is therefore bounded by the evaluations admitted while the level was still positive
-    (at most queue size + concurrency), and repaid from later refills.
+    (at most queue size + concurrency), and repaid from later refills; the debt is at most one minute's
+    budget (``-tokens_per_minute``), so no single report stops evaluation for longer than a minute.
 
     Args:
         tokens_per_minute: Budget in tokens per minute (> 0).
@@ -73,7 +74,10 @@ class TokenBudget:
         with self._lock:
             if actual is None:
                 return
-            self._bucket.level -= actual - reserved
+            # Debt is at most one minute's budget: one report, however large, stops evaluation for at
+            # most a minute (replies reporting more than MAX_REPORTED_TOKENS never get here).
+            bucket = self._bucket
+            bucket.level = max(-bucket.capacity, bucket.level - (actual - reserved))
             self._spent += actual
             self._estimate = (
                 float(actual)

@@ -49,6 +49,9 @@ def run_child(conn: Connection) -> None:
         signal.signal(signum, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, IGNORED_SIGNALS)
+    from ._child_env import scrub_environment
+
+    scrub_environment()  # the key came down the pipe; none of it stays in this process's environment
     from ._child import child_main  # only now: whatever it imports comes after the signals
 
     child_main(conn)

@@ -14,6 +14,7 @@ import asyncio
 
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach, set_value
 
+from .._accounting import ERROR_TYPE_OTHER
 from .._interaction import Interaction
 from .._item import DatasetItem
 from ..metric._contextual_utilization import ContextualUtilization
@@ -27,8 +28,8 @@ async def evaluate_item(
     metric: ContextualUtilization, item: DatasetItem, timeout_s: float, info: MetricInfo
 ) -> MetricEvaluationResult:
     """The metric's result for a converted ``item``: ``timeout`` past ``timeout_s`` seconds (the judge
-    call is cancelled), or the class name of an unexpected exception from ``metric.execute`` (which
-    handles judge errors itself), as ``label="error"`` results."""
+    call is cancelled), or ``_OTHER`` for an unexpected exception from ``metric.execute`` (which
+    handles judge errors itself; its class name is in the explanation), as ``label="error"`` results."""
     # The judge's own calls (HTTP, SDK instrumentation) must not become spans of the application.
     token = attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
     chunks = len(item.retrieved_content)
@@ -39,7 +40,8 @@ async def evaluate_item(
             "timeout", f"Evaluation timed out after {timeout_s:g} s.", total_chunks=chunks, item_id=item.id
         )
     except Exception as exc:  # execute() handles judge errors; anything else is still counted
-        return info.failure(type(exc).__name__, "Evaluation raised.", total_chunks=chunks, item_id=item.id)
+        explanation = f"Evaluation raised ({type(exc).__name__})."
+        return info.failure(ERROR_TYPE_OTHER, explanation, total_chunks=chunks, item_id=item.id)
     finally:
         detach(token)
 
@@ -59,7 +61,7 @@ async def evaluate(
     (outcome ``dropped``, nothing to emit).
 
     Failures are results with ``label="error"``: ``invalid_input`` (the interaction does not convert),
-    ``timeout``, or an unexpected exception's class name (see :func:`evaluate_item`).
+    ``timeout``, or ``_OTHER`` for an unexpected exception (see :func:`evaluate_item`).
     """
     info = MetricInfo.of(metric)
     converted = convert(interaction, info)

@@ -47,10 +47,12 @@ from .._settings import Settings
 from ..metric._contextual_utilization import METRIC_NAME, ContextualUtilization
 from ..metric._results import MetricEvaluationResult
 from ._child import ChildConfig, decode_result
+from ._child_env import settings_for_child
 from ._convert import MetricInfo, Rejection, to_strings
 from ._evaluate import convert
 from ._process_child import Child, detach, forget, kill, launch, new_child, stop, unwatch, watch
 from ._reach import check_reaches_child
+from ._text_cap import cap_texts, note_cut
 from ._types import Judged
 
 __all__ = ["ChildProcessJudging"]
@@ -72,14 +74,16 @@ class ChildProcessJudging:
     """The engine's :class:`~ctxutil_otel.worker._types.Judging` for ``worker="process"`` (module docstring).
 
     Args:
-        settings: Sent to the child, which builds the judge and the metric from them (the API key
-            travels through the pipe, never on a command line or in an environment).
+        settings: Sent to the child, which builds the judge and the metric from them (the API key,
+            ``OPENAI_API_KEY``'s included, travels through the pipe; the child removes
+            ``CTXUTIL_JUDGE_API_KEY`` and ``OPENAI_API_KEY`` from the environment it inherits).
         metric: A metric to run instead (pickled to the child).
         timeout_s: The per-evaluation timeout (``evaluation_timeout_s``).
         max_in_flight: The child's bound (``max_concurrency``).
         start_method: ``"spawn"`` (default) or ``"forkserver"``.
 
     Raises:
+        SettingsError: ``OPENAI_API_KEY``, read for the openai judge, holds whitespace.
         TypeError: ``metric`` cannot reach the child: it cannot be pickled, or it uses a class or function
             of a ``__main__`` the child does not import (``python -c``, a REPL; see ``_reach.py``).
     """
@@ -100,7 +104,8 @@ class ChildProcessJudging:
             info = MetricInfo(METRIC_NAME, settings.threshold, settings.judge, settings.judge_model)
         self._context: SpawnContext | ForkServerContext = multiprocessing.get_context(start_method)  # type: ignore[assignment]  # spawn or forkserver
         self._start_method = start_method
-        self._config = ChildConfig(settings, metric, timeout_s, max_in_flight)
+        # The key goes down the pipe; the child drops it from the environment it inherits (_child_env.py).
+        self._config = ChildConfig(settings_for_child(settings), metric, timeout_s, max_in_flight)
         self._info = info
         # The child times out by itself; this only catches a child whose loop no longer runs.
         self._backstop_s = timeout_s + max(1.0, timeout_s / 4)
@@ -133,6 +138,7 @@ class ChildProcessJudging:
             if strings.outcome == "dropped":
                 return strings
             return self._info.failure_of(interaction, strings.detail, strings.message)
+        strings, cut = cap_texts(*strings)  # bounded before it is pickled (``_text_cap.py``)
         child = await self._ready_child()
         if child is None:
             return self._crashed(interaction)
@@ -159,7 +165,9 @@ class ChildProcessJudging:
                 interaction, "timeout", f"Evaluation timed out after {self._config.timeout_s:g} s."
             )
         raw, duration_s = answer
-        return Judged(decode_result(raw, strings[2]), duration_s)
+        result = decode_result(raw, strings[2])
+        note_cut(result, cut)
+        return Judged(result, duration_s)
 
     def _send(self, child: Child) -> None:
         batch, child.outgoing = child.outgoing, []

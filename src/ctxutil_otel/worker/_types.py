@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from .._accounting import OutcomeKey
+from .._accounting import OutcomeKey, checked_error_type
 from .._interaction import Interaction
 from ..metric._results import MetricEvaluationResult
 from ._convert import Rejection
@@ -77,7 +77,7 @@ class QueueEntry:
 def outcome_of(result: MetricEvaluationResult) -> OutcomeKey:
     """The accounting outcome of a metric result (label error -> failed with its error_type)."""
     if result.label == "error":
-        return ("failed", result.error_type or "judge_error")
+        return ("failed", checked_error_type(result.error_type) if result.error_type else "judge_error")
     if result.label == "not_applicable":
         return ("not_applicable", None)
     return ("evaluated", None)

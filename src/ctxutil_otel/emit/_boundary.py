@@ -1,0 +1,56 @@
+"""The emission boundary: what every attribute set of the evaluation span, the log events and the per-result
+metrics passes on its way to an exporter.
+
+* every string (and string in a sequence) goes through the one redaction (``ctxutil_otel._redact``): the
+  judge's key and key lookalikes become ``[REDACTED]``, in reasons, explanations, captured content and
+  dimension values alike;
+* an integer outside the signed 64-bit range OTLP encodes (a chunk's metadata value, a count) is left
+  out: one such value fails the encoding of the whole export batch, the application's own spans or
+  metrics in it included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from opentelemetry.util.types import AttributeValue
+
+from .._redact import may_hold_secret, redact
+
+__all__ = ["INT64_MAX", "INT64_MIN", "exportable"]
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+
+def _fits(value: object) -> bool:
+    return not isinstance(value, int) or isinstance(value, bool) or INT64_MIN <= value <= INT64_MAX
+
+
+def exportable(attributes: Mapping[str, AttributeValue]) -> dict[str, AttributeValue]:
+    """A copy of ``attributes`` that every OTLP exporter can encode and that holds no secret: strings
+    redacted, integers out of the 64-bit range (alone or in a sequence) left out. Keys are ours, kept."""
+    out: dict[str, AttributeValue] = {}
+    texts: list[str] = []
+    for key, value in attributes.items():
+        kind = type(value)
+        if kind is str:
+            texts.append(value)  # type: ignore[arg-type]  # a str, by its type
+        elif kind is int:
+            if not INT64_MIN <= value <= INT64_MAX:  # type: ignore[operator]  # an int, by its type
+                continue
+        elif isinstance(value, (tuple, list)):
+            if not all(_fits(v) for v in value):
+                continue
+            texts.extend(v for v in value if isinstance(v, str))
+        elif not _fits(value):  # an int subclass
+            continue
+        out[key] = value
+    # One test over all the strings: the usual attribute set holds no secret and is only copied.
+    if texts and may_hold_secret("\n".join(texts)):
+        for key, value in out.items():
+            if isinstance(value, str):
+                out[key] = redact(value)
+            elif isinstance(value, (tuple, list)):
+                out[key] = [redact(v) if isinstance(v, str) else v for v in value]
+    return out
