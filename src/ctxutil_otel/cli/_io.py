@@ -4,6 +4,7 @@ writing results to a stream that may close early."""
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import os
 import sys
@@ -98,7 +99,18 @@ def _not_unicode(item: DatasetItem) -> str | None:
     return None
 
 
+def _item_id(raw_id: object) -> str | None:
+    """A string ``id`` as it is, an integer one as its decimal string (``bool`` is not an id)."""
+    if isinstance(raw_id, str):
+        return raw_id
+    if isinstance(raw_id, int) and not isinstance(raw_id, bool):
+        return str(raw_id)
+    return None
+
+
 def _parse(number: int, raw: bytes) -> Line | BadLine | None:
+    if number == 1:
+        raw = raw.removeprefix(codecs.BOM_UTF8)  # written by some Windows editors and exporters
     try:
         text = raw.decode("utf-8").rstrip("\r\n")
     except UnicodeDecodeError as exc:
@@ -122,7 +134,7 @@ def _parse(number: int, raw: bytes) -> Line | BadLine | None:
             query=canonical["query"],
             actual_output=canonical["actual_output"],
             retrieved_content=canonical["retrieved_content"],
-            id=raw_id if isinstance(raw_id, str) else None,
+            id=_item_id(raw_id),
         )
     except ValidationError as exc:
         return BadLine(number, _first_error(exc))
@@ -136,7 +148,8 @@ def read_items(path: Path) -> Iterator[Line | BadLine]:
     """Yield one :class:`Line` or :class:`BadLine` per non-blank line of a JSONL file.
 
     Reads ``query``, ``retrieved_content`` and ``actual_output`` under any of their :data:`FIELD_NAMES`
-    (and ``id`` when it is a string); other keys are kept in ``Line.row`` only. A line that is not UTF-8,
+    (and ``id`` when it is a string or an integer; a UTF-8 byte-order mark opening the file is
+    skipped); other keys are kept in ``Line.row`` only. A line that is not UTF-8,
     not JSON (the column is the character where reading stopped), nested too deeply, missing a field,
     giving one twice, of the wrong type or holding text that is not valid Unicode is a :class:`BadLine`;
     it never stops the rest.
