@@ -105,9 +105,8 @@ class SettingsFields(BaseSettings):
             "CPU budget above bounds what the request path pays). process: in a child process started "
             "with multiprocessing's spawn method; the application process only copies the interaction's "
             "strings to it and emits the results, so far more evaluations fit in the same CPU budget, "
-            "for the child's memory and start-up time. As for any spawned child, Python imports your "
-            'main module again in the child: guard its entry point with if __name__ == "__main__": '
-            "(or run it with python -m). See docs/worker.md for the figures."
+            "for the child's memory and start-up time. The child never runs your main module (no "
+            "entry-point guard is needed). See docs/worker.md for the figures."
         ),
     )
     evaluation_timeout_s: float = Field(
