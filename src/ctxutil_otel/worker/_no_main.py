@@ -47,7 +47,7 @@ def _install() -> None:
     with _install_lock:
         if _original is None:
             _original = multiprocessing.spawn.get_preparation_data
-            multiprocessing.spawn.get_preparation_data = _preparation_data  # type: ignore[assignment]  # same signature
+            multiprocessing.spawn.get_preparation_data = _preparation_data
 
 
 @contextlib.contextmanager
