@@ -274,6 +274,24 @@ class SettingsFields(BaseSettings):
             "values are cut before they are counted against dimension_max_values."
         ),
     )
+    # --- which tool results are retrieved context (the callback) ----------------------------------
+    retrieval_tools: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(),
+        description=(
+            "Tools whose results are retrieved context (CTXUTIL_RETRIEVAL_TOOLS, comma-separated names or "
+            "fnmatch globs, e.g. search_*,kb_lookup; empty by default). Empty: a tool result in the "
+            "answering model's prompt counts when its artifact holds Documents, its content is a list of "
+            "strings, or the tool's name or description says it searches or retrieves (search, retrieve, "
+            "lookup, query, docs, wiki, ...). Set: only these tools count. See docs/capture.md."
+        ),
+    )
+    excluded_tools: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(),
+        description=(
+            "Tools whose results are never retrieved context, whatever else says so "
+            "(CTXUTIL_EXCLUDED_TOOLS, comma-separated names or fnmatch globs; empty by default)."
+        ),
+    )
     # --- capture state (used by the capture paths) ----------------------------------------------
     run_ttl_s: float = Field(
         default=300.0,
