@@ -27,6 +27,7 @@ whole text, one chunk. A chunk that is not a ``Document`` is a mapping ``{"text"
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -147,6 +148,7 @@ def chunks_of(message: object, name: str | None, texts: Sequence[str]) -> list[o
     ]
 
 
+@functools.lru_cache(maxsize=512)  # an application has few tools: each name is split once
 def _retrieval_name(name: str) -> bool:
     words = (word.lower() for word in _WORD_SPLIT.split(name) if word)
     return any(word.startswith(NAME_WORDS) for word in words)
