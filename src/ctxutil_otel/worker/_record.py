@@ -36,6 +36,7 @@ class Admitting(Protocol):
 
     def submit(self, interaction: Interaction) -> bool: ...
 
+
 __all__ = ["SOURCE", "Admitting", "facts_of_call", "hand_off", "interaction_of_call"]
 
 #: ``ctxutil.interaction.source`` of these interactions.
