@@ -6,11 +6,12 @@ test here but the retriever-tool one and the never-seen one failed with ``captur
 messages that reached the answering generation's prompt are its chunks, under rules that leave a
 calculator out.
 
-Real parts: LangGraph's prebuilt ReAct agent and a ``StateGraph`` with ``ToolNode`` (langgraph 1.2), a
-checkpointer (``InMemorySaver``), LangChain tools (``@tool``, ``content_and_artifact``,
-``create_retriever_tool``), the real callback handler and Evaluator with the lexical judge behind a
-recorder. The chat model is LangChain's ``GenericFakeChatModel`` replaying scripted ``AIMessage`` s with
-tool calls (its ``bind_tools`` returns itself: it emits the calls it is given).
+Real parts: LangGraph's prebuilt ReAct agent and a ``StateGraph`` with ``ToolNode`` (langgraph 1.2),
+LangChain's ``AgentExecutor`` with a tool-calling agent (langchain-classic 1.0), a checkpointer
+(``InMemorySaver``), LangChain tools (``@tool``, ``content_and_artifact``, ``create_retriever_tool``), the
+real callback handler and Evaluator with the lexical judge behind a recorder. The chat model is LangChain's
+``GenericFakeChatModel`` replaying scripted ``AIMessage`` s with tool calls (its ``bind_tools`` returns
+itself: it emits the calls it is given), or a small scripted ``BaseChatModel`` for ``AgentExecutor``.
 """
 
 from __future__ import annotations
@@ -21,9 +22,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+from langchain_classic.agents import AgentExecutor, create_tool_calling_agent
 from langchain_core.documents import Document
-from langchain_core.language_models import GenericFakeChatModel
+from langchain_core.language_models import BaseChatModel, GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.tools import create_retriever_tool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
@@ -275,4 +279,59 @@ def test_a_retriever_tool_whose_result_the_answer_never_saw_is_not_judged(
     assert rig.judge.calls == []  # its documents never reached the answering model
     stats = rig.handler.stats()
     assert stats.captured == 1 and stats.not_applicable == 1  # captured at its retrieval, no chunk left
+    assert_accounted(rig)
+
+
+class ScriptedToolCaller(BaseChatModel):
+    """Calls ``calls`` while the last message is not a tool result, then answers ``ANSWER`` (no streaming
+    chunks of its own: LangChain's ``AgentExecutor`` streams its model, which a replaying fake cannot do
+    with a tool-call-only message)."""
+
+    calls: list[dict[str, Any]]
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-tool-caller"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedToolCaller:  # type: ignore[override]
+        return self
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, **kwargs: Any) -> ChatResult:
+        last_is_tool = messages[-1].type == "tool"
+        message = AIMessage(ANSWER) if last_is_tool else AIMessage("", tool_calls=self.calls)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def _executor(tools: list[Any], *named: str) -> AgentExecutor:
+    script = [
+        {"name": name, "args": {"query": "tea"} if name != "multiply" else {"a": 2, "b": 3}, "id": f"c{i}"}
+        for i, name in enumerate(named)
+    ]
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "Answer with the tools."), ("human", "{input}"), MessagesPlaceholder("agent_scratchpad")]
+    )
+    agent = create_tool_calling_agent(ScriptedToolCaller(calls=script), tools, prompt)
+    return AgentExecutor(agent=agent, tools=tools)
+
+
+def test_a_langchain_agent_executor_counts_its_search_tool_not_its_calculator(
+    make_rig: Callable[..., Rig],
+) -> None:
+    # AgentExecutor runs its tools without a tool call id and names them only in additional_kwargs.
+    rig = make_rig()
+    _executor([search_docs, multiply], "search_docs", "multiply").invoke(
+        {"input": QUESTION}, config={"callbacks": [rig.handler]}
+    )
+    interaction, _ = rig.only()
+    assert judged(rig) == [[SEARCH_TEXT]]
+    assert interaction.query == QUESTION and interaction.answer == ANSWER
+    assert_accounted(rig)
+
+
+def test_a_langchain_agent_executor_retriever_tool_is_judged_once(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig()
+    retriever_tool = create_retriever_tool(FixedRetriever(), "tea_facts", "Search tea facts.")
+    _executor([retriever_tool], "tea_facts").invoke({"input": QUESTION}, config={"callbacks": [rig.handler]})
+    rig.only()
+    assert judged(rig) == [list(CHUNKS)]
     assert_accounted(rig)

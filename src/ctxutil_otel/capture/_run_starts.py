@@ -101,13 +101,16 @@ class RunStarts:
         serialized: dict[str, Any] | None,
         kwargs: dict[str, Any],
     ) -> None:
-        """A tool run starts: like a chain run; under a root, a tool call (``tool_call_id``) is kept with
-        the tool's name and description (references), for its message in the answering prompt."""
-        call_id = kwargs.get("tool_call_id")
+        """A tool run starts: like a chain run; under a root, kept with its tool call id (``run:<run id>``
+        when LangChain gives none, as ``AgentExecutor`` does), the tool's name and its description
+        (references), for its message in the answering prompt."""
         enclosing = self.enclosing(parent_run_id)
-        if not isinstance(call_id, str) or enclosing is None:
+        if enclosing is None:
             self.start(run_id, parent_run_id, inputs, serialized, kwargs)
         elif (root := self._runs.root_of(enclosing)) is not None:
+            call_id = kwargs.get("tool_call_id")
+            if not isinstance(call_id, str):
+                call_id = f"run:{run_id.int}"
             name = serialized.get("name") if isinstance(serialized, dict) else None
             description = serialized.get("description") if isinstance(serialized, dict) else None
             tool = (call_id, name or kwargs.get("name"), description)

@@ -103,16 +103,37 @@ class ToolRules:
         )
 
 
-def tool_messages(prompt: object) -> list[object]:
+def tool_messages(prompt: object) -> list[tuple[object, str | None]]:
     """The ``ToolMessage`` s among a chat model run's input messages (``on_chat_model_start``'s
-    ``messages``: one list per prompt), in prompt order."""
+    ``messages``: one list per prompt), in prompt order, each with its tool's name: the message's
+    ``name``, else its ``additional_kwargs["name"]`` (LangChain's ``AgentExecutor`` puts it there), else the
+    name of the tool call it answers in an earlier AI message of the prompt."""
     if not isinstance(prompt, Sequence):
         return []
-    found: list[object] = []
+    found: list[tuple[object, str | None]] = []
+    called: dict[object, object] = {}  # tool call id -> tool name, from the AI messages' tool_calls
     for messages in prompt:
-        if isinstance(messages, Sequence) and not isinstance(messages, str):
-            found.extend(m for m in messages if getattr(m, "type", None) == "tool")
+        if not isinstance(messages, Sequence) or isinstance(messages, str):
+            continue
+        for message in messages:
+            kind = getattr(message, "type", None)
+            if kind == "ai":
+                for call in getattr(message, "tool_calls", None) or ():
+                    if isinstance(call, Mapping):
+                        called[call.get("id")] = call.get("name")
+            elif kind == "tool":
+                found.append((message, _tool_name(message, called)))
     return found
+
+
+def _tool_name(message: object, called: Mapping[object, object]) -> str | None:
+    name = getattr(message, "name", None)
+    if not isinstance(name, str) or not name:
+        extra = getattr(message, "additional_kwargs", None)
+        name = extra.get("name") if isinstance(extra, Mapping) else None
+    if not isinstance(name, str) or not name:
+        name = called.get(getattr(message, "tool_call_id", None))
+    return name if isinstance(name, str) and name else None
 
 
 def content_texts(content: object) -> tuple[list[str], bool]:
@@ -219,18 +240,20 @@ def prompt_tool_chunks(
     prompt: object,
     rules: ToolRules,
     calls: Mapping[str, tuple[str | None, str | None, bool]],
+    retrieving: frozenset[str] = frozenset(),
 ) -> tuple[list[object], set[str]]:
     """The chunks of the counted tool messages of ``prompt`` (the answering run's input messages), in
     prompt order, and the tool call ids the prompt holds (whatever their count).
 
     ``calls``: this root's tool calls, ``tool_call_id`` -> (name, description, held a retriever run).
-    A message of a call that held a retriever run gives no chunk (its retriever's documents are counted).
+    A message of a call that held a retriever run gives no chunk (its retriever's documents are counted);
+    so does a message of no known call whose tool is named in ``retrieving`` (tools whose runs held a
+    retriever run, when LangChain gave the runs no call id: ``AgentExecutor``).
     """
     chunks: list[object] = []
     seen: set[str] = set()
-    for message in tool_messages(prompt):
+    for message, name in tool_messages(prompt):
         call_id = getattr(message, "tool_call_id", None)
-        name = getattr(message, "name", None)
         description: str | None = None
         if isinstance(call_id, str):
             seen.add(call_id)
@@ -240,6 +263,8 @@ def prompt_tool_chunks(
                 description = call[1]
                 if call[2]:
                     continue
+            elif name in retrieving:
+                continue
         name = name if isinstance(name, str) else None
         texts, listed = content_texts(getattr(message, "content", None))
         if rules.counts(message, name, description, listed):
