@@ -331,3 +331,12 @@ def test_the_documented_outcomes_and_drop_reasons_are_the_codes() -> None:
     assert documented_outcomes() == set(get_args(Outcome))
     reasons = [code_spans(row["reason"])[0] for row in table(TELEMETRY_PAGE, REASON_TABLE)]
     assert sorted(reasons) == sorted(get_args(DropReason))
+
+
+def test_llm_judge_page_names_the_judge_token_attributes_the_emitter_sets() -> None:
+    """docs/llm-judge.md once said a failed evaluation's judge tokens were on ``gen_ai.usage.*`` (the
+    application's own model calls); they are the emitter's ``ctxutil.judge.usage.*`` (issue 23 item 7)."""
+    text = (DOCS / "llm-judge.md").read_text(encoding="utf-8")
+    paragraph = text[text.index("Tokens spent on a failed evaluation") :].split("\n\n")[0]
+    named = set(re.findall(r"`(ctxutil\.judge\.usage\.[a-z_]+)`", paragraph))
+    assert named == {n.ATTR_JUDGE_INPUT_TOKENS, n.ATTR_JUDGE_OUTPUT_TOKENS}, paragraph

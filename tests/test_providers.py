@@ -336,3 +336,66 @@ def test_sdk_disabled_is_warned_once() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "0"
     assert done.stderr.count("OTEL_SDK_DISABLED=true") == 1, done.stderr
+
+
+# --- issue 23 item 5: the README's quick starts deliver to the user's providers ------------------------
+
+
+def _readme_block(anchor: str) -> str:
+    """The first ``python`` code block after ``<a id="anchor">`` in the README."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    after = text[text.index(f'<a id="{anchor}"></a>') :]
+    return after.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readmes_span_processor_line_on_a_non_global_provider_delivers_without_warning(
+    providers: Providers, openinference: LangChainInstrumentor, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The README's line was ``provider.add_span_processor(UtilizationSpanProcessor())``: on OpenInference's
+    # own pattern (instrument(tracer_provider=tp), tp not global) two warnings, and nothing arrived.
+    openinference.instrument(tracer_provider=providers.tracer_provider)
+    namespace = {
+        "tp": providers.tracer_provider,
+        "mp": providers.meter_provider,
+        "lp": providers.logger_provider,
+    }
+    exec(_readme_block("span-processor"), namespace)  # the README's own code, as a user pastes it
+    chain = _chain()
+    with caplog.at_level(logging.WARNING):
+        for row in ROWS:
+            chain.invoke(row["query"])  # type: ignore[attr-defined]
+        # The provider's force_flush reaches every processor on it, ours included (the README's line
+        # keeps no reference to it); the fixture's shutdown stops it.
+        assert providers.tracer_provider.force_flush(30000)
+    assert len(providers.evaluation_spans()) == 3
+    assert _warnings(caplog, "ctxutil") == []
+
+
+def test_the_readmes_callback_quick_start_delivers_to_the_users_providers(
+    providers: Providers, caplog: pytest.LogCaptureFixture
+) -> None:
+    rows = iter(ROWS)
+    namespace = {
+        "tp": providers.tracer_provider,
+        "mp": providers.meter_provider,
+        "lp": providers.logger_provider,
+        "chain": _chain_taking_a_question(),
+        "q": next(rows)["query"],
+    }
+    with caplog.at_level(logging.WARNING):
+        exec(_readme_block("langchain-callback"), namespace)  # the README's own code
+        handler = namespace["handler"]
+        assert isinstance(handler, UtilizationCallbackHandler)
+        assert handler.force_flush(30000)
+    assert len(providers.evaluation_spans()) == 1
+    assert _warnings(caplog, "ctxutil") == []
+    handler.shutdown(5000)
+
+
+def _chain_taking_a_question() -> object:
+    """The demo's chain behind ``{"question": q}``, the input the README's snippet passes."""
+    from langchain_core.runnables import RunnableLambda
+
+    return RunnableLambda(lambda inputs: inputs["question"]) | _chain()  # type: ignore[operator]

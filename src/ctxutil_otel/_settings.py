@@ -97,7 +97,9 @@ class Settings(SettingsFields):
             return tuple(parse_rules(value))  # errors name the rule and the field
         return value
 
-    @field_validator("chunk_metadata_keys", "metric_dimensions", mode="before")
+    @field_validator(
+        "chunk_metadata_keys", "metric_dimensions", "retrieval_tools", "excluded_tools", mode="before"
+    )
     @classmethod
     def _key_list(cls, value: object) -> object:
         if isinstance(value, str):  # the environment's comma-separated form

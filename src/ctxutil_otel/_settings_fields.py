@@ -105,9 +105,8 @@ class SettingsFields(BaseSettings):
             "CPU budget above bounds what the request path pays). process: in a child process started "
             "with multiprocessing's spawn method; the application process only copies the interaction's "
             "strings to it and emits the results, so far more evaluations fit in the same CPU budget, "
-            "for the child's memory and start-up time. As for any spawned child, Python imports your "
-            'main module again in the child: guard its entry point with if __name__ == "__main__": '
-            "(or run it with python -m). See docs/worker.md for the figures."
+            "for the child's memory and start-up time. The child never runs your main module (no "
+            "entry-point guard is needed). See docs/worker.md for the figures."
         ),
     )
     evaluation_timeout_s: float = Field(
@@ -273,6 +272,24 @@ class SettingsFields(BaseSettings):
         description=(
             "Characters kept of each dimension value (CTXUTIL_DIMENSION_MAX_CHARS, default 64); longer "
             "values are cut before they are counted against dimension_max_values."
+        ),
+    )
+    # --- which tool results are retrieved context (the callback) ----------------------------------
+    retrieval_tools: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(),
+        description=(
+            "Tools whose results are retrieved context (CTXUTIL_RETRIEVAL_TOOLS, comma-separated names or "
+            "fnmatch globs, e.g. search_*,kb_lookup; empty by default). Empty: a tool result in the "
+            "answering model's prompt counts when its artifact holds Documents, its content is a list of "
+            "strings, or the tool's name or description says it searches or retrieves (search, retrieve, "
+            "lookup, query, docs, wiki, ...). Set: only these tools count. See docs/capture.md."
+        ),
+    )
+    excluded_tools: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(),
+        description=(
+            "Tools whose results are never retrieved context, whatever else says so "
+            "(CTXUTIL_EXCLUDED_TOOLS, comma-separated names or fnmatch globs; empty by default)."
         ),
     )
     # --- capture state (used by the capture paths) ----------------------------------------------

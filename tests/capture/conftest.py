@@ -100,11 +100,13 @@ class Rig:
 @pytest.fixture
 def make_rig() -> Iterator[Callable[..., Rig]]:
     """``make_rig(**settings)``: a handler on a real Evaluator (sample rate 1, no rate cap unless
-    overridden). Capture settings (``run_ttl_s``, ``max_pending_runs``) and ``clock`` go to the handler."""
+    overridden). Capture settings (``run_ttl_s``, ``max_pending_runs``, ``retrieval_tools``,
+    ``excluded_tools``) and ``clock`` go to the handler."""
     rigs: list[Rig] = []
 
     def make(*, clock: Callable[[], float] | None = None, **settings: Any) -> Rig:
-        capture = {k: settings.pop(k) for k in ("run_ttl_s", "max_pending_runs") if k in settings}
+        capture_keys = ("run_ttl_s", "max_pending_runs", "retrieval_tools", "excluded_tools")
+        capture = {k: settings.pop(k) for k in capture_keys if k in settings}
         settings.setdefault("sample_rate", 1.0)
         settings.setdefault("max_evaluations_per_second", 0)
         judge = RecordingJudge()

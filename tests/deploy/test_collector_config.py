@@ -182,3 +182,11 @@ def test_commented_scale_out_pipeline_is_valid_once_uncommented() -> None:
     for pipeline_id, pipeline in pipelines.items():
         if "otlp/evaluations" in pipeline["receivers"]:
             assert "loadbalancing" not in pipeline["exporters"], pipeline_id
+
+
+def test_the_comment_on_serves_request_limit_states_its_default() -> None:
+    from ctxutil_otel.serve._server import DEFAULT_MAX_REQUEST_BYTES
+
+    stated = re.search(r"--max-request-bytes, (\d+) MiB by", CONFIG.read_text(encoding="utf-8"))
+    assert stated is not None
+    assert int(stated.group(1)) * 1024 * 1024 == DEFAULT_MAX_REQUEST_BYTES

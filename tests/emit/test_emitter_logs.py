@@ -31,8 +31,11 @@ def test_log_record_carries_the_evaluated_span_ids_and_the_attributes(telemetry:
     assert attrs[n.ATTR_EVALUATION_EXPLANATION] == result.explanation
     assert attrs[n.ATTR_INTERACTION_ID] == "run-1"
     assert n.ATTR_ERROR_TYPE not in attrs
-    # The log record is not the span: no per-chunk attributes on it.
-    assert not [k for k in attrs if k.startswith(n.ATTR_CHUNK_PREFIX + ".")]
+    # The log record is not the span: no per-chunk attributes on it, only which chunks were not counted.
+    assert not [
+        k for k in attrs if k.startswith(n.ATTR_CHUNK_PREFIX + ".") and k != n.ATTR_NOT_RELEVANT_INDEX
+    ]
+    assert attrs[n.ATTR_NOT_RELEVANT_INDEX] == (3,)
     assert readable.instrumentation_scope is not None
     assert readable.instrumentation_scope.name == n.INSTRUMENTATION_SCOPE
 

@@ -212,19 +212,24 @@ else:
 """
 
 
-@pytest.mark.parametrize("how", ["-c", "stdin"])
-def test_a_judge_defined_without_a_main_file_is_refused_at_construction(how: str) -> None:
-    # Pickling it works in the parent; the child, which cannot import that __main__, failed every
-    # evaluation worker_crashed, restarting after back-offs for ever.
+@pytest.mark.parametrize("how", ["-c", "stdin", "script"])
+def test_a_judge_defined_in_main_is_refused_at_construction(how: str, tmp_path: Path) -> None:
+    # Pickling it works in the parent; the child, which never imports __main__ (``_no_main.py``), could
+    # not rebuild it and failed every evaluation worker_crashed, restarting after back-offs for ever.
+    # (A script file's judge was accepted before: the child ran the script again to find it.)
+    script = tmp_path / "app.py"
+    script.write_text(_INLINE, encoding="utf-8")
+    command = {"-c": [sys.executable, "-c", _INLINE], "stdin": [sys.executable, "-"]}
     done = subprocess.run(
-        [sys.executable, "-c", _INLINE] if how == "-c" else [sys.executable, "-"],
-        input=None if how == "-c" else _INLINE,
+        command.get(how, [sys.executable, str(script)]),
+        input=_INLINE if how == "stdin" else None,
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )
-    assert "uses InlineJudge from __main__" in done.stdout and "python -c" in done.stdout
+    assert "uses InlineJudge from __main__" in done.stdout and "never imports your main module" in done.stdout
 
 
 class UnbuildableJudge:

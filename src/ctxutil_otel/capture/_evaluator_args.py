@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 __all__ = ["CAPTURE_SETTINGS", "resolve_evaluator"]
 
 #: The settings a capture component reads itself (its buffer bounds); all others configure the Evaluator.
-CAPTURE_SETTINGS: Final = frozenset({"run_ttl_s", "max_pending_runs"})
+CAPTURE_SETTINGS: Final = frozenset({"run_ttl_s", "max_pending_runs", "retrieval_tools", "excluded_tools"})
 #: Where results go: passed to the Evaluator a capture component builds (as OpenTelemetry
 #: instrumentations take them), never settings.
 PROVIDERS: Final = ("tracer_provider", "meter_provider", "logger_provider")

@@ -93,11 +93,17 @@ def _message_text(message: object) -> str | None:
 
 
 def _last_message_text(messages: object, types: frozenset[str]) -> str | None:
+    """The text of the last message of one of ``types``: LangChain messages, and the forms LangGraph
+    accepts as input: ``(role, content)`` pairs and ``{"role": ..., "content": ...}`` mappings."""
     if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
         return None
     for message in reversed(messages):
         if getattr(message, "type", None) in types:
             return _message_text(message)
+        if isinstance(message, tuple) and len(message) == 2 and message[0] in types:
+            return text_of_content(message[1])
+        if isinstance(message, Mapping) and (message.get("role") or message.get("type")) in types:
+            return text_of_content(message.get("content"))
     return None
 
 

@@ -56,6 +56,7 @@ from ._guard import ErrorCounter, on_tracked_run, stop_on_exception
 from ._root_accounting import RootAccounting
 from ._run_starts import RunStarts
 from ._runs import RootRun, RunTable
+from ._tools import ToolRules
 
 if TYPE_CHECKING:
     from .._settings import Settings
@@ -106,7 +107,13 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         )
         self._errors = ErrorCounter()
         self._outcomes = RootAccounting(
-            evaluator, self._errors, metadata_keys=getattr(settings, "metric_dimensions", ())
+            evaluator,
+            self._errors,
+            metadata_keys=getattr(settings, "metric_dimensions", ()),
+            tools=ToolRules(
+                tuple(getattr(settings, "retrieval_tools", ())),
+                tuple(getattr(settings, "excluded_tools", ())),
+            ),
         )
         self._root_of = self._runs.root_of
         # Facts for the selection rules are read at a root's start only when there are rules.
@@ -216,8 +223,9 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         inputs: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        # Tools matter as parents: an agent's retriever tool runs its retriever under the tool run.
-        self._starts.start(
+        # Tools matter as parents (an agent's retriever tool runs its retriever under the tool run) and
+        # as retrieval: their messages in the answering prompt (``_tools.py``).
+        self._starts.start_tool(
             run_id, parent_run_id, inputs if inputs is not None else input_str, serialized, kwargs
         )
 
@@ -286,7 +294,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        self._starts.start_llm(run_id, parent_run_id, kwargs)
+        self._starts.start_llm(run_id, parent_run_id, kwargs, messages)
 
     @on_tracked_run
     def on_llm_new_token(

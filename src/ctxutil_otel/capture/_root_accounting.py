@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Final
 from . import _extract
 from ._run_spans import adopt_run_span
 from ._runs import SAMPLED, UNDECIDED, RootRun
+from ._tools import ToolRules, prompt_tool_chunks
 
 if TYPE_CHECKING:
     from .._accounting import DropReason
@@ -49,14 +50,20 @@ CAPTURE_ERROR: Final[DropReason] = "capture_error"
 class RootAccounting:
     """Counts each root run's outcome in ``evaluator``; errors of its own go to ``failed(name, exc)``."""
 
-    __slots__ = ("_failed", "_metadata_keys", "evaluator")
+    __slots__ = ("_failed", "_metadata_keys", "_tools", "evaluator")
 
     def __init__(
-        self, evaluator: Evaluator, failed: _extract.OnError, *, metadata_keys: Sequence[str] = ()
+        self,
+        evaluator: Evaluator,
+        failed: _extract.OnError,
+        *,
+        metadata_keys: Sequence[str] = (),
+        tools: ToolRules | None = None,
     ) -> None:
         self.evaluator = evaluator
         self._failed = failed
         self._metadata_keys = tuple(metadata_keys)  # metric_dimensions: read into each interaction
+        self._tools = tools or ToolRules()  # which tool results in the answering prompt count
 
     def sample(self, trace_id: int, facts: SelectionFacts | None = None) -> bool:
         """``Evaluator.admit`` (``facts``: the root's, for the selection rules): counts the root captured;
@@ -83,26 +90,52 @@ class RootAccounting:
                 self.evaluator.count_lost(root.trace_id, reason, root.facts)
         return captured
 
+    def _prompt_tools(self, root: RootRun) -> list[object]:
+        """The chunks of the tool results in the answering generation's prompt (``_tools.py``); also drops
+        the retrievals made inside a tool call whose result never reached that prompt. ``[]`` when the
+        answer came from no chat model run (no messages to read)."""
+        prompt = root.llm_prompt
+        if prompt is None:
+            return []
+        try:
+            calls = {
+                call_id: (_text(name), _text(description), any(key in lineage for lineage in root.lineage))
+                for call_id, (key, name, description) in root.tool_calls.items()
+            }
+            retrieving = frozenset(name for name, _, held in calls.values() if held and name)
+            chunks, seen = prompt_tool_chunks(prompt, self._tools, calls, retrieving)
+            for call_id, (key, _, _) in root.tool_calls.items():
+                if call_id not in seen and not call_id.startswith("run:"):  # never reached the answer
+                    for i, lineage in enumerate(root.lineage):
+                        if key in lineage:
+                            root.retrievals[i] = None
+            return chunks
+        except Exception as exc:
+            self._failed("prompt_tools", exc)
+            return []
+
     def finished(self, root: RootRun, outputs: object, end_inputs: object) -> None:
         """The root (already removed from the table) ended with ``outputs`` (``end_inputs``: the inputs
         LangChain reports with the end, for streamed runs)."""
         undecided = root.decision == UNDECIDED
+        tools = self._prompt_tools(root)
         if undecided:
-            # Never retrieved. Captured only if its output carries documents (handler on the root only).
+            # Never retrieved. Captured only if its output carries documents (handler on the root only)
+            # or its answering prompt holds tool results that count (``_tools.py``).
             try:
                 documents = _extract.documents_from_output(outputs)
             except Exception as exc:
                 self._failed("documents_from_output", exc)
                 return
-            if documents is None:
+            if documents is None and not tools:
                 return
             adopt_run_span(root)
             if not self.evaluator.would_sample(root.trace_id, root.facts):
                 self.sample(root.trace_id, root.facts)  # counted unselected, before any capture work
                 return
-            retrievals: Sequence[Sequence[object] | None] = [documents]
+            retrievals: Sequence[Sequence[object] | None] = [documents, tools]
         else:
-            retrievals = root.retrievals
+            retrievals = [*root.retrievals, tools]
         if root.llm_open:  # ended while its answer was still being generated: abandoned mid-stream
             if undecided:
                 self.evaluator.count_lost(root.trace_id, CHAIN_ERROR, root.facts)
@@ -127,3 +160,7 @@ class RootAccounting:
             self.evaluator.abandon(reason)
         else:
             self.evaluator.submit(interaction)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None

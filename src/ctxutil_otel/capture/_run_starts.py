@@ -93,13 +93,40 @@ class RunStarts:
         elif (root := self._runs.root_of(enclosing)) is not None:
             self._account(self._runs.add_child(run_id, enclosing.int, root))
 
-    def start_llm(self, run_id: UUID, parent_run_id: UUID | None, kwargs: dict[str, Any]) -> None:
+    def start_tool(
+        self,
+        run_id: UUID,
+        parent_run_id: UUID | None,
+        inputs: object,
+        serialized: dict[str, Any] | None,
+        kwargs: dict[str, Any],
+    ) -> None:
+        """A tool run starts: like a chain run; under a root, kept with its tool call id (``run:<run id>``
+        when LangChain gives none, as ``AgentExecutor`` does), the tool's name and its description
+        (references), for its message in the answering prompt."""
+        enclosing = self.enclosing(parent_run_id)
+        if enclosing is None:
+            self.start(run_id, parent_run_id, inputs, serialized, kwargs)
+        elif (root := self._runs.root_of(enclosing)) is not None:
+            call_id = kwargs.get("tool_call_id")
+            if not isinstance(call_id, str):
+                call_id = f"run:{run_id.int}"
+            name = serialized.get("name") if isinstance(serialized, dict) else None
+            description = serialized.get("description") if isinstance(serialized, dict) else None
+            tool = (call_id, name or kwargs.get("name"), description)
+            self._account(self._runs.add_child(run_id, enclosing.int, root, tool=tool))
+
+    def start_llm(
+        self, run_id: UUID, parent_run_id: UUID | None, kwargs: dict[str, Any], messages: object = None
+    ) -> None:
         """A model run starts. A root model run (no parent, none in its context) retrieves nothing: never
-        tracked. Its start kwargs (model name, provider) are kept as a reference, read once if it gives
-        the answer."""
+        tracked. Its start kwargs (model name, provider) and a chat model's input ``messages`` are kept
+        as references, read once if it gives the answer."""
         enclosing = self.enclosing(parent_run_id)
         if enclosing is not None and (root := self._runs.root_of(enclosing)) is not None:
-            self._account(self._runs.add_child(run_id, enclosing.int, root, llm=True, start=kwargs))
+            self._account(
+                self._runs.add_child(run_id, enclosing.int, root, llm=True, start=kwargs, messages=messages)
+            )
 
     def start_retrieval(self, run_id: UUID, parent_run_id: UUID | None, query: Any, name: Any) -> None:
         """A retriever run starts: under a root (which it may make captured), or standalone."""

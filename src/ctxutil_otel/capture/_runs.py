@@ -79,6 +79,11 @@ class RootRun:
         llm_tokens: The tokens that LLM run streamed, if any.
         llm_lineage: The ancestors of that LLM run (to forget its answer if one of them fails).
         llm_start: That LLM run's start keyword arguments (see ``llm_open``).
+        llm_messages: Open answer chat-model runs -> their input messages (``on_chat_model_start``).
+        llm_prompt: The input messages of the last ended answer chat-model run (the answering
+            generation's prompt: its tool messages are retrieved context, ``_tools.py``).
+        tool_calls: This root's tool runs started with a tool call: ``tool_call_id`` -> (run key, tool
+            name, tool description).
         alive: ``False`` once the root left the table (finished, unsampled or evicted).
     """
 
@@ -106,6 +111,9 @@ class RootRun:
     llm_tokens: list[object] | None = None
     llm_lineage: tuple[int, ...] = ()
     llm_start: object = None
+    llm_messages: dict[int, object] = field(default_factory=dict)
+    llm_prompt: object = None
+    tool_calls: dict[str, tuple[int, object, object]] = field(default_factory=dict)
     alive: bool = True
 
     def ancestors(self, key: int) -> tuple[int, ...]:
@@ -194,11 +202,20 @@ class RunTable:
         return root, evicted
 
     def add_child(
-        self, run_id: UUID, parent_key: int, root: RootRun, *, llm: bool = False, start: object = None
+        self,
+        run_id: UUID,
+        parent_key: int,
+        root: RootRun,
+        *,
+        llm: bool = False,
+        start: object = None,
+        messages: object = None,
+        tool: tuple[str, object, object] | None = None,
     ) -> Evicted:
         """Track ``run_id`` as a child of the run ``parent_key`` under ``root`` (no-op when the root has
         left the table). ``llm``: a model run (an answer candidate unless inside a retrieval), ``start``
-        its start callback's keyword arguments (kept as a reference).
+        its start callback's keyword arguments and ``messages`` a chat model's input messages (kept as
+        references). ``tool``: a tool run's ``(tool_call_id, name, description)``.
 
         Returns:
             ``(root, reason)`` pairs evicted to make room within ``max_pending_runs``: the expired
@@ -216,6 +233,10 @@ class RunTable:
                     root.inner.add(key)
                 elif llm:
                     root.llm_open[key] = start
+                    if messages is not None:
+                        root.llm_messages[key] = messages
+                elif tool is not None:
+                    root.tool_calls[tool[0]] = (key, tool[1], tool[2])
         return evicted
 
     def add_retrieval(
@@ -298,6 +319,7 @@ class RunTable:
                 root.llm_response = response
                 root.llm_tokens = root.tokens.pop(key, None)
                 root.llm_lineage = root.ancestors(key)
+                root.llm_prompt = root.llm_messages.pop(key, None)
             self._forget(key, root)
 
     def end_child(self, run_id: UUID, root: RootRun, documents: Sequence[object] | None = None) -> None:
@@ -321,6 +343,7 @@ class RunTable:
             key = run_id.int
             if root.alive:
                 root.llm_open.pop(key, None)
+                root.llm_messages.pop(key, None)
                 root.tokens.pop(key, None)
                 for i, lineage in enumerate(root.lineage):
                     if key in lineage:
@@ -329,6 +352,7 @@ class RunTable:
                 if key in root.llm_lineage:
                     root.llm_ended, root.llm_response, root.llm_tokens = False, None, None
                     root.llm_start = None
+                    root.llm_prompt = None
                     root.llm_lineage = ()
             self._forget(key, root)
 
@@ -370,6 +394,7 @@ class RunTable:
         root.runs = {}
         root.inner = set()
         root.tokens = {}
+        root.llm_messages = {}
 
     def _sweep(self, now: float, room: int) -> Evicted:
         """Evict the roots expired at clock time ``now`` (``TTL_EXPIRED``), then the oldest while fewer

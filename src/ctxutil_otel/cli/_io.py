@@ -98,6 +98,15 @@ def _not_unicode(item: DatasetItem) -> str | None:
     return None
 
 
+def _item_id(raw_id: object) -> str | None:
+    """A string ``id`` as it is, an integer one as its decimal string (``bool`` is not an id)."""
+    if isinstance(raw_id, str):
+        return raw_id
+    if isinstance(raw_id, int) and not isinstance(raw_id, bool):
+        return str(raw_id)
+    return None
+
+
 def _parse(number: int, raw: bytes) -> Line | BadLine | None:
     try:
         # A UTF-8 byte order mark (what some Windows editors write) is accepted on the first line only.
@@ -125,7 +134,7 @@ def _parse(number: int, raw: bytes) -> Line | BadLine | None:
             query=canonical["query"],
             actual_output=canonical["actual_output"],
             retrieved_content=canonical["retrieved_content"],
-            id=raw_id if isinstance(raw_id, str) else None,
+            id=_item_id(raw_id),
         )
     except ValidationError as exc:
         return BadLine(number, _first_error(exc))
@@ -139,11 +148,11 @@ def read_items(path: Path) -> Iterator[Line | BadLine]:
     """Yield one :class:`Line` or :class:`BadLine` per non-blank line of a JSONL file.
 
     Reads ``query``, ``retrieved_content`` and ``actual_output`` under any of their :data:`FIELD_NAMES`
-    (and ``id`` when it is a string); other keys are kept in ``Line.row`` only. A UTF-8 byte order mark
-    before the first line is skipped. A line that is not UTF-8, not JSON (the column is the character
-    where reading stopped), nested too deeply, holding an integer of more than 4,300 digits (Python's
-    limit on converting one), missing a field,
-    giving one twice, of the wrong type or holding text that is not valid Unicode is a :class:`BadLine`;
+    (and ``id`` when it is a string or an integer, as its decimal string); other keys are kept in
+    ``Line.row`` only. A UTF-8 byte order mark before the first line is skipped. A line that is not
+    UTF-8, not JSON (the column is the character where reading stopped), nested too deeply, holding an
+    integer of more than 4,300 digits (Python's limit on converting one), missing a field, giving one
+    twice, of the wrong type or holding text that is not valid Unicode is a :class:`BadLine`;
     it never stops the rest.
 
     Raises:

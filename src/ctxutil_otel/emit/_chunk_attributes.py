@@ -1,5 +1,6 @@
 """Per-chunk span attributes ``ctxutil.chunks.{i}.*``: each chunk's verdict (index, relevant, utilized),
-with content capture its reason and text, and where that text comes from (:func:`text_source`).
+with content capture its reason and text, and where that text comes from (:func:`text_source`); and
+``ctxutil.chunks.not_relevant.*``, the chunks left out of the score (:func:`not_relevant_attributes`).
 
 On the emission hot path (the worker's CPU budget pays for it): the usual chunk takes one fast path with
 keys made once; only a chunk with a field that fails goes field by field, losing just that field. The
@@ -16,10 +17,14 @@ from .._interaction import Interaction
 from .._item import DatasetItem, chunk_text
 from ..metric._results import ChunkResult, MetricEvaluationResult
 from ._attributes import ErrorCallback
-from ._identity import document_attributes, truncate
+from ._identity import document_attributes, document_id, truncate
 from ._names import (
     ATTR_CHUNK_PREFIX,
     ATTR_CHUNKS_TRUNCATED,
+    ATTR_NOT_RELEVANT_ID,
+    ATTR_NOT_RELEVANT_INDEX,
+    ATTR_NOT_RELEVANT_REASON,
+    ATTR_NOT_RELEVANT_TEXT,
     CHUNK_INDEX,
     CHUNK_IS_RELEVANT,
     CHUNK_IS_UTILIZED,
@@ -29,7 +34,7 @@ from ._names import (
     chunk_attribute,
 )
 
-__all__ = ["chunk_attributes", "text_source"]
+__all__ = ["chunk_attributes", "not_relevant_attributes", "text_source"]
 
 
 def chunk_attributes(
@@ -70,6 +75,40 @@ def chunk_attributes(
             except Exception as exc:
                 on_error(chunk_attribute(i, CHUNK_METADATA), exc)
     out[ATTR_CHUNKS_TRUNCATED] = shown < len(verdicts)
+    return out
+
+
+def not_relevant_attributes(
+    result: MetricEvaluationResult,
+    *,
+    max_chunks: int,
+    capture_content: bool,
+    max_content_chars: int,
+    text_of: Callable[[int], str | None],
+    document_of: Callable[[int], object],
+    with_ids: bool,
+) -> dict[str, AttributeValue]:
+    """``ctxutil.chunks.not_relevant.*``: which chunks the judge found not relevant, so not counted (the
+    first ``max_chunks``; an identical repeat of one is not listed again).
+
+    ``.index`` (int[]) whenever the result has verdicts (``[]`` when every chunk was relevant); ``.id``
+    (string[], ``""`` for a document without one) with ``with_ids`` when one has an id; with
+    ``capture_content`` only, ``.reason`` and ``.text`` (string[], truncated to ``max_content_chars``).
+    The lists are aligned. ``{}`` for a result without verdicts (an error, no chunks).
+    """
+    verdicts = result.signals.verdicts
+    if not verdicts:
+        return {}
+    left_out = [v for v in verdicts if not v.is_relevant and v.duplicate_of is None][: max(0, max_chunks)]
+    indices = [int(v.index) for v in left_out]
+    out: dict[str, AttributeValue] = {ATTR_NOT_RELEVANT_INDEX: indices}
+    if with_ids:
+        ids = [document_id(document_of(i)) or "" for i in indices]
+        if any(ids):
+            out[ATTR_NOT_RELEVANT_ID] = ids
+    if capture_content:
+        out[ATTR_NOT_RELEVANT_REASON] = [truncate(str(v.reason), max_content_chars) for v in left_out]
+        out[ATTR_NOT_RELEVANT_TEXT] = [_text(text_of(i), max_content_chars) or "" for i in indices]
     return out
 
 

@@ -35,7 +35,7 @@ from ._attributes import (
 )
 from ._boundary import exportable
 from ._cardinality import CardinalityLimiter
-from ._chunk_attributes import chunk_attributes, text_source
+from ._chunk_attributes import chunk_attributes, not_relevant_attributes, text_source
 from ._destinations import flush_providers, resolved_providers, span_attribute_limit, warn_if_nowhere
 from ._identity import document_source, evaluated_service_attributes
 from ._instruments import EvaluationInstruments
@@ -43,6 +43,7 @@ from ._names import (
     ATTR_APPLICATION_NAME,
     ATTR_EVALUATED_SERVICE_NAME,
     ATTR_EVALUATION_NAME,
+    ATTR_NOT_RELEVANT_INDEX,
     EVENT_EVALUATION_RESULT,
     INSTRUMENTATION_SCOPE,
     SPAN_EVALUATION,
@@ -203,6 +204,7 @@ class Emitter:
         except Exception as exc:
             self._on_error("emit", exc)
             return
+        content.update(self._not_relevant(result, interaction, item))
         self._guard(
             "span",
             lambda: self._emit_span(result, evaluated, common, content, interaction, item, end_ns, duration),
@@ -218,6 +220,24 @@ class Emitter:
             relevancy = None
             self._on_error("relevancy", exc)
         self._record_metrics(result, duration, relevancy, bounded)
+
+    def _not_relevant(
+        self, result: MetricEvaluationResult, interaction: Interaction, item: DatasetItem | None
+    ) -> dict[str, AttributeValue]:
+        """``ctxutil.chunks.not_relevant.*`` for the span and the event; ``{}`` (reported) when it fails."""
+        try:
+            return not_relevant_attributes(
+                result,
+                max_chunks=self.max_chunk_attributes,
+                capture_content=self.capture_content,
+                max_content_chars=self.max_content_chars,
+                text_of=text_source(result, interaction, item),
+                document_of=document_source(interaction),
+                with_ids=bool(self.chunk_metadata_keys),
+            )
+        except Exception as exc:
+            self._on_error(ATTR_NOT_RELEVANT_INDEX, exc)
+            return {}
 
     def _dimensions(self, interaction: Interaction) -> dict[str, AttributeValue]:
         """The interaction's dimensions and sender identity, bounded (safe as metric attributes)."""

@@ -19,6 +19,7 @@ from ._names import (
 
 __all__ = [
     "document_attributes",
+    "document_id",
     "document_source",
     "evaluated_service_attributes",
     "truncate",
@@ -32,6 +33,16 @@ def truncate(text: str, max_chars: int) -> str:
     return text[: max_chars - 1] + "…" if max_chars > 1 else text[:max_chars]
 
 
+def document_id(document: object) -> str | None:
+    """The id of a captured document (``Document.id``, a span reader's chunk's ``id``, a mapping's
+    ``"id"``), as a string cut to :data:`CHUNK_LABEL_MAX_CHARS` (an ``int`` in decimal); ``None`` when it
+    has none."""
+    doc_id = document.get("id") if isinstance(document, Mapping) else getattr(document, "id", None)
+    if isinstance(doc_id, (str, int)) and not isinstance(doc_id, bool) and str(doc_id):
+        return truncate(str(doc_id), CHUNK_LABEL_MAX_CHARS)
+    return None
+
+
 def document_attributes(
     i: int, document: object, metadata_keys: Sequence[str], text: str | None
 ) -> dict[str, AttributeValue]:
@@ -43,13 +54,13 @@ def document_attributes(
     :data:`CHUNK_LABEL_MAX_CHARS`; a metadata value is kept when it is a ``str`` (cut the same way), ``bool``,
     ``int`` or finite ``float`` and is not the chunk's ``text`` itself; other values are left out.
     """
-    if isinstance(document, Mapping):
-        doc_id, metadata = document.get("id"), document.get("metadata")
-    else:
-        doc_id, metadata = getattr(document, "id", None), getattr(document, "metadata", None)
+    metadata = (
+        document.get("metadata") if isinstance(document, Mapping) else getattr(document, "metadata", None)
+    )
     out: dict[str, AttributeValue] = {}
-    if isinstance(doc_id, (str, int)) and not isinstance(doc_id, bool) and str(doc_id):
-        out[chunk_attribute(i, CHUNK_ID)] = truncate(str(doc_id), CHUNK_LABEL_MAX_CHARS)
+    doc_id = document_id(document)
+    if doc_id is not None:
+        out[chunk_attribute(i, CHUNK_ID)] = doc_id
     if isinstance(metadata, Mapping):
         for key in metadata_keys:
             value = metadata.get(key)

@@ -121,6 +121,10 @@ __all__ = [
     "ATTR_JUDGE_NAME",
     "ATTR_JUDGE_OUTPUT_FORMAT",
     "ATTR_JUDGE_OUTPUT_TOKENS",
+    "ATTR_NOT_RELEVANT_ID",
+    "ATTR_NOT_RELEVANT_INDEX",
+    "ATTR_NOT_RELEVANT_REASON",
+    "ATTR_NOT_RELEVANT_TEXT",
     "ATTR_OUTCOME",
     "ATTR_PROVIDER_NAME",
     "ATTR_QUERY",
@@ -293,6 +297,20 @@ ATTR_ANSWER: Final = "ctxutil.answer"
 ATTR_CHUNKS_TRUNCATED: Final = "ctxutil.chunks.truncated"
 """bool: ``True`` when fewer per-chunk attribute groups were emitted than ``ctxutil.total_chunks``."""
 ATTR_CHUNK_PREFIX: Final = "ctxutil.chunks"
+ATTR_NOT_RELEVANT_INDEX: Final = "ctxutil.chunks.not_relevant.index"
+"""int[], the evaluation span and its event: the retrieval indices of the chunks judged NOT relevant (not
+counted in the score; an identical repeat of one is not listed again), at most ``max_chunk_attributes``
+of them; empty when every distinct chunk was relevant. Why a chunk was not counted, without content."""
+ATTR_NOT_RELEVANT_ID: Final = "ctxutil.chunks.not_relevant.id"
+"""string[], beside ``ctxutil.chunks.not_relevant.index``: their documents' ids (``""`` where a document
+has none), when ``chunk_metadata_keys`` is not empty (the switch of ``ctxutil.chunks.{i}.id``) and one has
+an id."""
+ATTR_NOT_RELEVANT_REASON: Final = "ctxutil.chunks.not_relevant.reason"
+"""string[], beside ``ctxutil.chunks.not_relevant.index``, only with content capture: the judge's reasons
+(``""`` where it gave none; a reason quotes or paraphrases its chunk)."""
+ATTR_NOT_RELEVANT_TEXT: Final = "ctxutil.chunks.not_relevant.text"
+"""string[], beside ``ctxutil.chunks.not_relevant.index``, only with content capture: the chunks' text,
+each truncated to ``max_content_chars``."""
 CHUNK_INDEX: Final = "index"
 CHUNK_IS_RELEVANT: Final = "is_relevant"
 CHUNK_IS_UTILIZED: Final = "is_utilized"

@@ -153,7 +153,9 @@ class MetricEvaluationResult(BaseModel):
         )
 
     def pretty(self, max_chunk_chars: int = 80) -> str:
-        """Return a multi-line, human-readable report: score, label and one line per relevant chunk."""
+        """Return a multi-line, human-readable report: score, label, one line per relevant chunk (used or
+        ignored, its text and the judge's reason), then one line per chunk judged NOT relevant, which the
+        score leaves out (its index and the judge's reason; its text is not in the result)."""
         s = self.signals
         score = "n/a" if self.score is None else f"{self.score:.2f}"
         lines = [
@@ -171,4 +173,8 @@ class MetricEvaluationResult(BaseModel):
             mark = "used   " if chunk.is_utilized else "ignored"
             reason = f" ({chunk.reason})" if chunk.reason else ""
             lines.append(f"  [{chunk.index}] {mark} {text}{reason}")
+        for verdict in s.verdicts:
+            if not verdict.is_relevant and verdict.duplicate_of is None:
+                reason = f" ({verdict.reason})" if verdict.reason else ""
+                lines.append(f"  [{verdict.index}] not relevant, not counted{reason}")
         return "\n".join(lines)

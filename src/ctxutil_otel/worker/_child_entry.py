@@ -5,7 +5,7 @@ A signal to the process group (Ctrl-C, a service manager's ``kill -TERM``) must 
 it starts (imports, builds its judge), or the evaluations waiting for it are lost: the parent decides when
 its child stops. The parent starts it with both signals blocked (:func:`blocked_while_spawning`; a blocked
 signal stays pending across ``fork`` and ``exec``), so one that arrives during the interpreter's start-up,
-``multiprocessing``'s re-import of the application's ``__main__`` or this package's imports waits; here
+``multiprocessing``'s preparation or this package's imports waits; here
 they are set to be ignored (which discards one pending) and unblocked, and only then is the child
 imported (this package's ``worker/__init__`` imports most of the worker already, which is why the block
 is what closes the window). The same steps as ``multiprocessing``'s own resource tracker takes.

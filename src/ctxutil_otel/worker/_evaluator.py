@@ -6,7 +6,7 @@ from __future__ import annotations
 import atexit
 import logging
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -21,11 +21,13 @@ from ..metric._contextual_utilization import ContextualUtilization
 from ..sampling import TraceIdRatioSampler
 from ._engine import Engine
 from ._process import ChildProcessJudging
+from ._record import facts_of_call, hand_off, interaction_of_call
 from ._stats import EvaluatorStats
 from ._types import EvaluationEmitter
 
 if TYPE_CHECKING:
     from opentelemetry import _logs, metrics, trace
+    from opentelemetry.trace import SpanContext
 
 __all__ = ["Evaluator", "EvaluatorStats"]
 
@@ -134,6 +136,7 @@ class Evaluator:
                 )
             resolved = _agree_with_emitter(resolved, emitter, overrides)
         self._settings = resolved
+        self._record_logged = False  # record_interaction's first unexpected error was logged
         judging: ContextualUtilization | ChildProcessJudging
         if resolved.worker == "process":  # the child builds the judge (a metric given is pickled to it)
             judging = ChildProcessJudging(
@@ -221,6 +224,71 @@ class Evaluator:
             _log.exception("ctxutil evaluator: submit failed")
             self._engine.abandon("internal_error")
             return False
+
+    def record_interaction(
+        self,
+        *,
+        query: str,
+        retrieved_content: Sequence[object],
+        actual_output: str,
+        model: str | None = None,
+        provider: str | None = None,
+        retriever_name: str | None = None,
+        name: str | None = None,
+        metadata: Mapping[str, object] | None = None,
+        span_context: SpanContext | None = None,
+        interaction_id: str | None = None,
+    ) -> bool:
+        """Evaluate one finished RAG interaction of an application without a framework (the seed's field
+        names, as ``DatasetItem``); the call for code that retrieves and generates by itself (the OpenAI
+        SDK and a vector store: docs/no-framework.md).
+
+        Args:
+            query: The user's question.
+            retrieved_content: The chunks that reached the prompt, in order: strings, LangChain
+                ``Document`` s, or mappings with ``text`` (or ``page_content`` / ``content``) and
+                optionally ``id`` and ``metadata`` (emitted per chunk as ``ctxutil.chunks.{i}.id`` /
+                ``.metadata.<key>`` for ``chunk_metadata_keys``).
+            actual_output: The generated answer.
+            model / provider: The ANSWERING model and its provider (dimensions ``gen_ai.request.model``
+                and ``gen_ai.provider.name``), when you want results sliced by them.
+            retriever_name: Dimension ``ctxutil.retriever.name``.
+            name: The interaction's name: what selection rules' ``root_name`` matches, and the dimension
+                ``ctxutil.chain.name``.
+            metadata: What selection rules' ``metadata`` matches; its ``metric_dimensions`` keys become
+                dimensions ``ctxutil.metadata.<key>``.
+            span_context: The span to evaluate under; default: the current OpenTelemetry span (the
+                evaluation span becomes its child, in its trace), else a new ``rag.interaction`` root span.
+            interaction_id: ``ctxutil.interaction.id`` of the result.
+
+        Returns ``True`` when queued for evaluation; ``False`` when not selected, sampled out or refused
+        (each counted in :meth:`stats`, as for the capture paths: same selection rules, sampling, rate
+        cap, queue and token budget). Never raises and never blocks: the arguments are validated off the
+        request path (a wrong type fails that evaluation ``invalid_input``), and an unexpected error is
+        logged once and counted dropped ``capture_error``.
+        """
+        try:
+            interaction = interaction_of_call(
+                query=query,
+                retrieved_content=retrieved_content,
+                actual_output=actual_output,
+                span_context=span_context,
+                model=model,
+                provider=provider,
+                retriever_name=retriever_name,
+                name=name,
+                metadata=metadata,
+                metric_dimensions=self._settings.metric_dimensions,
+                interaction_id=interaction_id,
+            )
+            facts = facts_of_call(name, metadata)
+        except Exception:  # never raise into the application; counted, logged once
+            if not self._record_logged:
+                self._record_logged = True
+                _log.exception("ctxutil evaluator: record_interaction failed (counted capture_error)")
+            self.count_lost(0, "capture_error")  # the trace id is unknown: 0
+            return False
+        return hand_off(self, interaction, facts)  # admit, then submit: neither blocks nor raises
 
     def abandon(self, reason: DropReason) -> None:
         """Count an admitted interaction that will never be submitted as ``dropped`` with ``reason``

@@ -1,7 +1,8 @@
 """The process worker's child as the application process sees it: its lifecycle, apart from the facade
 that sends it evaluations and accounts for them (``_process.py``).
 
-Spawn it (deaf to SIGINT and SIGTERM from its start: ``_child_entry.py``) and hand it its configuration;
+Spawn it (deaf to SIGINT and SIGTERM from its start: ``_child_entry.py``; without the application's main
+module: ``_no_main.py``) and hand it its configuration;
 watch its pipe, or stop watching between reads; detach from it when it is lost or closing; kill and reap
 it; release its end of the pipe; keep it off ``multiprocessing``'s list of children (whose exit hook would
 SIGTERM it, which it ignores, and join it without a deadline): the engine stops it itself, and it ends by
@@ -23,6 +24,7 @@ from multiprocessing.process import BaseProcess
 
 from ._child import ChildConfig
 from ._child_entry import blocked_while_spawning, run_child
+from ._no_main import main_module_hidden
 from ._sender import Sender
 
 __all__ = [
@@ -97,8 +99,8 @@ def launch(
     ``config`` and watch its pipe; ``on_lost(child)`` when that fails or, later, when a send finds the
     pipe broken."""
     try:
-        with blocked_while_spawning(start_method):
-            child.process.start()  # it starts deaf to SIGINT and SIGTERM (``_child_entry.py``)
+        with blocked_while_spawning(start_method), main_module_hidden():
+            child.process.start()  # deaf to SIGINT and SIGTERM (``_child_entry.py``), without ``__main__``
         forget(child.process)  # ours to stop (close, kill); multiprocessing's exit hook must not join it
         child_conn.close()  # ours: the child's end must close here for its death to reach us as EOF
         child.sender = Sender(child.conn, child.loop, lambda: on_lost(child))

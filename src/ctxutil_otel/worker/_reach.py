@@ -5,8 +5,6 @@ failing every evaluation ``worker_crashed``."""
 from __future__ import annotations
 
 import io
-import multiprocessing.spawn
-import os
 import pickle
 import types
 from typing import Any
@@ -28,11 +26,11 @@ class _MainFinder(pickle.Pickler):
 
 
 def check_reaches_child(metric: object) -> None:
-    """Raise :class:`TypeError` when ``metric`` cannot reach a spawned child: it cannot be pickled, or it
-    uses a class or function of a ``__main__`` module the child does not import (``python -c``, a REPL,
-    standard input: no file to import again). A ``__main__`` the child does import (a script, ``python
-    -m``) must still define them outside its ``if __name__ == "__main__":`` block; that is not checkable
-    here, and the child says so when it fails to start."""
+    """Raise :class:`TypeError` when ``metric`` cannot reach the child: it cannot be pickled, or it uses
+    a class or function of the ``__main__`` module, which the child never imports (``_no_main.py``: a
+    script, ``python -m``, ``python -c``, a REPL or a notebook alike). A class or function of an importable
+    module the child's ``sys.path`` lacks is not checkable here; the child says so when it fails to
+    start."""
     finder = _MainFinder()
     try:
         finder.dump(metric)
@@ -45,13 +43,9 @@ def check_reaches_child(metric: object) -> None:
         ) from None
     if not finder.from_main:
         return
-    preparation = multiprocessing.spawn.get_preparation_data("ctxutil-evaluator-child")
-    path = preparation.get("init_main_from_path")
-    if "init_main_from_name" in preparation or (path is not None and os.path.isfile(path)):
-        return  # the child imports the main module again (as __mp_main__); "<stdin>" is no file
     names = ", ".join(sorted(set(finder.from_main)))
     raise TypeError(
         f"worker='process' sends the metric to its child process, but it uses {names} from __main__, "
-        f"which has no file the child can import (python -c, an interactive session, standard input); "
-        f"define it in a module or a script file, or use worker='thread'"
+        f"which the child does not run (it never imports your main module, so that your application's "
+        f"code runs once); define it in a module the child can import, or use worker='thread'"
     )

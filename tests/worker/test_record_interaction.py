@@ -1,0 +1,182 @@
+"""``Evaluator.record_interaction`` (issue 23 item 2): a plain Python RAG application (the OpenAI SDK and
+its own search, no LangChain, no OpenInference) is evaluated in its own trace, under the same selection,
+sampling and accounting as the capture paths, without ever raising or blocking. Before, there was no
+documented way to evaluate such an application at all.
+
+Real parts: the ``openai`` client over real HTTP against the local OpenAI-compatible test server (the
+application's model), the real Evaluator with the lexical judge, the real Emitter on SDK providers with
+in-memory exporters, and the example ``examples/plain_openai_rag.py`` run as a script.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.documents import Document
+from openai import OpenAI
+
+from ctxutil_otel import Evaluator
+from ctxutil_otel.emit import names as n
+from tests.emit.conftest import Telemetry, make_telemetry
+from tests.support.env import environ_without_settings
+from tests.support.openai_server import OpenAICompatServer, Reply, completion
+
+QUESTION = "What are the benefits of green tea?"
+CHUNKS = [
+    "Green tea contains antioxidants called catechins.",
+    "The antioxidants in green tea reduce inflammation.",
+    "Tea originated in China thousands of years ago.",
+]
+ANSWER = "Green tea contains antioxidants called catechins, and these antioxidants reduce inflammation."
+
+
+@pytest.fixture
+def telemetry() -> Iterator[Telemetry]:
+    made = make_telemetry()
+    yield made
+    made.tracer_provider.shutdown()
+    made.meter_provider.shutdown()
+    made.logger_provider.shutdown()
+
+
+@pytest.fixture
+def model_server() -> Iterator[OpenAICompatServer]:
+    with OpenAICompatServer(lambda request: Reply(body=completion(ANSWER, model="app-model"))) as server:
+        yield server
+
+
+def _evaluator(telemetry: Telemetry, **settings: Any) -> Evaluator:
+    settings.setdefault("sample_rate", 1.0)
+    return Evaluator(
+        tracer_provider=telemetry.tracer_provider,
+        meter_provider=telemetry.meter_provider,
+        logger_provider=telemetry.logger_provider,
+        judge="lexical",
+        max_evaluations_per_second=0,
+        **settings,
+    )
+
+
+def test_an_openai_sdk_application_is_evaluated_in_its_own_trace(
+    telemetry: Telemetry, model_server: OpenAICompatServer
+) -> None:
+    evaluator = _evaluator(telemetry, chunk_metadata_keys=("source",))
+    client = OpenAI(base_url=model_server.base_url, api_key="sk-app")
+    tracer = telemetry.tracer_provider.get_tracer("plain-app")
+    chunks: list[object] = [
+        CHUNKS[0],
+        Document(page_content=CHUNKS[1], id="doc-2", metadata={"source": "review.html"}),
+        {"text": CHUNKS[2], "id": "doc-3", "metadata": {"source": "history.txt"}},
+    ]
+    with tracer.start_as_current_span("rag.request") as request_span:
+        reply = client.chat.completions.create(
+            model="app-model", messages=[{"role": "user", "content": f"{CHUNKS}\n{QUESTION}"}]
+        )
+        answer = reply.choices[0].message.content or ""
+        assert evaluator.record_interaction(
+            query=QUESTION,
+            retrieved_content=chunks,
+            actual_output=answer,
+            model="app-model",
+            provider="openai",
+            retriever_name="my_search",
+        )
+    assert evaluator.force_flush(30_000)
+    stats = evaluator.stats()
+    assert (stats.captured, stats.evaluated) == (1, 1)
+    (span,) = telemetry.spans(n.SPAN_EVALUATION)
+    app = request_span.get_span_context()
+    assert span.context is not None and span.context.trace_id == app.trace_id
+    assert span.parent is not None and span.parent.span_id == app.span_id
+    attrs = dict(span.attributes or {})
+    assert attrs[n.ATTR_TOTAL_CHUNKS] == 3
+    assert attrs[n.ATTR_REQUEST_MODEL] == "app-model" and attrs[n.ATTR_PROVIDER_NAME] == "openai"
+    assert attrs[n.ATTR_RETRIEVER_NAME] == "my_search"
+    assert attrs[n.chunk_attribute(1, n.CHUNK_ID)] == "doc-2"
+    assert attrs[n.chunk_attribute(2, n.CHUNK_ID)] == "doc-3"
+    assert attrs[f"{n.chunk_attribute(2, n.CHUNK_METADATA)}.source"] == "history.txt"
+    assert attrs[n.ATTR_INTERACTION_SOURCE] == "record_interaction"
+    evaluator.shutdown(5_000)
+
+
+def test_a_passed_span_context_and_no_span_at_all(telemetry: Telemetry) -> None:
+    evaluator = _evaluator(telemetry)
+    other = telemetry.evaluated_span("earlier.request")
+    evaluator.record_interaction(
+        query=QUESTION, retrieved_content=CHUNKS, actual_output=ANSWER, span_context=other
+    )
+    evaluator.record_interaction(query=QUESTION, retrieved_content=CHUNKS, actual_output=ANSWER)
+    assert evaluator.force_flush(30_000)
+    evaluations = telemetry.spans(n.SPAN_EVALUATION)
+    assert len(evaluations) == 2
+    under_other = [s for s in evaluations if s.parent is not None and s.parent.span_id == other.span_id]
+    assert len(under_other) == 1
+    (root,) = telemetry.spans(n.SPAN_INTERACTION)  # no span was current: a short root span of its own
+    assert any(s.parent is not None and s.parent.span_id == root.context.span_id for s in evaluations)  # type: ignore[union-attr]
+    evaluator.shutdown(5_000)
+
+
+def test_sampling_and_selection_rules_apply_and_are_counted(telemetry: Telemetry) -> None:
+    evaluator = _evaluator(
+        telemetry,
+        sample_rate=0.0,
+        selection_rules=[
+            {"root_name": "checkout", "sample_rate": 1.0},
+            {"metadata": {"tier": "free"}, "sample_rate": 0.0},
+        ],
+    )
+    assert not evaluator.record_interaction(query=QUESTION, retrieved_content=CHUNKS, actual_output=ANSWER)
+    assert evaluator.record_interaction(
+        query=QUESTION, retrieved_content=CHUNKS, actual_output=ANSWER, name="checkout"
+    )
+    assert not evaluator.record_interaction(
+        query=QUESTION, retrieved_content=CHUNKS, actual_output=ANSWER, metadata={"tier": "free"}
+    )
+    assert evaluator.force_flush(30_000)
+    stats = evaluator.stats()
+    assert (stats.captured, stats.sampled_out, stats.not_selected, stats.evaluated) == (3, 1, 1, 1)
+    evaluator.shutdown(5_000)
+
+
+def test_wrong_arguments_never_raise_and_are_counted(telemetry: Telemetry) -> None:
+    evaluator = _evaluator(telemetry)
+    evaluator.record_interaction(query=None, retrieved_content=CHUNKS, actual_output=ANSWER)  # type: ignore[arg-type]
+    evaluator.record_interaction(query=QUESTION, retrieved_content=[42], actual_output=ANSWER)
+    evaluator.record_interaction(query=QUESTION, retrieved_content=5, actual_output=ANSWER)  # type: ignore[arg-type]
+    assert evaluator.force_flush(30_000)
+    stats = evaluator.stats()
+    assert stats.captured == 3 and stats.evaluated == 0
+    assert stats.dropped == {"not_evaluable": 1}  # no query
+    assert stats.failed == {"invalid_input": 2}  # a chunk that is not text: named by the worker
+    evaluator.shutdown(5_000)
+
+
+def test_after_shutdown_it_is_refused_and_counted(telemetry: Telemetry) -> None:
+    evaluator = _evaluator(telemetry)
+    evaluator.shutdown(5_000)
+    assert not evaluator.record_interaction(query=QUESTION, retrieved_content=CHUNKS, actual_output=ANSWER)
+    assert evaluator.stats().dropped == {"shutdown": 1}
+
+
+def test_the_example_evaluates_every_question(model_server: OpenAICompatServer) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "plain_openai_rag.py"
+    env = {
+        **environ_without_settings("OPENAI_"),
+        "OPENAI_BASE_URL": model_server.base_url,
+        "OPENAI_API_KEY": "sk-example",
+        "EXAMPLE_CHAT_MODEL": "app-model",
+    }
+    proc = subprocess.run(
+        [sys.executable, str(example), "3"], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len(model_server.requests) == 3  # the application's own model calls, over real HTTP
+    assert proc.stdout.count("[span] contextual_utilization") == 3
+    match = re.search(r"captured=(\d+).*evaluated=(\d+), not_applicable=(\d+)", proc.stdout)
+    assert match is not None and match[1] == "3" and int(match[2]) + int(match[3]) == 3
