@@ -36,6 +36,7 @@ __all__ = [
     "ConnectionSlots",
     "DeadlineReader",
     "Slot",
+    "wait_readable",
 ]
 
 #: Connections kept, beyond ``max_connections``, for ``GET /healthz`` (one request each, then closed).
@@ -85,11 +86,9 @@ class DeadlineReader(io.RawIOBase):
         # the kernel but not yet counted in ``received`` would make a busy connection look idle to
         # ConnectionSlots, which may then close it for a newcomer.
         pending = getattr(self._sock, "pending", None)  # TLS: bytes already decrypted
-        if not (pending is not None and pending()):
-            readable, _, _ = select.select([self._sock], [], [], remaining)
-            if not readable:
-                self.expired = True
-                raise TimeoutError("read deadline passed")
+        if not (pending is not None and pending()) and not wait_readable(self._sock, remaining):
+            self.expired = True
+            raise TimeoutError("read deadline passed")
         self.receiving = True
         self._sock.settimeout(max(self._deadline - time.monotonic(), 1e-3))
         try:
@@ -223,10 +222,27 @@ def _idleness(connection: Any, idleness: Callable[[], int] | None) -> int:
     if level == IDLE_BUSY:
         return IDLE_BUSY
     try:
-        readable, _, _ = select.select([connection], [], [], 0)
+        readable = wait_readable(connection, 0.0)
     except (OSError, ValueError):  # already closed
         return level
     return IDLE_BUSY if readable else level
+
+
+def wait_readable(sock: Any, timeout_s: float | None) -> bool:
+    """Wait up to ``timeout_s`` seconds (``None``: no limit) until ``sock`` (a socket or a descriptor)
+    has something to read: data, its end, or an error. ``poll``, never ``select``: ``select`` refuses
+    descriptors >= 1024 (``FD_SETSIZE``), which a busy listener gives its connections (issue 24: with 1,030
+    senders every new export and probe was closed unanswered).
+
+    Raises:
+        ValueError: ``sock`` is closed (no descriptor).
+    """
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    events = poller.poll(None if timeout_s is None else math.ceil(max(timeout_s, 0.0) * 1000))
+    if events and events[0][1] & select.POLLNVAL:
+        raise ValueError("the socket is closed")
+    return bool(events)
 
 
 class CallDeadlines:
