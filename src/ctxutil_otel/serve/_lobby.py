@@ -21,6 +21,7 @@ refused at accept, as before.
 from __future__ import annotations
 
 import contextlib
+import logging
 import selectors
 import socket
 import threading
@@ -33,6 +34,8 @@ from typing import Any, Final
 from ._parsing import MAX_HEADER_BYTES
 
 __all__ = ["MAX_HEAD_BYTES", "RETRY_S", "Lobby", "head_complete"]
+
+_log = logging.getLogger("ctxutil_otel.serve")
 
 #: Bytes a waiting connection may send before it is handed over (request line + header section limits).
 MAX_HEAD_BYTES: Final = 65536 + MAX_HEADER_BYTES
@@ -129,26 +132,33 @@ class Lobby:
                     _close(sock)
                 self._shut()
                 return
-            for sock, address in incoming:
-                self._add(sock, address)
-            now = time.monotonic()
-            while self._waiting:  # deadlines are in entry order
-                oldest = next(iter(self._waiting.values()))
-                if oldest.deadline > now:
-                    break
-                self._drop(
-                    oldest, "refused_connection" if oldest.ready else "incomplete" if oldest.head else None
-                )
-            ready = self._admit_ready()
-            timeout = next(iter(self._waiting.values())).deadline - now if self._waiting else None
-            if ready and timeout is not None:
-                timeout = min(timeout, RETRY_S)
-            for key, _ in self._selector.select(timeout):
-                if key.fileobj is self._wake_reader:
-                    with contextlib.suppress(OSError):
-                        self._wake_reader.recv(4096)
-                else:
-                    self._read(key.data)
+            try:
+                self._turn(incoming)
+            except Exception:  # a bug here must not strand the connections entering later
+                _log.warning("ctxutil serve: error in the HTTP lobby (ignored)", exc_info=True)
+
+    def _turn(self, incoming: list[tuple[socket.socket, Any]]) -> None:
+        """One pass: take the newcomers, close the expired, admit the ready, wait for bytes."""
+        for sock, address in incoming:
+            self._add(sock, address)
+        now = time.monotonic()
+        while self._waiting:  # deadlines are in entry order
+            oldest = next(iter(self._waiting.values()))
+            if oldest.deadline > now:
+                break
+            self._drop(
+                oldest, "refused_connection" if oldest.ready else "incomplete" if oldest.head else None
+            )
+        ready = self._admit_ready()
+        timeout = next(iter(self._waiting.values())).deadline - now if self._waiting else None
+        if ready and timeout is not None:
+            timeout = min(timeout, RETRY_S)
+        for key, _ in self._selector.select(timeout):
+            if key.fileobj is self._wake_reader:
+                with contextlib.suppress(OSError):
+                    self._wake_reader.recv(4096)
+            else:
+                self._read(key.data)
 
     def _add(self, sock: socket.socket, address: Any) -> None:
         try:
