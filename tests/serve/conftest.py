@@ -101,6 +101,7 @@ def make_served(sink: OTLPReceiver, monkeypatch: pytest.MonkeyPatch) -> Iterator
             "retry_after_s",
             "header_timeout_s",
             "request_timeout_s",
+            "min_request_rate",
             "max_connections",
             "grpc_port",
             "http_port",

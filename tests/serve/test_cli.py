@@ -142,7 +142,7 @@ def test_listener_can_be_disabled_and_connection_limits_apply(run_serve: Any) ->
     )  # fmt: skip
     line = process.wait_for_line("listening")
     assert "grpc=" not in line and f"http=127.0.0.1:{http_port}" in line
-    assert "max_connections=1 header_timeout=0.3s request_timeout=30s" in line
+    assert "max_connections=1 header_timeout=0.3s request_timeout=30s min_request_rate=500B/s" in line
     with socket.create_connection(("127.0.0.1", http_port), timeout=10) as idle:  # the one ordinary slot
         probe = http.client.HTTPConnection("127.0.0.1", http_port, timeout=10)
         probe.request("GET", "/healthz")  # answered in a slot reserved for probes

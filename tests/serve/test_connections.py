@@ -90,7 +90,9 @@ def test_health_is_answered_when_the_connection_cap_is_reached(
 def test_reserved_slot_refuses_exports_with_a_retryable_503(
     make_served: Callable[..., Served], rag_trace: RagTrace
 ) -> None:
-    served = make_served(max_connections=2, retry_after_s=3)
+    # min_request_rate=0: the busy connections below trickle nothing more, and are not cut for a newcomer
+    # (tests/faults/test_slow_sender_faults.py has them cut).
+    served = make_served(max_connections=2, retry_after_s=3, min_request_rate=0)
     payload = rag_trace.request_bytes()
     with _idle_connections(served, 2):
         head, body = _exchange(served, EXPORT_HEADERS.format(length=len(payload)).encode() + payload)
@@ -101,10 +103,16 @@ def test_reserved_slot_refuses_exports_with_a_retryable_503(
         assert "reserved for health probes" in status.message
         info = error_details_pb2.RetryInfo()
         assert status.details[0].Unpack(info) and info.retry_delay.seconds == 3
-    # Every slot mid-request, none idle: the next connection is refused at accept.
-    with _busy_connections(served, 2 + HEALTH_RESERVED_CONNECTIONS), connect(served) as refused:
-        assert read_until_closed(refused) == b""
-    assert served.receiver.stats().requests["refused_connection"] == 2  # the 503 and the closed one
+    # Every slot mid-request, none idle: the next connection waits in the lobby, unanswered, and is
+    # served once a slot is free.
+    with _busy_connections(served, 2 + HEALTH_RESERVED_CONNECTIONS):
+        waiting = connect(served)
+        waiting.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        readable, _, _ = select.select([waiting], [], [], 0.5)
+        assert not readable, "answered while every slot was taken"
+    with waiting:  # the busy connections are closed, their slots free
+        assert read_until_closed(waiting).startswith(b"HTTP/1.1 200")
+    assert served.receiver.stats().requests["refused_connection"] == 1  # the 503
     assert served.evaluator.stats().captured == 0  # the refused export never reached the processor
     assert_alive(served, rag_trace)
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 import grpc
 import pytest
 
-from .conftest import EXPORT_PATH, RagTrace, Served, grpc_export
+from .conftest import EXPORT_PATH, RagTrace, Served, grpc_export, record_rag_trace
 
 
 class StalledCalls:
@@ -61,7 +61,7 @@ def test_eight_stalled_calls_do_not_stop_other_exports(
     stalled = StalledCalls(served.grpc_target, 8)
     try:
         for _ in range(3):  # before: every one DEADLINE_EXCEEDED, the 8 workers held by the stalled calls
-            grpc_export(served.grpc_target, rag_trace.request_bytes(), timeout=10)
+            grpc_export(served.grpc_target, record_rag_trace().request_bytes(), timeout=10)  # 3 turns
         assert _health(served) == (200, "ok\n")
     finally:
         stalled.close()

@@ -6,6 +6,7 @@ it."""
 
 from __future__ import annotations
 
+import select
 import socket
 import struct
 from collections.abc import Callable
@@ -32,7 +33,9 @@ def test_sender_disconnects_mid_body(make_served: Callable[..., Served], rag_tra
     sock.close()
     assert_alive(served, rag_trace)
     assert served.receiver.stats().requests["incomplete"] >= 1
-    assert served.evaluator.stats().captured == 2  # only the two complete exports reached the processor
+    # Only the two complete exports (assert_alive's, one per transport) reached the processor; they carry
+    # the same turn, recognised as delivered again: captured once.
+    assert served.evaluator.stats().captured == 1
 
 
 def test_stalled_sender_times_out_without_blocking_others(
@@ -65,8 +68,8 @@ def test_grpc_sender_disconnects_mid_frame(make_served: Callable[..., Served], r
 
 
 def test_connections_are_bounded(make_served: Callable[..., Served], rag_trace: RagTrace) -> None:
-    served = make_served(max_connections=2)
-    # Two slots for any request, then HEALTH_RESERVED_CONNECTIONS (2) for health probes, then refusal.
+    served = make_served(max_connections=2, min_request_rate=0)  # the held ones are not too slow
+    # Two slots for any request, then HEALTH_RESERVED_CONNECTIONS (2) for health probes, then the lobby.
     held = [connect(served) for _ in range(2 + HEALTH_RESERVED_CONNECTIONS)]
     try:
         held[0].sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # an ordinary slot: kept alive
@@ -74,9 +77,10 @@ def test_connections_are_bounded(make_served: Callable[..., Served], rag_trace: 
         for sock in held:  # each mid-request (an idle one would give its slot to the newcomer)
             sock.sendall(b"POST /v1/tra")
             until_acknowledged(sock)
-        with connect(served) as fifth:
-            assert read_until_closed(fifth) == b""  # closed at accept, no thread spent on it
-        assert served.receiver.stats().requests["refused_connection"] == 1
+        with connect(served) as fifth:  # no thread spent on it: it waits in the lobby for a slot
+            fifth.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            readable, _, _ = select.select([fifth], [], [], 0.5)
+            assert not readable, "answered while every slot was taken by a request at a good pace"
     finally:
         for sock in held:
             sock.shutdown(socket.SHUT_WR)

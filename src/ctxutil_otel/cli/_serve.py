@@ -8,6 +8,8 @@ Configuration:
   (default 64: HTTP connections served at once, plus 2 kept for ``GET /healthz``; also the bound on
   concurrent gRPC calls), ``--header-timeout`` (seconds, default 10: an HTTP request's line and headers,
   and an idle keep-alive connection), ``--request-timeout`` (seconds, default 30: an HTTP request's body),
+  ``--min-request-rate`` (bytes/s, default 500, 0 off: when every HTTP slot is taken, a slower request
+  yields its slot to a newcomer whose request head is in),
   ``--tls-cert`` / ``--tls-key`` (PEM files; or ``CTXUTIL_SERVE_TLS_CERT`` / ``CTXUTIL_SERVE_TLS_KEY``),
   ``--token-file`` (a file holding the bearer token senders must present; or the token itself in
   ``CTXUTIL_SERVE_TOKEN``). Only the files and the token have environment variables (they usually come
@@ -66,6 +68,16 @@ _port = _bounded_int(0, 65535, "port must be 0..65535 (0 disables the listener)"
 _positive = _bounded_int(1, None, "must be > 0")
 
 
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of bytes/s: {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number of bytes/s >= 0, got {text!r}")
+    return value
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -91,6 +103,7 @@ def register(subparsers: Any) -> None:
         DEFAULT_HEADER_TIMEOUT_S,
         DEFAULT_MAX_CONNECTIONS,
         DEFAULT_MAX_REQUEST_BYTES,
+        DEFAULT_MIN_REQUEST_RATE,
         DEFAULT_REQUEST_TIMEOUT_S,
     )
 
@@ -140,6 +153,15 @@ def register(subparsers: Any) -> None:
         metavar="SECONDS",
         help="seconds an HTTP request has to send its body, in total, once its headers are in "
         f"(default {DEFAULT_REQUEST_TIMEOUT_S:g})",
+    )
+    parser.add_argument(
+        "--min-request-rate",
+        type=_rate,
+        default=DEFAULT_MIN_REQUEST_RATE,
+        metavar="BYTES_PER_S",
+        help="when every HTTP slot is taken, a newcomer whose request head is in takes the slot of a "
+        "request that has come slower than this since its first byte (at least 1 s ago); 0 turns it off "
+        f"(default {DEFAULT_MIN_REQUEST_RATE:g})",
     )
     parser.add_argument("--tls-cert", type=Path, default=None, help=f"PEM certificate (or {TLS_CERT_ENV})")
     parser.add_argument("--tls-key", type=Path, default=None, help=f"PEM private key (or {TLS_KEY_ENV})")
@@ -235,6 +257,7 @@ def run(args: argparse.Namespace) -> int:
             max_connections=args.max_connections,
             header_timeout_s=args.header_timeout,
             request_timeout_s=args.request_timeout,
+            min_request_rate=args.min_request_rate,
             tls=tls,
             token=token,
             telemetry=telemetry,
@@ -260,7 +283,8 @@ def run(args: argparse.Namespace) -> int:
     announcement = (
         f"ctxutil-otel serve: listening {' '.join(listening)} tls={'on' if tls else 'off'} "
         f"token={'on' if token else 'off'} max_connections={args.max_connections} "
-        f"header_timeout={args.header_timeout:g}s request_timeout={args.request_timeout:g}s; "
+        f"header_timeout={args.header_timeout:g}s request_timeout={args.request_timeout:g}s "
+        f"min_request_rate={args.min_request_rate:g}B/s; "
         f"sample_rate={settings.sample_rate} judge={settings.judge}; "
         f"results -> {results}"
     )

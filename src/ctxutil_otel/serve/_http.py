@@ -37,11 +37,13 @@ sender that stalls or disconnects mid-request gets its connection closed without
 :data:`~._limits.HEALTH_RESERVED_CONNECTIONS` kept for probes: a connection in a reserved slot gets one
 answer, ``GET /healthz`` answered as usual and anything else a retryable 503 (``Retry-After``, counted
 ``refused_connection``), then is closed, so a full listener still answers its liveness probe. When every
-slot is taken, a new connection takes the slot of the oldest idle one (waiting for a request, nothing of it
-received; first those that never completed a request, then keep-alive ones), which is closed as at its idle
-deadline: idle connections never starve probes or senders. Only
-when none is idle are further connections closed at accept (counted ``refused_connection``; OTLP clients
-retry). With TLS the
+slot is taken, a new connection takes the slot of the oldest one that has sent nothing since it connected
+at least :data:`~._limits.SLOW_AFTER_S` ago, which is closed as at its idle deadline; else it waits in the
+lobby (:mod:`._lobby`) for its request head, then takes the slot of a request coming below
+``min_request_rate`` (cut, counted ``incomplete``), else of an idle connection, else of a keep-alive sender
+between requests: idle and slow senders never starve probes or senders. With TLS (no lobby: the head is
+encrypted) it takes the oldest idle connection's slot (first those that never completed a request, then
+keep-alive ones), else it is closed at accept (counted ``refused_connection``; OTLP clients retry); the
 handshake runs in the connection's thread, within ``header_timeout_s``, so a silent client cannot block
 accept.
 """
@@ -53,6 +55,7 @@ import io
 import logging
 import ssl
 import threading
+import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any, Final
@@ -61,7 +64,8 @@ from google.rpc import code_pb2  # type: ignore[import-untyped,unused-ignore]
 
 from ._http_listener import HttpListener
 from ._json import JSON_MEDIA_TYPE, to_json
-from ._limits import IDLE_BETWEEN_REQUESTS, IDLE_BUSY, IDLE_NEVER_USED, DeadlineReader
+from ._limits import IDLE_BETWEEN_REQUESTS, IDLE_BUSY, IDLE_NEVER_USED, IDLE_SLOW, DeadlineReader
+from ._lobby import Lobby
 from ._parsing import HeaderSectionReader, Refusal, body_length, gunzip, has_body, quoted_path, route_path
 from ._status import invalid, os_error, parser_error, ssl_context, unavailable
 from ._status import status as status_message
@@ -101,16 +105,24 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(self.connection, ssl.SSLSocket):
             self.connection.do_handshake()
         self._health_only = self.server.slots.health_only(self.request)
-        self._reader = DeadlineReader(self.connection, write_timeout_s=receiver.request_timeout_s)
+        self._reader = DeadlineReader(
+            self.connection,
+            write_timeout_s=receiver.request_timeout_s,
+            prefix=self.server.take_head(self.request),
+        )
         self.rfile.close()  # the socket's own file object: replaced by one that keeps the deadlines
         self.rfile = io.BufferedReader(self._reader)
         self._in_headers = False
         self._served = 0  # requests answered on this connection
-        self.server.slots.attach(self.request, self._idle)
+        self._min_rate = receiver.min_request_rate
+        self.server.slots.attach(self.request, self._idle, self._reader.cut)
 
     def _idle(self) -> int:
         """Waiting for a request, nothing of it received: the connection may be closed for a newcomer
-        (first those that never completed a request)."""
+        (first those that never completed a request); reading one below the minimum rate: it may be cut
+        for a newcomer whose request head is in."""
+        if self._reader.pace.too_slow(self._min_rate, time.monotonic()):
+            return IDLE_SLOW
         if not (self._in_headers and self._reader.received == 0 and not self._reader.receiving):
             return IDLE_BUSY
         return IDLE_BETWEEN_REQUESTS if self._served else IDLE_NEVER_USED
@@ -118,6 +130,7 @@ class _Handler(BaseHTTPRequestHandler):
     def handle_one_request(self) -> None:
         receiver = self.server.receiver
         self._reader.start(receiver.header_timeout_s)
+        self._reader.pace.begin()
         self._in_headers = True
         super().handle_one_request()  # on TimeoutError: closes the connection without an answer
         self._served += 1
@@ -257,7 +270,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.receiver.count("incomplete")
             self.close_connection = True
             return None
+        self._reader.pace.end()  # read: its export is not a slow request
         return b"".join(parts)
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        self._reader.pace.end()  # answering: nothing more of this request is read
+        super().send_response(code, message)
 
     def _gunzip(self, body: bytes) -> bytes | None:
         """:func:`._parsing.gunzip` within ``max_request_bytes``; ``None`` (answered 413 / 400) when too
@@ -363,6 +381,12 @@ class _Handler(BaseHTTPRequestHandler):
         _log.debug("ctxutil serve http %s: " + format, self.address_string(), *args)
 
 
+def _is_health_probe(head: bytes) -> bool:
+    """Whether a request head (as read in the lobby) asks ``GET /healthz``."""
+    line = head.lstrip(b"\r\n").split(b"\n", 1)[0].split()
+    return len(line) >= 2 and line[0] == b"GET" and route_path(line[1].decode("latin-1")) == HEALTH_PATH
+
+
 def start_http_server(receiver: Receiver, port: int) -> tuple[HttpListener, int]:
     """Bind ``receiver.host:port``, serve in a daemon thread; returns the server and the bound port.
 
@@ -385,6 +409,13 @@ def start_http_server(receiver: Receiver, port: int) -> tuple[HttpListener, int]
         raise os_error(exc, f"cannot bind the OTLP/HTTP listener to {address}: {reason}") from None
     server.receiver = receiver
     server.ssl_context = context
+    if context is None:
+
+        def admit(sock: Any, address: Any, head: bytes, waited_s: float) -> bool:
+            probe = _is_health_probe(head)
+            return server.admit_from_lobby(sock, address, head, probe=probe, waited_s=waited_s)
+
+        server.lobby = Lobby(receiver.max_connections, receiver.header_timeout_s, admit, receiver.count)
     thread = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="ctxutil-serve-http", daemon=True
     )

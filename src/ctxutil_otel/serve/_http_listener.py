@@ -1,4 +1,5 @@
-"""The OTLP/HTTP listener's server object: connection slots, TLS wrapping at accept, and closing.
+"""The OTLP/HTTP listener's server object: connection slots, the lobby for newcomers that find them all
+taken (:mod:`._lobby`), TLS wrapping at accept, and closing.
 
 The request handling (routes, answers, deadlines) is :mod:`._http`; see its docstring for the whole.
 """
@@ -12,7 +13,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from ._limits import ConnectionSlots
+from ._limits import SLOW_AFTER_S, ConnectionSlots
+from ._lobby import Lobby
 
 if TYPE_CHECKING:
     from ._types import Receiver
@@ -33,6 +35,7 @@ class HttpListener(ThreadingHTTPServer):
     receiver: Receiver
     ssl_context: ssl.SSLContext | None = None
     thread: threading.Thread | None = None
+    lobby: Lobby | None = None  # set by start_http_server (plain connections only)
 
     def __init__(
         self,
@@ -43,6 +46,7 @@ class HttpListener(ThreadingHTTPServer):
     ) -> None:
         self.address_family = socket.AF_INET6 if ipv6 else socket.AF_INET
         self.slots = ConnectionSlots(max_connections)
+        self._heads: dict[int, bytes] = {}  # id(connection) -> its request head, read in the lobby
         super().__init__(address, handler)
 
     def get_request(self) -> tuple[Any, Any]:
@@ -53,13 +57,42 @@ class HttpListener(ThreadingHTTPServer):
         return sock, address
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if self.slots.acquire(request) is None:
+        lobby = self.lobby if self.ssl_context is None else None
+        # With a lobby, a connection that just came or a keep-alive sender between exports is closed only
+        # for a newcomer whose head is in: connections that never send one (slow-loris re-opening) must not
+        # cut them.
+        if self.slots.acquire(request, lobby=lobby is not None) is None:
+            if lobby is not None:
+                lobby.enter(request, client_address)  # it waits there for its head, without a slot
+                return
             self.receiver.count("refused_connection")
             self.shutdown_request(request)
             return
+        self._serve(request, client_address)
+
+    def admit_from_lobby(
+        self, request: Any, client_address: Any, head: bytes, *, probe: bool, waited_s: float
+    ) -> bool:
+        """A connection whose request ``head`` is in (read in the lobby ``waited_s`` seconds ago;
+        ``probe``: a health probe): the slot of a slow or idle connection (of a keep-alive sender between
+        exports once it has waited ``SLOW_AFTER_S``: a slow one may appear first), and served; ``False``
+        when there is none (the lobby's thread)."""
+        kept_alive = waited_s >= SLOW_AFTER_S
+        if self.slots.acquire(request, head_in=True, lobby=True, probe=probe, kept_alive=kept_alive) is None:
+            return False
+        self._heads[id(request)] = head
+        self._serve(request, client_address)
+        return True
+
+    def take_head(self, request: Any) -> bytes:
+        """The bytes the lobby read from ``request`` (empty when it did not wait there)."""
+        return self._heads.pop(id(request), b"")
+
+    def _serve(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request(request, client_address)
         except BaseException:  # the thread did not start: finish_request will not release the slot
+            self._heads.pop(id(request), None)
             self.slots.release(request)
             raise
 
@@ -79,6 +112,8 @@ class HttpListener(ThreadingHTTPServer):
         none is left."""
         self.shutdown()
         self.server_close()
+        if self.lobby is not None:
+            self.lobby.close()
         self.slots.close_all()
         return self.slots.wait_empty(grace_s)
 

@@ -37,6 +37,7 @@ __all__ = [
     "DEFAULT_HEADER_TIMEOUT_S",
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_REQUEST_BYTES",
+    "DEFAULT_MIN_REQUEST_RATE",
     "DEFAULT_REQUEST_TIMEOUT_S",
     "LOG_INTERVAL_S",
     "ReceiverStats",
@@ -57,6 +58,8 @@ DEFAULT_HEADER_TIMEOUT_S: Final = 10.0
 DEFAULT_REQUEST_TIMEOUT_S: Final = 30.0
 #: Default bound on HTTP connections served at once and on concurrent gRPC calls.
 DEFAULT_MAX_CONNECTIONS: Final = 64
+#: Default minimum rate of an HTTP request, bytes/s (Apache's ``mod_reqtimeout`` default ``MinRate``).
+DEFAULT_MIN_REQUEST_RATE: Final = 500.0
 
 #: Seconds between two log messages about refused requests of one outcome.
 LOG_INTERVAL_S: Final = 10.0
@@ -71,8 +74,9 @@ class ReceiverStats:
     ``not_found``, ``method_not_allowed`` (``GET /v1/traces``, ``POST /healthz``), ``not_implemented``
     (an HTTP method or HTTP version the listener does not serve),
     ``bad_request`` (also a malformed HTTP request line), ``incomplete`` (sender disconnected or ran out
-    of time mid-request), ``refused_connection`` (closed at accept, or answered 503 in a slot reserved
-    for health probes: ``max_connections`` reached)), ``spans_accepted`` and ``spans_rejected``."""
+    of time mid-request, or was cut as slower than ``min_request_rate``), ``refused_connection`` (closed
+    at accept or in the lobby, or answered 503 in a slot reserved for health probes: ``max_connections``
+    reached)), ``spans_accepted`` and ``spans_rejected``."""
 
     requests: dict[str, int] = field(default_factory=dict)
     spans_accepted: int = 0
@@ -97,6 +101,11 @@ class TraceReceiver:
             Past it the connection is closed.
         request_timeout_s: Seconds (> 0) an HTTP request has to deliver its body, in total, once its
             headers are in; past it the connection is closed (counted ``incomplete``).
+        min_request_rate: Bytes/s (>= 0; 0: off). When every HTTP slot is taken, a newcomer whose request
+            head is in takes the slot of a connection whose request (head and body) has come slower than
+            this on average since its first byte, at least 1 s ago; that one is cut (counted
+            ``incomplete``). Newcomers wait for their head without a slot (at most ``max_connections``
+            of them, each ``header_timeout_s`` at most).
         max_connections: HTTP connections (>= 1) served at once, plus
             :data:`~ctxutil_otel.serve.HEALTH_RESERVED_CONNECTIONS` kept for ``GET /healthz`` (further
             connections are closed at accept: OTLP clients retry); and concurrent gRPC calls (more get
@@ -122,6 +131,7 @@ class TraceReceiver:
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         telemetry: TelemetryHandle | None = None,
+        min_request_rate: float = DEFAULT_MIN_REQUEST_RATE,
     ) -> None:
         for name, port in (("grpc_port", grpc_port), ("http_port", http_port)):
             if port is not None and not 0 <= port <= 65535:
@@ -140,6 +150,10 @@ class TraceReceiver:
                 raise ValueError(f"{name} must be a finite number of seconds > 0, got {seconds!r}")
         if max_connections < 1:
             raise ValueError(f"max_connections must be >= 1, got {max_connections!r}")
+        if not (math.isfinite(min_request_rate) and min_request_rate >= 0):
+            raise ValueError(
+                f"min_request_rate must be a finite number of bytes/s >= 0, got {min_request_rate!r}"
+            )
         if token is not None and (
             not token or not token.isascii() or not token.isprintable() or " " in token
         ):
@@ -151,6 +165,7 @@ class TraceReceiver:
         self.retry_after_s = retry_after_s
         self.header_timeout_s = header_timeout_s
         self.request_timeout_s = request_timeout_s
+        self.min_request_rate = float(min_request_rate)
         self.max_connections = max_connections
         self.telemetry = telemetry
         self._token = None if token is None else token.encode("ascii")

@@ -6,7 +6,7 @@ that does not block it (POSIX), and Python runs its signal handlers on the main 
 thread next executes bytecode. A main thread blocked in an untimed wait (``threading.Event().wait()``) is
 not interrupted when the signal lands on a listener thread, so the handler never runs and the process
 ignores SIGTERM. Here the C-level handler, on whatever thread it runs, writes the signal number to a
-socket (:func:`signal.set_wakeup_fd`) that the main thread waits on with ``select``: the main thread wakes
+socket (:func:`signal.set_wakeup_fd`) that the main thread waits on with ``poll``: the main thread wakes
 whichever thread the kernel picked. The graceful stop then runs in a helper thread while the main thread
 keeps waiting on the same socket, so a second signal exits at once however long the stop takes.
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import signal
 import socket
 import sys
@@ -23,6 +22,8 @@ import threading
 from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Final
+
+from ._limits import wait_readable
 
 if TYPE_CHECKING:
     from ._server import TraceReceiver
@@ -49,7 +50,7 @@ class _Wakeup:
     def wait(self) -> bytes:
         """Block until something was written; returns what was (signal numbers, or ``_STOPPED``)."""
         while True:
-            select.select([self.reader], [], [])
+            wait_readable(self.reader, None)
             try:
                 data = self.reader.recv(4096)
             except BlockingIOError:

@@ -36,6 +36,7 @@ class Receiver(Protocol):
     retry_after_s: int
     header_timeout_s: float
     request_timeout_s: float
+    min_request_rate: float
     max_connections: int
 
     def authorized(self, authorization: str | None) -> bool: ...

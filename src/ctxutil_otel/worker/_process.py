@@ -150,7 +150,7 @@ class ChildProcessJudging:
         backstop = child.loop.call_later(self._backstop_s, self._expire, seq, child)
         if not child.outgoing:  # the first of this loop turn: send them all at its end, in one message
             child.loop.call_soon(self._send, child)
-            if not child.reading and select.select([child.conn.fileno()], [], [], 0)[0]:
+            if not child.reading and _readable(child.conn.fileno()):
                 self._read(child)  # the wake-up that starts evaluations also reads the results waiting
         child.outgoing.append((seq, *strings, interaction.id))
         try:
@@ -221,7 +221,7 @@ class ChildProcessJudging:
         try:
             while True:
                 self._on_message(child, child.conn.recv())
-                if child.lost or not select.select([fd], [], [], 0)[0]:
+                if child.lost or not _readable(fd):
                     break
         except Exception:  # EOF (the child died), a broken pipe or message
             self._lost(child)
@@ -255,7 +255,9 @@ class ChildProcessJudging:
         if not detach(child):
             return
         killed = kill(child, unresponsive=unresponsive)
-        starting = child.starting if not child.ready.done() else 0
+        # Evaluations still waiting in _ready_child fail worker_crashed too, also when the child said hello
+        # before it was lost (they have not resumed yet): it logged "0 evaluations failed" for 5 failed.
+        starting = child.starting
         if not child.ready.done():
             child.ready.set_result(False)
         failed = 0
@@ -323,3 +325,12 @@ class ChildProcessJudging:
             with contextlib.suppress(Exception):
                 child.conn.close()
         self._init_state()
+
+
+def _readable(fd: int) -> bool:
+    """Whether ``fd`` has something to read now (data, end of file or an error), without waiting.
+    ``poll``, not ``select``: ``select`` refuses descriptors >= 1024 (``FD_SETSIZE``), which an
+    application with many files or sockets open gives the pipe (issue 24)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))

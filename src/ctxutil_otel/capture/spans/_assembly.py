@@ -47,6 +47,13 @@ A trace evicted while a retrieval still waits for its generation is remembered (
 of them): when that generation ends, its turn is counted with the eviction's reason instead of vanishing
 unpaired (the span side of issue 10 item 6).
 
+Exactly once under re-delivery (issue 24): a record whose span (trace id and span id) was already
+buffered is ignored, whether its trace is still buffered or already left the buffer (assembled, evicted,
+expired): an OTLP exporter that timed out waiting for the answer sends the same spans again, and they were
+assembled and evaluated twice. The span ids of records whose trace left the buffer are remembered for
+``ttl_s`` seconds, at most :data:`REMEMBERED_PER_TRACE` x ``max_traces`` of them (oldest forgotten first);
+a copy arriving later than that is assembled again, as a new turn.
+
 Bounds: at most ``max_traces`` buffered traces and ``max_bytes`` of buffered text (approximate, see
 ``Retrieval.size``), each for at most ``ttl_s`` seconds; beyond that the oldest trace is evicted and
 its records paired into turns that the caller counts as dropped, with the reason the eviction reports:
@@ -72,7 +79,11 @@ from ..._accounting import DropReason
 from .._reasons import PENDING_FULL, TTL_EXPIRED
 from ._model import UNPAIRED, Generation, Retrieval
 
-__all__ = ["BufferedPart", "Evicted", "TraceBuffer", "Turn", "pair"]
+__all__ = ["REMEMBERED_PER_TRACE", "BufferedPart", "Evicted", "TraceBuffer", "Turn", "pair"]
+
+#: Span ids of records remembered after their trace left the buffer, per ``max_traces`` (a RAG turn holds
+#: two or three records).
+REMEMBERED_PER_TRACE = 4
 
 
 @dataclass(slots=True, eq=False)
@@ -126,6 +137,7 @@ class _Trace:
     waiting: dict[int, list[BufferedPart]] = field(default_factory=dict)
     parts: int = 0
     size: int = 0
+    spans: set[int] = field(default_factory=set)  # span ids of every record buffered (re-delivery)
 
 
 Pairs = list[tuple[tuple[BufferedPart, ...], BufferedPart]]
@@ -189,6 +201,10 @@ class TraceBuffer:
         # reason: that generation, when it ends, is counted with it instead of vanishing unpaired.
         # At most ``max_traces`` entries, oldest forgotten first.
         self._evicted: OrderedDict[int, DropReason] = OrderedDict()
+        # trace id << 64 | span id of the records of traces that left the buffer -> when they left: a
+        # copy of one (a retried export) is ignored. At most REMEMBERED_PER_TRACE x max_traces (about 6 MB
+        # at the defaults), each for ttl_s.
+        self._remembered: OrderedDict[int, float] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self.traces)
@@ -224,6 +240,8 @@ class TraceBuffer:
         trace_id = context.trace_id
         evicted: Evicted = []
         trace = self.traces.get(trace_id)
+        if record is not None and self._seen(trace, trace_id, context.span_id):
+            record = None  # a copy (re-delivered): what it would close was closed by the first
         if self._evicted and trace_id in self._evicted:
             if parent_span_id is None:
                 self._evicted.pop(trace_id)  # its local root: nothing more will come
@@ -252,6 +270,7 @@ class TraceBuffer:
             part = BufferedPart(record, context, start_ns, end_ns, record.size(), span)
             key = parent_span_id if parent_span_id is not None else context.span_id
             trace.waiting.setdefault(key, []).append(part)
+            trace.spans.add(context.span_id)
             trace.parts += 1
             trace.size += part.size
             self.size += part.size
@@ -344,9 +363,33 @@ class TraceBuffer:
         if trace.parts <= 0 and not keep:
             self._remove(trace)
 
+    def _seen(self, trace: _Trace | None, trace_id: int, span_id: int) -> bool:
+        """Whether a record of span ``span_id`` was buffered already: in its trace, still buffered, or
+        remembered after that trace left the buffer (within ``ttl_s``)."""
+        if trace is not None and span_id in trace.spans:
+            return True
+        left = self._remembered.get(trace_id << 64 | span_id) if self._remembered else None
+        return left is not None and self.clock() - left < self.ttl_s
+
+    def _remember(self, trace: _Trace) -> None:
+        """Remember the span ids of ``trace``'s records (it leaves the buffer); forget the oldest beyond
+        the bounds (count and ``ttl_s``)."""
+        remembered = self._remembered
+        now = self.clock()
+        high = trace.trace_id << 64
+        for span_id in trace.spans:
+            remembered[high | span_id] = now
+            remembered.move_to_end(high | span_id)
+        bound = REMEMBERED_PER_TRACE * self.max_traces
+        while remembered and (len(remembered) > bound or now - next(iter(remembered.values())) >= self.ttl_s):
+            remembered.popitem(last=False)
+
     def _remove(self, trace: _Trace) -> None:
         if self.traces.pop(trace.trace_id, None) is None:
             return
+        if trace.spans:
+            self._remember(trace)
+            trace.spans = set()
         self.size -= trace.size
         trace.size = 0
         trace.parts = 0
