@@ -108,6 +108,8 @@ EXPECTED_ALL: dict[str, list[str]] = {
         "Evaluator",
         "EvaluatorStats",
         "Outcome",
+        "Ticket",
+        "TicketWarning",
     ],
 }
 """``{package: its __all__}``, each list sorted (upper case first, as ``sorted`` puts it)."""

@@ -11,7 +11,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .._accounting import Admission, DropReason
-from .._interaction import Interaction
 from .._selection import SelectionFacts
 from .._settings import Settings, SettingsError
 from ..emit._destinations import sdk_disabled, warn_if_nowhere
@@ -22,6 +21,7 @@ from ..sampling import TraceIdRatioSampler
 from ._engine import Engine
 from ._process import ChildProcessJudging
 from ._stats import EvaluatorStats
+from ._ticket import Ticket
 from ._types import EvaluationEmitter
 
 if TYPE_CHECKING:
@@ -45,13 +45,14 @@ class Evaluator:
     ``sampled_out``, ``dropped`` (by reason), ``evaluated``, ``not_applicable`` or ``failed`` (by
     ``error.type``).
 
-    Use it like an OpenTelemetry span processor: ``if ev.admit(trace_id): ev.submit(interaction)``
-    on the request path (both never block and never raise; an admitted interaction that will not be
-    submitted is ``ev.abandon(reason)``), ``force_flush()`` when results must be
-    out (tests, batch jobs), ``shutdown()`` at the end. An interpreter-exit hook calls
-    ``shutdown(shutdown_timeout_s)``; it runs before the OpenTelemetry providers' own exit hooks only
-    if the providers were created first (``atexit`` runs last-registered first), so create the
-    providers before the evaluator, or call ``shutdown()`` yourself before shutting them down.
+    Use it like an OpenTelemetry span processor: ``ev.admit(trace_id).submit(interaction)`` on the
+    request path (neither blocks nor raises): :meth:`admit` answers with a :class:`Ticket`, closed
+    exactly once by ``submit(interaction)`` or ``drop(reason)``, or with a refusal it already counted;
+    ``force_flush()`` when results must be out (tests, batch jobs), ``shutdown()`` at the end. An
+    interpreter-exit hook calls ``shutdown(shutdown_timeout_s)``; it runs before the OpenTelemetry
+    providers' own exit hooks only if the providers were created first (``atexit`` runs last-registered
+    first), so create the providers before the evaluator, or call ``shutdown()`` yourself before shutting
+    them down.
 
     The worker thread's CPU is budgeted (``max_worker_cpu_fraction``, default 3% of one core): it
     shares Python's GIL with the application's threads, so its CPU share, not its number of
@@ -184,8 +185,11 @@ class Evaluator:
         atexit.register(_shutdown_at_exit)
 
     # --- request path -------------------------------------------------------------------------
-    def admit(self, trace_id: int, facts: SelectionFacts | None = None) -> Admission:
-        """Count one captured interaction and decide, at once, whether it will be evaluated.
+    def admit(
+        self, trace_id: int, facts: SelectionFacts | None = None, *, lost: DropReason | None = None
+    ) -> Ticket | Admission:
+        """Count one captured interaction and decide, at once, whether it will be evaluated: the one way
+        an interaction enters the evaluator.
 
         First selection, deterministic in ``trace_id`` (the 128-bit OpenTelemetry trace id as an
         ``int``): the first of the ``selection_rules`` matching ``facts`` (what the capture path knows:
@@ -200,46 +204,24 @@ class Evaluator:
         capture); judge token budget spent -> ``token_budget``. A refusal is counted and logged at most
         once per 10 s per reason.
 
-        Returns an :class:`~ctxutil_otel.worker.Admission`, truthy when admitted: the caller must then
-        :meth:`submit` or :meth:`abandon` the interaction exactly once. Refused (falsy, ``refused``
-        says how it was counted): the interaction is accounted for; capture nothing more. Never raises.
+        ``lost``: the interaction is already lost (evicted from a buffer, still buffered at shutdown,
+        not evaluable): it is counted ``sampled_out`` / ``not_selected`` when selection would not have
+        selected it, else ``dropped`` with ``lost``, without admission (no rate-cap token, no look at the
+        queue or the budgets, so lost interactions never eat the cap of valid ones); always refused.
+
+        Returns a :class:`~ctxutil_otel.worker.Ticket` when admitted (truthy): close it exactly once,
+        with ``ticket.submit(interaction)`` or ``ticket.drop(reason)`` (a second close, or a ticket
+        garbage-collected open, warns :class:`~ctxutil_otel.worker.TicketWarning`; the latter is counted
+        ``dropped`` ``internal_error``). Refused: an :class:`~ctxutil_otel.worker.Admission` (falsy,
+        ``refused`` says how it was counted; its ``submit`` / ``drop`` do nothing): the interaction is
+        accounted for; capture nothing more. Never raises.
         """
-        return self._engine.admit(trace_id, facts)
-
-    def submit(self, interaction: Interaction) -> bool:
-        """Queue an admitted interaction for evaluation; never blocks, never raises.
-
-        Admission is asked again, because the queue may have filled since :meth:`admit`: after
-        shutdown -> dropped ``shutdown``; queue at ``max_queue_size`` -> dropped ``queue_full`` (the
-        NEWEST interaction, this one, is dropped); judge token budget spent -> ``token_budget`` (its
-        expected tokens are reserved here). The rate cap is not applied again. A refusal returns
-        ``False`` and logs a warning at most once per 10 s per reason.
-        """
-        try:
-            return self._engine.submit(interaction)
-        except Exception:  # pragma: no cover - defensive: never raise into the application
-            _log.exception("ctxutil evaluator: submit failed")
-            self._engine.abandon("internal_error")
-            return False
-
-    def abandon(self, reason: DropReason) -> None:
-        """Count an admitted interaction that will never be submitted as ``dropped`` with ``reason``
-        (``chain_error``, ``ttl_expired``, ``pending_full``, ``not_evaluable``, ``shutdown``, ...).
-        Never raises."""
-        self._engine.abandon(reason)
-
-    def count_lost(self, trace_id: int, reason: DropReason, facts: SelectionFacts | None = None) -> None:
-        """Count one captured interaction that was lost before it was admitted (evicted from a buffer,
-        still buffered at shutdown, not evaluable): ``sampled_out`` / ``not_selected`` when selection
-        (as in :meth:`admit`, with ``facts``) would not have selected it, else ``dropped`` with
-        ``reason``. Takes no rate-cap token and does not look at the queue or the budgets (:meth:`admit`
-        then :meth:`abandon` would spend admission on it). Never raises."""
-        self._engine.count_lost(trace_id, reason, facts)
+        return self._engine.admit(trace_id, facts, lost)
 
     def would_sample(self, trace_id: int, facts: SelectionFacts | None = None) -> bool:
         """The selection decision of :meth:`admit` alone (rules with ``facts``, else ``sample_rate``);
-        counts nothing, never raises. For a capture path that must decide whether to do capture work
-        before it can count."""
+        counts nothing, hands nothing over, never raises. For a capture path that must decide whether to
+        do capture work before it can count."""
         return self._engine.would_sample(trace_id, facts)
 
     @property

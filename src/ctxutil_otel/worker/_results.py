@@ -13,6 +13,7 @@ import asyncio
 import logging
 import threading
 import time
+from typing import cast
 
 from .._accounting import OutcomeKey
 from .._interaction import Interaction
@@ -21,7 +22,8 @@ from ._admission import AdmissionChain
 from ._convert import Rejection
 from ._tally import Tally
 from ._throttle import CpuThrottle
-from ._types import EvaluationEmitter, Judged, Judging, QueueEntry, outcome_of
+from ._ticket import Ticket
+from ._types import EvaluationEmitter, Judged, Judging, outcome_of
 
 __all__ = ["ResultHandler"]
 
@@ -40,7 +42,7 @@ class ResultHandler:
         chain: AdmissionChain,
         lock: threading.Lock,
         cond: threading.Condition,
-        in_flight: dict[int, QueueEntry],
+        in_flight: dict[int, Ticket],
         tally: Tally,
         throttle: CpuThrottle | None,
     ) -> None:
@@ -53,13 +55,13 @@ class ResultHandler:
         self._tally = tally
         self._throttle = throttle
 
-    def start(self, entry: QueueEntry, semaphore: asyncio.Semaphore, tasks: set[asyncio.Task[None]]) -> None:
+    def start(self, entry: Ticket, semaphore: asyncio.Semaphore, tasks: set[asyncio.Task[None]]) -> None:
         """On the engine's loop: :meth:`evaluate` ``entry`` as a task, held in ``tasks`` until it ends."""
         task = asyncio.ensure_future(self.evaluate(entry, semaphore))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
-    async def evaluate(self, entry: QueueEntry, semaphore: asyncio.Semaphore) -> None:
+    async def evaluate(self, entry: Ticket, semaphore: asyncio.Semaphore) -> None:
         """Judge ``entry``, emit its result and count its outcome; then release ``semaphore`` and tell
         the CPU throttle, whatever happened (a cancellation counts ``dropped``/``shutdown``)."""
         try:
@@ -75,8 +77,8 @@ class ResultHandler:
             if self._throttle is not None:
                 self._throttle.finished(running=len(self._in_flight))
 
-    async def _evaluate_entry(self, entry: QueueEntry) -> None:
-        interaction = entry.interaction
+    async def _evaluate_entry(self, entry: Ticket) -> None:
+        interaction = cast("Interaction", entry.interaction)  # set when it was queued
         start = time.perf_counter()
         judged = await self._judging.evaluate(interaction)
         if isinstance(judged, Rejection):  # not evaluable: dropped, nothing to emit
@@ -112,7 +114,7 @@ class ResultHandler:
             else:
                 _log.debug("ctxutil evaluator: the emitter raised", exc_info=True)
 
-    def _finish(self, entry: QueueEntry, outcome: OutcomeKey) -> None:
+    def _finish(self, entry: Ticket, outcome: OutcomeKey) -> None:
         with self._lock:
             if self._in_flight.pop(entry.seq, None) is None:
                 return
