@@ -92,6 +92,9 @@ class Evaluator:
     Raises:
         SettingsError: for an unknown setting or an invalid value (naming it and its variable), or
             an emission setting that disagrees with the ``emitter`` passed in (naming both values).
+
+    The settings are resolved once: an ``Emitter`` passed in without ``settings`` lends its own (what it
+    read from the environment), so the environment is never read twice.
         TypeError: for providers passed together with an ``emitter``.
 
     With ``OTEL_SDK_DISABLED=true`` nothing is evaluated: every captured interaction is counted dropped,
@@ -109,31 +112,14 @@ class Evaluator:
         logger_provider: _logs.LoggerProvider | None = None,
         **overrides: Any,
     ) -> None:
-        resolved = Settings(**overrides) if settings is None else settings.merged(**overrides)
-        if emitter is None:
-            emitter = build_emitter(
-                resolved,
-                tracer_provider=tracer_provider,
-                meter_provider=meter_provider,
-                logger_provider=logger_provider,
-            )
-        else:
-            given = [
-                name
-                for name, value in (
-                    ("tracer_provider", tracer_provider),
-                    ("meter_provider", meter_provider),
-                    ("logger_provider", logger_provider),
-                )
-                if value is not None
-            ]
-            if given:
-                raise TypeError(
-                    f"{', '.join(given)} and emitter= were both passed: the emitter already has its "
-                    "providers; give them to Emitter(...), or omit emitter= to let the Evaluator build "
-                    "one on them"
-                )
-            resolved = _agree_with_emitter(resolved, emitter, overrides)
+        resolved, emitter = _settings_and_emitter(
+            settings,
+            emitter,
+            overrides,
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+            logger_provider=logger_provider,
+        )
         self._settings = resolved
         judging: ContextualUtilization | ChildProcessJudging
         if resolved.worker == "process":  # the child builds the judge (a metric given is pickled to it)
@@ -150,39 +136,8 @@ class Evaluator:
             warn_if_nowhere(tracer_provider, meter_provider, logger_provider)
         self._metric = metric
         self._emitter = emitter
-        engine = Engine(
-            judging,
-            emitter,
-            sample_rate=resolved.sample_rate,
-            selection_rules=resolved.selection_rules,
-            max_queue_size=resolved.max_queue_size,
-            max_concurrency=resolved.max_concurrency,
-            timeout_s=resolved.evaluation_timeout_s,
-            rate_limit=resolved.rate_limit,
-            token_budget=resolved.token_budget,
-            cpu_fraction=resolved.cpu_fraction,
-            disabled=disabled,
-        )
-        self._engine = engine
-        engine_ref = weakref.ref(engine)
-        try:
-            emitter.observe(  # positional: wrappers forwarding ``*args`` keep working
-                _weak_outcomes(engine_ref), _weak_queue_size(engine_ref), _weak_cpu_throttled_s(engine_ref)
-            )
-        except Exception:
-            _log.exception("ctxutil evaluator: emitter.observe raised; outcome metrics are not registered")
-        # Dropping the Evaluator lets the thread finish the queue and end (the engine outlives it
-        # only while draining). Weak references keep the exit hook from holding anything alive.
-        finalizer = weakref.finalize(self, engine.close)
-        finalizer.atexit = False
-        timeout_ms = int(resolved.shutdown_timeout_s * 1000)
-
-        def _shutdown_at_exit() -> None:
-            if (alive := engine_ref()) is not None:
-                alive.shutdown(timeout_ms)
-
-        self._atexit = _shutdown_at_exit
-        atexit.register(_shutdown_at_exit)
+        self._engine = engine = _engine_from(resolved, judging, emitter, disabled=disabled)
+        self._atexit = _hook(self, engine, resolved.shutdown_timeout_s)
 
     # --- request path -------------------------------------------------------------------------
     def admit(
@@ -289,6 +244,97 @@ class Evaluator:
             f"Evaluator(sample_rate={s.sample_rate}, judge={s.judge!r}, max_queue_size={s.max_queue_size}, "
             f"max_concurrency={s.max_concurrency}, shutdown={self._engine.is_shutdown})"
         )
+
+
+def _settings_and_emitter(
+    settings: Settings | None,
+    emitter: EvaluationEmitter | None,
+    overrides: Mapping[str, Any],
+    *,
+    tracer_provider: trace.TracerProvider | None,
+    meter_provider: metrics.MeterProvider | None,
+    logger_provider: _logs.LoggerProvider | None,
+) -> tuple[Settings, EvaluationEmitter]:
+    """The settings, resolved once (``overrides`` > ``settings``, else the emitter's own, else the
+    environment > defaults), and the emitter: built from them on the providers, or the one passed in,
+    whose emission settings win (:func:`_agree_with_emitter`)."""
+    if emitter is None:
+        resolved = Settings(**overrides) if settings is None else settings.merged(**overrides)
+        emitter = build_emitter(
+            resolved,
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+            logger_provider=logger_provider,
+        )
+        return resolved, emitter
+    given = [
+        name
+        for name, value in (
+            ("tracer_provider", tracer_provider),
+            ("meter_provider", meter_provider),
+            ("logger_provider", logger_provider),
+        )
+        if value is not None
+    ]
+    if given:
+        raise TypeError(
+            f"{', '.join(given)} and emitter= were both passed: the emitter already has its "
+            "providers; give them to Emitter(...), or omit emitter= to let the Evaluator build "
+            "one on them"
+        )
+    if settings is None:  # an Emitter that read the environment: its reading, not a second one
+        settings = getattr(emitter, "settings", None)
+    resolved = settings.merged(**overrides) if isinstance(settings, Settings) else Settings(**overrides)
+    return _agree_with_emitter(resolved, emitter, overrides), emitter
+
+
+def _engine_from(
+    settings: Settings,
+    judging: ContextualUtilization | ChildProcessJudging,
+    emitter: EvaluationEmitter,
+    *,
+    disabled: bool,
+) -> Engine:
+    """The engine the settings configure, its outcome metrics registered on ``emitter`` (through weak
+    references: the callbacks never keep it alive)."""
+    engine = Engine(
+        judging,
+        emitter,
+        sample_rate=settings.sample_rate,
+        selection_rules=settings.selection_rules,
+        max_queue_size=settings.max_queue_size,
+        max_concurrency=settings.max_concurrency,
+        timeout_s=settings.evaluation_timeout_s,
+        rate_limit=settings.rate_limit,
+        token_budget=settings.token_budget,
+        cpu_fraction=settings.cpu_fraction,
+        disabled=disabled,
+    )
+    engine_ref = weakref.ref(engine)
+    try:
+        emitter.observe(  # positional: wrappers forwarding ``*args`` keep working
+            _weak_outcomes(engine_ref), _weak_queue_size(engine_ref), _weak_cpu_throttled_s(engine_ref)
+        )
+    except Exception:
+        _log.exception("ctxutil evaluator: emitter.observe raised; outcome metrics are not registered")
+    return engine
+
+
+def _hook(evaluator: Evaluator, engine: Engine, shutdown_timeout_s: float) -> Callable[[], None]:
+    """Tie ``engine`` to ``evaluator``'s life: dropping the Evaluator lets the thread finish the queue and
+    end (the engine outlives it only while draining), and an interpreter-exit hook shuts it down. Weak
+    references keep the exit hook from holding anything alive. Returns the hook (to unregister)."""
+    finalizer = weakref.finalize(evaluator, engine.close)
+    finalizer.atexit = False
+    engine_ref = weakref.ref(engine)
+    timeout_ms = int(shutdown_timeout_s * 1000)
+
+    def _shutdown_at_exit() -> None:
+        if (alive := engine_ref()) is not None:
+            alive.shutdown(timeout_ms)
+
+    atexit.register(_shutdown_at_exit)
+    return _shutdown_at_exit
 
 
 def _metric_from(settings: Settings) -> ContextualUtilization:
