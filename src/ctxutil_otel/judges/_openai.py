@@ -147,10 +147,10 @@ class OpenAIJudge:
 
     def __init__(
         self,
+        *,
         model: str = "gpt-4o-mini",
         base_url: str | None = None,
         api_key: str | None = None,
-        *,
         timeout_s: float = 30.0,
         max_retries: int = 3,
         max_retry_after_s: float = 30.0,

@@ -174,7 +174,7 @@ class Engine:
             if reason is not None:
                 suppressed = self._refuse(reason)
         if reason is None:
-            return Ticket(self, trace_id, facts)
+            return Ticket(self, trace_id=trace_id, facts=facts)
         self._drop_log.log(reason, suppressed)
         return refused(reason)
 

@@ -16,7 +16,7 @@ def _frozen(mapping: Mapping[str, int]) -> Mapping[str, int]:
     return MappingProxyType(dict(mapping))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EvaluatorStats:
     """A consistent snapshot of the evaluator's counters (all counts since construction, or since the
     ``os.fork()`` that created this process).

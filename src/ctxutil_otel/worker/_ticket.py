@@ -90,7 +90,7 @@ class Ticket:
 
     refused: None = None
 
-    def __init__(self, owner: TicketOwner, trace_id: int, facts: SelectionFacts | None) -> None:
+    def __init__(self, owner: TicketOwner, *, trace_id: int, facts: SelectionFacts | None) -> None:
         self._owner = owner
         self._generation = owner.generation
         self._closed = False
