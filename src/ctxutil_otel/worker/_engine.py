@@ -22,7 +22,8 @@ when it gets a sequence number and waits in the queue, then in ``_in_flight``; w
 there under the lock (the worker when it finishes, or ``shutdown`` at its deadline) counts its outcome,
 never twice. A ticket garbage-collected open is counted through ``_orphans`` (lock-free: a finalizer may
 run while any lock is held), folded into the tally before every read of it. What the worker does with
-each started entry (judge, settle the token budget, emit, count) is ``_results.py``.
+each started ticket (judge, settle the token budget, emit, count) is the section "one started ticket":
+the engine's lock, condition, in-flight map, tally and throttle are its own state, so it is all here.
 
 CPU budget (``max_worker_cpu_fraction``, ``_throttle.py``): before taking the next queued interaction the
 dispatcher waits while the worker thread's CPU is over its share of one core; the interaction stays queued
@@ -37,23 +38,25 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from typing import cast
 
-from .._accounting import Admission, DropReason, refused
+from .._accounting import Admission, DropReason, OutcomeKey, refused
 from .._fork import reinit_after_fork
 from .._interaction import Interaction
 from .._selection import SelectionFacts, SelectionRule
 from ..metric._contextual_utilization import ContextualUtilization
+from ..metric._results import MetricEvaluationResult
 from ..sampling._rules import SelectionRules
 from ._admission import AdmissionChain, Unselected
+from ._convert import Rejection
 from ._drop_log import DropLog
 from ._evaluate import InThreadJudging
 from ._loop import call_soon, run_loop
-from ._results import ResultHandler
 from ._stats import EvaluatorStats
 from ._tally import Tally
 from ._throttle import CpuThrottle, Sleep
 from ._ticket import Ticket
-from ._types import EvaluationEmitter, Judging, Lifecycle
+from ._types import EvaluationEmitter, Judged, Judging, Lifecycle, outcome_of
 
 __all__ = ["Engine", "Lifecycle"]
 
@@ -124,16 +127,6 @@ class Engine:
             CpuThrottle(self._cpu_fraction, clock=clock, cpu_clock=cpu_clock, sleep=sleep)
             if self._cpu_fraction
             else None
-        )
-        self._results = ResultHandler(
-            judging=self._judging,
-            emitter=self._emitter,
-            chain=self._chain,
-            lock=self._lock,
-            cond=self._cond,
-            in_flight=self._in_flight,
-            tally=self._tally,
-            throttle=self._throttle,
         )
         if self._shutdown_called and self._state is not Lifecycle.DISABLED:
             self._state = Lifecycle.STOPPED  # a fork during shutdown: the child has nothing to finish
@@ -344,7 +337,7 @@ class Engine:
                 await wake.wait()
                 wake.clear()
                 continue
-            self._results.start(entry, semaphore, tasks)
+            self._start(entry, semaphore, tasks)
             if throttle is not None:
                 await self._start_more(throttle, semaphore, tasks)
 
@@ -368,7 +361,74 @@ class Engine:
             if entry is None:
                 semaphore.release()
                 return
-            self._results.start(entry, semaphore, tasks)
+            self._start(entry, semaphore, tasks)
+
+    # --- one started ticket: judged, the token budget settled, emitted, counted exactly once --------
+    def _start(self, entry: Ticket, semaphore: asyncio.Semaphore, tasks: set[asyncio.Task[None]]) -> None:
+        """On the loop: :meth:`_evaluate` ``entry`` as a task, held in ``tasks`` until it ends."""
+        task = asyncio.ensure_future(self._evaluate(entry, semaphore))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    async def _evaluate(self, entry: Ticket, semaphore: asyncio.Semaphore) -> None:
+        """Judge ``entry``, emit its result and count its outcome; then release ``semaphore`` and tell
+        the CPU throttle, whatever happened (a cancellation counts ``dropped``/``shutdown``)."""
+        try:
+            await self._evaluate_entry(entry)
+        except asyncio.CancelledError:
+            self._finish(entry, ("dropped", "shutdown"))  # a no-op when shutdown already counted it
+            raise
+        except Exception:  # pragma: no cover - defensive: the accounting must still close
+            _log.exception("ctxutil evaluator: unexpected error evaluating an interaction")
+            self._finish(entry, ("failed", "internal_error"))
+        finally:
+            semaphore.release()
+            if self._throttle is not None:
+                self._throttle.finished(running=len(self._in_flight))
+
+    async def _evaluate_entry(self, entry: Ticket) -> None:
+        interaction = cast("Interaction", entry.interaction)  # set when it was queued
+        start = time.perf_counter()
+        judged = await self._judging.evaluate(interaction)
+        if isinstance(judged, Rejection):  # not evaluable: dropped, nothing to emit
+            self._chain.refund(entry.reserved)
+            _log.debug("interaction %s not evaluable: %s", interaction.id, judged.message)
+            self._finish(entry, ("dropped", judged.detail))
+            return
+        if isinstance(judged, Judged):  # timed where it ran (the process worker's child)
+            result, duration_s = judged.result, judged.duration_s
+        else:
+            result, duration_s = judged, time.perf_counter() - start
+        spent = None if result.usage is None else result.usage.total_tokens
+        if spent is None and result.error_type is None:
+            spent = 0  # a judge that reports no usage spent no tokens
+        self._chain.settle(entry.reserved, spent)
+        outcome = outcome_of(result)
+        with self._lock:
+            if entry.seq not in self._in_flight:
+                return  # shutdown's deadline passed: already counted as dropped
+            entry.outcome = outcome
+        self._emit(interaction, result, duration_s)
+        self._finish(entry, outcome)
+
+    def _emit(self, interaction: Interaction, result: MetricEvaluationResult, duration_s: float) -> None:
+        try:
+            self._emitter.emit(interaction, result, duration_s)
+        except Exception:
+            with self._lock:
+                self._tally.emit_errors += 1
+                first = self._tally.emit_errors == 1
+            if first:
+                _log.exception("ctxutil evaluator: the emitter raised (logged once; counted in emit_errors)")
+            else:
+                _log.debug("ctxutil evaluator: the emitter raised", exc_info=True)
+
+    def _finish(self, entry: Ticket, outcome: OutcomeKey) -> None:
+        with self._lock:
+            if self._in_flight.pop(entry.seq, None) is None:
+                return
+            self._tally.count(outcome)
+            self._cond.notify_all()
 
     # --- flush and shutdown -------------------------------------------------------------------
     def _flushed(self, target: int) -> bool:
