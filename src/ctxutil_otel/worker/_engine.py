@@ -106,7 +106,9 @@ class Engine:
         self._clocks = (clock, cpu_clock, sleep)  # the CPU budget's; injectable for tests
         self._state = Lifecycle.DISABLED if disabled else Lifecycle.RUNNING
         self._shutdown_called = disabled
-        self._generation = 0  # one more in each forked child: the parent's tickets are not counted there
+        #: One more in each forked child: a ticket of another generation (the parent's) is not counted here.
+        #: A plain attribute: each ticket reads it when it is issued.
+        self.generation = 0
         self._init_state()
         reinit_after_fork(self._at_fork_reinit)
 
@@ -145,7 +147,7 @@ class Engine:
         # Counters restart at zero, so the child's own accounting invariant holds. A process worker's
         # child is the parent's: this process starts its own when it first evaluates.
         self._judging.reset_after_fork()
-        self._generation += 1
+        self.generation += 1
         self._init_state()
 
     # --- hot path -----------------------------------------------------------------------------
@@ -186,12 +188,6 @@ class Engine:
         return self._chain.selection
 
     # --- closing a ticket (Ticket.submit / drop / its collection) ----------------------------------
-    @property
-    def generation(self) -> int:
-        """How many forks this engine has been re-created in (a ticket of another generation is not
-        counted here)."""
-        return self._generation
-
     def submit(self, ticket: Ticket, interaction: Interaction) -> bool | None:
         suppressed: int | None = None
         wake: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
@@ -199,7 +195,7 @@ class Engine:
             if ticket._closed:
                 return None
             ticket._closed = True
-            if ticket._generation != self._generation:
+            if ticket._generation != self.generation:
                 return False  # the parent's (admitted before a fork): counted there
             try:
                 reason, reserved = self._admission(at_capture=False)
@@ -227,14 +223,14 @@ class Engine:
             if ticket._closed:
                 return False
             ticket._closed = True
-            if ticket._generation == self._generation:
+            if ticket._generation == self.generation:
                 self._tally.count(("dropped", reason))
         return True
 
     def collect(self, ticket: Ticket) -> bool:
         """Lock-free (a finalizer): count a ticket collected open; ``True`` when that is a bug to warn
         about (after shutdown it is one of the interactions shutdown left, counted ``shutdown``)."""
-        if ticket._generation != self._generation:
+        if ticket._generation != self.generation:
             return False
         stopped = self._shutdown_called
         self._orphans.append("shutdown" if stopped else "internal_error")

@@ -41,8 +41,8 @@ class TicketWarning(RuntimeWarning):
 class TicketOwner(Protocol):
     """What a ticket needs of the engine that issued it."""
 
-    @property
-    def generation(self) -> int: ...
+    #: How many forks the engine has been re-created in (read once per ticket, when it is issued).
+    generation: int
 
     def submit(self, ticket: Ticket, interaction: Interaction) -> bool | None:
         """Close ``ticket`` by queueing: ``True`` queued, ``False`` refused (counted), ``None`` when it
