@@ -277,3 +277,33 @@ def test_serve_secrets_are_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.serve_token is not None and settings.serve_token.get_secret_value() == "s3cret-token"
     assert str(settings.serve_tls_cert) == "/etc/cert.pem" and settings.serve_tls_key is None
     assert "s3cret-token" not in repr(settings)
+
+
+def test_the_openai_judge_from_settings_is_the_one_its_constructor_builds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """build_judge hands the validated settings over (OpenAIJudge.from_settings) instead of passing them
+    through the constructor's checks again: the judge it builds is configured as the constructor's is."""
+    from ctxutil_otel.judges import OpenAIJudge
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    settings = Settings(
+        judge="openai",
+        judge_model="tiny-model",
+        judge_base_url="http://127.0.0.1:9/v1",
+        judge_api_key="k",
+        judge_timeout_s=12,
+        judge_response_format="json_object",
+    )
+    built = build_judge(settings)
+    direct = OpenAIJudge(
+        model="tiny-model",
+        base_url="http://127.0.0.1:9/v1",
+        api_key="k",
+        timeout_s=12,
+        response_format="json_object",
+    )
+    assert isinstance(built, OpenAIJudge) and repr(built) == repr(direct)
+    fields = ("max_retries", "max_retry_after_s", "max_context_tokens", "max_chunks_per_call", "temperature")
+    assert [getattr(built, f) for f in fields] == [getattr(direct, f) for f in fields]
+    assert build_judge(Settings(judge="openai", judge_api_key="k")).model == OpenAIJudge(api_key="k").model
