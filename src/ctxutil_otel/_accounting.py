@@ -44,7 +44,8 @@ Outcome: TypeAlias = Literal[
 #: * ``pending_full``: the oldest run or trace held, younger than ``run_ttl_s``, when the capture path's
 #:   bound (``max_pending_runs``, buffered bytes) was full (raise the bound);
 #: * ``capture_error``: an unexpected error of the capture path while assembling the interaction;
-#: * ``internal_error``: an unexpected error of the evaluator while queueing it.
+#: * ``internal_error``: an unexpected error of the evaluator while queueing it, or an admitted
+#:   interaction whose ticket was garbage-collected open (a bug of the code holding it: ``TicketWarning``).
 DropReason: TypeAlias = Literal[
     "rate_limited",
     "token_budget",
