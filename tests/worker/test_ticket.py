@@ -12,7 +12,7 @@ import pytest
 from ctxutil_otel.worker import Admission, Ticket, TicketWarning
 
 from ..support.accounting import assert_accounted
-from .conftest import MakeEvaluator, interaction
+from .conftest import MakeEvaluator, interaction, run_in_forked_child
 
 
 def test_admit_answers_a_ticket_that_carries_what_the_engine_needs(make_evaluator: MakeEvaluator) -> None:
@@ -94,3 +94,25 @@ def test_after_shutdown_a_ticket_collected_open_is_counted_shutdown_quietly(
     gc.collect()
     assert not [w for w in recwarn if issubclass(w.category, TicketWarning)]
     assert dict(evaluator.stats().dropped) == {"shutdown": 1}
+
+
+def test_a_parent_s_ticket_counts_nothing_in_a_forked_child(make_evaluator: MakeEvaluator) -> None:
+    """After os.fork() the child's counters start at zero and the parent's admitted interactions are the
+    parent's: closing or collecting one of its tickets in the child counts nothing there."""
+    evaluator = make_evaluator(worker="thread")
+    submitted, dropped, collected = (evaluator.admit(t) for t in (1, 2, 3))
+
+    def child() -> dict[str, object]:
+        queued = submitted.submit(interaction())
+        dropped.drop("chain_error")
+        nonlocal collected
+        del collected
+        gc.collect()
+        stats = evaluator.stats()
+        return {"queued": queued, "captured": stats.captured, "dropped": dict(stats.dropped)}
+
+    report = run_in_forked_child(child)
+    assert report == {"queued": False, "captured": 0, "dropped": {}}
+    for ticket in (submitted, dropped, collected):  # the parent's own accounting still closes
+        ticket.drop("chain_error")
+    assert dict(evaluator.stats().dropped) == {"chain_error": 3}
