@@ -188,7 +188,7 @@ from ctxutil_otel.worker import Evaluator
 ev = Evaluator(worker="process", judge=sys.argv[1], max_evaluations_per_second=0)
 item = Interaction(query="what is it", answer="it is a test", documents=["it is a test"],
                    trace_id=random.getrandbits(128))
-ev.admit(item.trace_id) and ev.submit(item)
+ev.admit(item.trace_id).submit(item)
 ev.force_flush(120_000)
 print(open(f"/proc/{ev._engine._judging.pid}/status").read().split("VmRSS:")[1].split()[0])
 ev.shutdown(10_000)

@@ -89,16 +89,14 @@ def measure(
     )
     try:
         for item in interactions(rows, 20):  # warm-up: imports, connections, the budget's estimate
-            if evaluator.admit(item.trace_id):
-                evaluator.submit(item)
+            evaluator.admit(item.trace_id).submit(item)
         evaluator.force_flush(120_000)
         thread = evaluator._engine.thread  # the worker thread: its CPU clock is what the budget paces
         assert thread.ident is not None
         clock = time.pthread_getcpuclockid(thread.ident)
         cpu0, emit0, wall0 = time.clock_gettime(clock), emitter.cpu_s, time.monotonic()
         for item in interactions(rows, n):
-            if evaluator.admit(item.trace_id):
-                evaluator.submit(item)
+            evaluator.admit(item.trace_id).submit(item)
         if not evaluator.force_flush(600_000):
             raise RuntimeError("the evaluations did not finish within 600 s")
         cpu, wall = time.clock_gettime(clock) - cpu0, time.monotonic() - wall0

@@ -186,3 +186,41 @@ def test_a_room_imports_only_rooms_below_it(room: str) -> None:
     assert upward == [], f"room {room or '(neutral)'!r} imports rooms at or above its rank:\n" + "\n".join(
         upward
     )
+
+
+# --- the docs draw these ranks ------------------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[1]
+
+
+def _layout_line() -> str:
+    """The README's layout line, from :data:`RANKS`: rooms from the top rank down, same-rank rooms joined
+    by ``·`` (alphabetically), the neutral room last."""
+    ranks = sorted(set(RANKS.values()), reverse=True)
+    groups = [
+        " · ".join(sorted(room or "neutral" for room, r in RANKS.items() if r == rank)) for rank in ranks
+    ]
+    return " ──> ".join(groups)
+
+
+def test_the_readme_layout_line_is_drawn_from_the_ranks() -> None:
+    readme = (DOCS / "README.md").read_text(encoding="utf-8")
+    assert f"    {_layout_line()}\n" in readme, f"README.md's layout line should read:\n    {_layout_line()}"
+
+
+def test_the_architecture_table_gives_each_room_its_rank() -> None:
+    text = (DOCS / "docs" / "architecture.md").read_text(encoding="utf-8")
+    documented: dict[str, int] = {}
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or not cells[0].isdigit():
+            continue
+        rank = int(cells[0])
+        if cells[1].startswith("neutral"):
+            documented[""] = rank
+            continue
+        for span in cells[1].split("`")[1::2]:
+            room = span.strip("/")
+            if "/" not in room:  # capture/spans/ belongs to capture
+                documented[room] = rank
+    assert documented == RANKS

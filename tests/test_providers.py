@@ -212,8 +212,7 @@ def test_providers_and_an_explicit_evaluator_or_emitter_are_refused(providers: P
 
 def _one_result(evaluator: Evaluator) -> None:
     trace_id = random.getrandbits(128) | 1
-    assert evaluator.admit(trace_id)
-    assert evaluator.submit(
+    assert evaluator.admit(trace_id).submit(
         Interaction(
             query="what is tea", answer="tea is a drink", documents=["tea is a drink"], trace_id=trace_id
         )
@@ -304,8 +303,7 @@ from ctxutil_otel.worker import Evaluator
 ev = Evaluator(max_evaluations_per_second=0, max_worker_cpu_fraction=0)
 for _ in range(3):
     t = random.getrandbits(128) | 1
-    if ev.admit(t):
-        ev.submit(Interaction(query="q", answer="a", documents=["a"], trace_id=t))
+    ev.admit(t).submit(Interaction(query="q", answer="a", documents=["a"], trace_id=t))
 assert ev.force_flush(30000)
 print(ev.stats().evaluated + ev.stats().not_applicable)
 ev.shutdown(5000)

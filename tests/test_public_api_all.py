@@ -7,7 +7,9 @@ in any order, must be exactly the list below, and each must resolve. A new publi
 
 from __future__ import annotations
 
+import enum
 import importlib
+import inspect
 import pkgutil
 
 import pytest
@@ -117,6 +119,8 @@ EXPECTED_ALL: dict[str, list[str]] = {
         "Evaluator",
         "EvaluatorStats",
         "Outcome",
+        "Ticket",
+        "TicketWarning",
     ],
 }
 """``{package: its __all__}``, each list sorted (upper case first, as ``sorted`` puts it)."""
@@ -148,3 +152,26 @@ def test_every_pinned_name_resolves(package: str) -> None:
     module = importlib.import_module(package)
     missing = [name for name in EXPECTED_ALL[package] if getattr(module, name, None) is None]
     assert missing == [], f"{package}: {missing}"
+
+
+def test_no_public_constructor_takes_more_than_one_positional_parameter() -> None:
+    """Keyword-only constructors (docs/architecture.md, "Public surface conventions"): at most the one
+    object a component wraps comes first, as in the OpenTelemetry SDK. Enums and exceptions are called
+    as Python defines them."""
+    offenders = []
+    for package in EXPECTED_ALL:
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            value = getattr(module, name)
+            if not inspect.isclass(value) or issubclass(value, (BaseException, enum.Enum)):
+                continue
+            try:
+                parameters = inspect.signature(value).parameters.values()
+            except (TypeError, ValueError):  # no signature to read (a Protocol)
+                continue
+            positional = [
+                p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            ]
+            if len(positional) > 1:
+                offenders.append(f"{package}.{name}{positional}")
+    assert offenders == []

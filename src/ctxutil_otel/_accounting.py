@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias, get_args
 
 __all__ = [
-    "ADMITTED",
     "DROP_REASONS",
     "ERROR_TYPE_OTHER",
     "WORKER_ERROR_TYPES",
@@ -48,7 +47,8 @@ Outcome: TypeAlias = Literal[
 #: * ``pending_full``: the oldest run or trace held, younger than ``run_ttl_s``, when the capture path's
 #:   bound (``max_pending_runs``, buffered bytes) was full (raise the bound);
 #: * ``capture_error``: an unexpected error of the capture path while assembling the interaction;
-#: * ``internal_error``: an unexpected error of the evaluator while queueing it.
+#: * ``internal_error``: an unexpected error of the evaluator while queueing it, or an admitted
+#:   interaction whose ticket was garbage-collected open (a bug of the code holding it: ``TicketWarning``).
 DropReason: TypeAlias = Literal[
     "rate_limited",
     "token_budget",
@@ -102,12 +102,15 @@ DROP_REASONS: Final[tuple[DropReason, ...]] = get_args(DropReason)
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """The evaluator's answer to ``Evaluator.admit(trace_id)``: truthy when admitted.
+    """A refusal of ``Evaluator.admit(...)``, already counted: falsy.
+
+    ``admit`` answers an admitted interaction with a ``Ticket`` instead (truthy, ``refused`` ``None``),
+    which the caller closes exactly once. A refusal has the ticket's two closers as no-ops, so
+    ``evaluator.admit(trace_id).submit(interaction)`` reads the same either way (``False`` when refused).
 
     Attributes:
-        refused: ``None`` when admitted (the caller must then ``submit`` or ``abandon`` the interaction
-            exactly once); else the outcome it was counted in: ``"sampled_out"``, ``"not_selected"`` or
-            the drop reason.
+        refused: The outcome it was counted in: ``"sampled_out"``, ``"not_selected"`` or the drop
+            reason. (``Admission()``, ``refused=None``, is truthy: the shape of an admitted answer.)
     """
 
     refused: Literal["sampled_out", "not_selected"] | DropReason | None = None
@@ -115,9 +118,20 @@ class Admission:
     def __bool__(self) -> bool:
         return self.refused is None
 
+    @property
+    def closed(self) -> bool:
+        """Always ``True``: a refusal is counted when it is made."""
+        return True
 
-#: The one admitted answer (answers are shared: admission allocates nothing).
-ADMITTED: Final = Admission()
+    def submit(self, interaction: object) -> bool:
+        """Nothing to queue: the interaction was refused (and counted). Returns ``False``."""
+        return False
+
+    def drop(self, reason: DropReason) -> None:
+        """Nothing to count: the interaction was refused (and counted) already."""
+
+
+#: The refusals (shared: a refusal allocates nothing).
 _REFUSED: Final[dict[str, Admission]] = {
     "sampled_out": Admission("sampled_out"),
     "not_selected": Admission("not_selected"),

@@ -15,7 +15,7 @@ from opentelemetry.trace import SpanContext
 __all__ = ["Interaction"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Interaction:
     """One captured RAG interaction, not yet validated.
 

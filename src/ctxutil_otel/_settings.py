@@ -21,6 +21,7 @@ from ._settings_fields import SettingsFields
 from ._settings_sources import (
     ENV_PREFIX,
     OTEL_CAPTURE_CONTENT_ENV,
+    BlankMeansUnsetSource,
     EmptyMeansNoneSource,
     OTelCaptureContentSource,
     SettingsError,
@@ -78,7 +79,7 @@ class Settings(SettingsFields):
         # No .env file and no secrets directory: configuration comes from code and the environment.
         return (
             init_settings,
-            env_settings,
+            BlankMeansUnsetSource(settings_cls, env_settings),
             EmptyMeansNoneSource(settings_cls),
             OTelCaptureContentSource(settings_cls),
         )
@@ -153,6 +154,16 @@ class Settings(SettingsFields):
     def token_budget(self) -> int | None:
         """``judge_token_budget_per_minute`` with 0 normalised to ``None`` (unlimited)."""
         return self.judge_token_budget_per_minute or None
+
+    def with_defaults(self, **defaults: Any) -> Settings:
+        """A copy where each of ``defaults`` applies to a setting that was neither passed nor set in the
+        environment: a command's own defaults (argument > ``CTXUTIL_*`` > the command's default > the
+        library's), without reading the environment again.
+
+        Raises:
+            SettingsError: for an unknown setting or an invalid value.
+        """
+        return self.merged(**{name: v for name, v in defaults.items() if name not in self.model_fields_set})
 
     def merged(self, **overrides: Any) -> Settings:
         """Return a copy with ``overrides`` applied and validated (the environment is not re-read).

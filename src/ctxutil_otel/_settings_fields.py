@@ -5,6 +5,7 @@ which adds nothing but behaviour to these fields.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr
@@ -18,7 +19,7 @@ __all__ = ["SettingsFields"]
 
 class SettingsFields(BaseSettings):
     """The fields of :class:`~ctxutil_otel._settings.Settings`, in the order of its docs (sampling and
-    admission, worker, judge and metric, emission, capture state); never built on its own."""
+    admission, worker, judge and metric, emission, capture state, the receiver); never built on its own."""
 
     # --- sampling and admission -------------------------------------------------------------
     sample_rate: float = Field(
@@ -310,4 +311,20 @@ class SettingsFields(BaseSettings):
             "The callback counts every LangChain run, nested ones included (a retriever, a prompt, a model "
             "each count): size it as concurrent requests x runs per request."
         ),
+    )
+    # --- the OTLP receiver (``ctxutil-otel serve``; they usually come from mounted secrets) -------------
+    serve_token: SecretStr | None = Field(
+        default=None,
+        description=(
+            "Bearer token senders must present to ctxutil-otel serve (CTXUTIL_SERVE_TOKEN, default None = "
+            "no token; --token-file wins). Never printed, logged or emitted."
+        ),
+    )
+    serve_tls_cert: Path | None = Field(
+        default=None,
+        description="PEM certificate of ctxutil-otel serve (CTXUTIL_SERVE_TLS_CERT; --tls-cert wins).",
+    )
+    serve_tls_key: Path | None = Field(
+        default=None,
+        description="PEM private key of ctxutil-otel serve (CTXUTIL_SERVE_TLS_KEY; --tls-key wins).",
     )

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
-from pydantic_settings import PydanticBaseSettingsSource
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 __all__ = [
     "ENV_PREFIX",
@@ -63,6 +63,21 @@ class OTelCaptureContentSource(PydanticBaseSettingsSource):
         if not raw:
             return {}
         return {"capture_content": raw in _OTEL_CAPTURE_ON}
+
+
+class BlankMeansUnsetSource(PydanticBaseSettingsSource):
+    """The environment source without blank values: a variable set to whitespace only counts as unset,
+    as an empty one does (``env_ignore_empty`` skips only the empty string)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], env: PydanticBaseSettingsSource) -> None:
+        super().__init__(settings_cls)
+        self._env = env
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ answers directly
+
+    def __call__(self) -> dict[str, Any]:
+        return {k: v for k, v in self._env().items() if not (isinstance(v, str) and not v.strip())}
 
 
 class EmptyMeansNoneSource(PydanticBaseSettingsSource):

@@ -113,13 +113,14 @@ def main() -> int:
             for index in range(start, min(stop, len(rows))):
                 row = rows[index]
                 trace_id = trace_id_of(index)
-                if not evaluator.admit(trace_id):
+                ticket = evaluator.admit(trace_id)
+                if not ticket:
                     continue
                 sampled += 1
                 if sampled % DISCARD_EVERY == 0:
-                    evaluator.abandon("chain_error")
+                    ticket.drop("chain_error")
                     continue
-                evaluator.submit(
+                ticket.submit(
                     Interaction(
                         query=row["query"],
                         answer=row["actual_output"],

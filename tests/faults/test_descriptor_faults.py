@@ -80,7 +80,7 @@ def test_the_process_worker_evaluates_with_descriptors_above_1024(caplog: pytest
             )
             for i in range(5):
                 item = interaction(query=f"what is python {i}")
-                assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+                assert evaluator.admit(item.trace_id).submit(item)
             assert evaluator.force_flush(60_000)
             stats = evaluator.stats()
         finally:

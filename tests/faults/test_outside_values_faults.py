@@ -160,7 +160,7 @@ def test_a_reply_s_impossible_token_count_is_a_judge_error_never_a_poisoned_inst
         try:
             for n in range(5):
                 item = _interaction(n)
-                assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+                assert evaluator.admit(item.trace_id).submit(item)
                 assert evaluator.force_flush(
                     WAIT_S * 1000
                 )  # one at a time: the first two are the bad replies
@@ -204,7 +204,7 @@ def test_chunk_metadata_beyond_64_bits_is_left_out_before_the_exporter_sees_it(
     ]
     try:
         item = _interaction(0, documents)
-        assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+        assert evaluator.admit(item.trace_id).submit(item)
         assert evaluator.force_flush(WAIT_S * 1000)
     finally:
         evaluator.shutdown(5000)
@@ -257,7 +257,7 @@ def test_a_reason_echoing_the_key_is_exported_redacted(
         )
         try:
             item = _interaction(0)
-            assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+            assert evaluator.admit(item.trace_id).submit(item)
             assert evaluator.force_flush(WAIT_S * 1000)
             assert evaluator.stats().evaluated == 1
         finally:
@@ -405,7 +405,7 @@ def test_the_process_worker_child_s_environment_holds_no_key(monkeypatch: pytest
     )
     try:
         item = _interaction(0)
-        assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+        assert evaluator.admit(item.trace_id).submit(item)
         assert evaluator.force_flush(WAIT_S * 1000)
         assert evaluator.stats().evaluated == 1, evaluator.stats()
         pid = evaluator._engine._judging.pid  # type: ignore[attr-defined]  # the process judging's child
@@ -432,7 +432,7 @@ def test_the_openai_judge_in_the_child_gets_the_key_of_openai_api_key_through_th
         )
         try:
             item = _interaction(0)
-            assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+            assert evaluator.admit(item.trace_id).submit(item)
             assert evaluator.force_flush(WAIT_S * 1000)
             assert evaluator.stats().evaluated == 1, evaluator.stats()
             assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
@@ -493,7 +493,7 @@ def test_error_type_stays_in_the_vocabulary(telemetry: _Telemetry, receiver: OTL
     )
     try:
         item = _interaction(0)
-        assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+        assert evaluator.admit(item.trace_id).submit(item)
         assert evaluator.force_flush(WAIT_S * 1000)
         assert evaluator.stats().failed == {"_OTHER": 1}
     finally:
@@ -515,7 +515,7 @@ def test_a_huge_text_is_cut_before_it_is_sent_to_the_child_and_the_cut_is_in_the
     big = "Python is a high-level programming language. " * 400_000  # 18 MB
     try:
         item = _interaction(0, [big, "Guido van Rossum created Python."])
-        assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+        assert evaluator.admit(item.trace_id).submit(item)
         assert evaluator.force_flush(WAIT_S * 1000)
         assert evaluator.stats().evaluated == 1, evaluator.stats()
     finally:

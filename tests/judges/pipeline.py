@@ -65,7 +65,7 @@ def run_through_worker(
             item = Interaction(
                 query=query, answer=answer, documents=list(chunks), trace_id=random.getrandbits(128)
             )
-            assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+            assert evaluator.admit(item.trace_id).submit(item)
         assert evaluator.force_flush(timeout_ms), "the worker did not finish in time"
     finally:
         evaluator.shutdown(timeout_ms)

@@ -75,4 +75,4 @@ def test_concurrent_acquires_never_exceed_the_tokens(clock: FakeClock) -> None:
 @pytest.mark.parametrize(("rate", "burst"), [(0.0, None), (-1.0, None), (1.0, 0.5)])
 def test_invalid_arguments_are_refused(rate: float, burst: float | None) -> None:
     with pytest.raises(ValueError, match=r"rate|burst"):
-        TokenBucket(rate, burst)
+        TokenBucket(rate, burst=burst)

@@ -43,7 +43,7 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TLSFiles:
         capture_output=True,
         timeout=60,
     )  # fmt: skip
-    return TLSFiles(cert, key)
+    return TLSFiles(cert_file=cert, key_file=key)
 
 
 def _export_grpc(
@@ -164,8 +164,8 @@ def test_unusable_tls_files_fail_at_start(make_served: Callable[..., Served], tm
     cert.write_text("not a certificate")
     key.write_text("not a key")
     with pytest.raises(ValueError, match="TLS: cannot use certificate") as caught:
-        make_served(tls=TLSFiles(cert, key), grpc_port=None)
+        make_served(tls=TLSFiles(cert_file=cert, key_file=key), grpc_port=None)
     assert str(caught.value).endswith(": not a PEM certificate chain and PEM private key")  # not ": None"
     missing = tmp_path / "missing.pem"
     with pytest.raises(OSError, match=re.escape(f"TLS: cannot read {missing}: No such file")):
-        make_served(tls=TLSFiles(missing, key), http_port=None)
+        make_served(tls=TLSFiles(cert_file=missing, key_file=key), http_port=None)

@@ -175,7 +175,7 @@ def _offer(engine: Engine, n: int) -> list[bool]:
     accepted = []
     for _ in range(n):
         item = interaction()
-        accepted.append(bool(engine.admit(item.trace_id)) and engine.submit(item))
+        accepted.append(engine.admit(item.trace_id).submit(item))
     return accepted
 
 
@@ -353,8 +353,7 @@ def test_a_judge_burning_cpu_is_paced_to_its_share_of_a_core(make_evaluator: Mak
     )
     for _ in range(8):
         item = interaction()
-        evaluator.admit(item.trace_id)
-        assert evaluator.submit(item)
+        assert evaluator.admit(item.trace_id).submit(item)
     assert evaluator.force_flush(30_000)
     stats = evaluator.stats()
     assert stats.evaluated == 8 and stats.dropped == {}
@@ -392,8 +391,7 @@ def test_what_the_application_process_spends_is_paced_to_its_share_of_a_core(
     began = time.monotonic()
     for _ in range(8):
         item = interaction()
-        evaluator.admit(item.trace_id)
-        assert evaluator.submit(item)
+        assert evaluator.admit(item.trace_id).submit(item)
     assert evaluator.force_flush(60_000)
     stats = evaluator.stats()
     assert stats.evaluated == 8 and stats.dropped == {}
@@ -413,7 +411,7 @@ def test_a_small_budget_with_a_cheap_judge_keeps_evaluating(make_evaluator: Make
     evaluator = make_evaluator(max_worker_cpu_fraction=0.01, max_concurrency=2)
     for _ in range(40):
         item = interaction()
-        assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+        assert evaluator.admit(item.trace_id).submit(item)
     assert evaluator.force_flush(60_000)  # about 40 x 0.3 ms of CPU at 1%: around a second
     stats = evaluator.stats()
     assert stats.evaluated + stats.not_applicable == 40 and stats.cpu_throttled_s > 0

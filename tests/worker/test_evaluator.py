@@ -26,8 +26,9 @@ async def test_evaluates_like_the_metric_and_hands_results_to_the_emitter(
     evaluator = make_evaluator(emitter=emitter)
     sent = [interaction(id=f"run-{i}") for i in range(5)]
     for item in sent:
-        assert evaluator.admit(item.trace_id)
-        assert evaluator.submit(item)
+        ticket = evaluator.admit(item.trace_id)
+        assert ticket
+        assert ticket.submit(item)
     assert evaluator.force_flush(5000)
 
     expected = await ContextualUtilization(judge=LexicalJudge()).execute(
@@ -61,7 +62,7 @@ async def test_the_emitter_gets_the_metric_s_result_in_full(make_evaluator: Make
         "Ice cream is a frozen dessert.",
     ]
     item = interaction(documents=documents, id="run-full")
-    assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+    assert evaluator.admit(item.trace_id).submit(item)
     assert evaluator.force_flush(30_000)
     [(_, result, _)] = emitter.emitted
     expected = await metric.execute(
@@ -88,17 +89,17 @@ def test_sampling_decision_is_the_same_across_evaluators(make_evaluator: MakeEva
     ids = [rng.getrandbits(128) for _ in range(2000)]
     a = make_evaluator(sample_rate=0.25)
     b = make_evaluator(sample_rate=0.25)
-    decisions_a = [bool(a.admit(t)) for t in ids]
-    decisions_b = [bool(b.admit(t)) for t in ids]
+    answers_a = [a.admit(t) for t in ids]
+    answers_b = [b.admit(t) for t in ids]
+    decisions_a, decisions_b = [bool(x) for x in answers_a], [bool(x) for x in answers_b]
     sdk = TraceIdRatioBased(0.25)
     assert decisions_a == decisions_b
     assert decisions_a == [
         sdk.should_sample(None, t, "x").decision is Decision.RECORD_AND_SAMPLE for t in ids
     ]
-    for evaluator, decisions in ((a, decisions_a), (b, decisions_b)):
-        for sampled in decisions:
-            if sampled:
-                evaluator.abandon("chain_error")  # keep the accounting closed without evaluating
+    for evaluator, answers, decisions in ((a, answers_a, decisions_a), (b, answers_b, decisions_b)):
+        for answer in answers:
+            answer.drop("chain_error")  # keep the accounting closed without evaluating (refusals: no-op)
         stats = evaluator.stats()
         assert stats.captured == 2000
         assert stats.sampled_out == decisions.count(False)
@@ -109,13 +110,12 @@ def test_ten_percent_evaluator_samples_a_subset_of_twenty_percent(make_evaluator
     rng = random.Random(8)
     ids = [rng.getrandbits(128) for _ in range(5000)]
     low, high = make_evaluator(sample_rate=0.1), make_evaluator(sample_rate=0.2)
-    ten = {t for t in ids if low.admit(t)}
-    twenty = {t for t in ids if high.admit(t)}
+    low_answers, high_answers = {t: low.admit(t) for t in ids}, {t: high.admit(t) for t in ids}
+    ten = {t for t, answer in low_answers.items() if answer}
+    twenty = {t for t, answer in high_answers.items() if answer}
     assert ten and ten < twenty
-    for _ in ten:
-        low.abandon("chain_error")
-    for _ in twenty:
-        high.abandon("chain_error")
+    for answer in (*low_answers.values(), *high_answers.values()):
+        answer.drop("chain_error")
 
 
 def test_sample_rate_zero_counts_everything_sampled_out(make_evaluator: MakeEvaluator) -> None:
@@ -129,8 +129,7 @@ def test_missing_content_is_dropped_not_evaluable_and_not_emitted(make_evaluator
     emitter = RecordingEmitter()
     evaluator = make_evaluator(emitter=emitter)
     for item in (interaction(answer=None), interaction(query=None), interaction(query="   ")):
-        evaluator.admit(item.trace_id)
-        assert evaluator.submit(item)  # admitted; the worker decides it is not evaluable
+        assert evaluator.admit(item.trace_id).submit(item)  # admitted; the worker decides it is not evaluable
     assert evaluator.force_flush(5000)
     assert evaluator.stats().dropped == {"not_evaluable": 3}
     assert emitter.emitted == []
@@ -141,8 +140,7 @@ def test_invalid_chunk_fails_with_invalid_input_and_an_error_result(make_evaluat
     evaluator = make_evaluator(emitter=emitter)
     secret = "a chunk text that must not appear in the error"
     bad = interaction(documents=[secret, 42])
-    evaluator.admit(bad.trace_id)
-    evaluator.submit(bad)
+    evaluator.admit(bad.trace_id).submit(bad)
     assert evaluator.force_flush(5000)
     assert evaluator.stats().failed == {"invalid_input": 1}
     [(_, result, _)] = emitter.emitted
@@ -155,8 +153,7 @@ def test_empty_answer_is_scored_zero(make_evaluator: MakeEvaluator) -> None:
     emitter = RecordingEmitter()
     evaluator = make_evaluator(ContextualUtilization(judge=UsageJudge(0)), emitter=emitter)
     item = interaction(answer="")
-    evaluator.admit(item.trace_id)
-    evaluator.submit(item)
+    evaluator.admit(item.trace_id).submit(item)
     assert evaluator.force_flush(5000)
     [(_, result, _)] = emitter.emitted
     assert (result.score, result.label) == (0.0, "fail")
@@ -166,8 +163,7 @@ def test_empty_answer_is_scored_zero(make_evaluator: MakeEvaluator) -> None:
 def test_no_chunks_is_not_applicable(make_evaluator: MakeEvaluator) -> None:
     evaluator = make_evaluator()
     item = interaction(documents=[])
-    evaluator.admit(item.trace_id)
-    evaluator.submit(item)
+    evaluator.admit(item.trace_id).submit(item)
     assert evaluator.force_flush(5000)
     assert evaluator.stats().not_applicable == 1
 
@@ -175,8 +171,9 @@ def test_no_chunks_is_not_applicable(make_evaluator: MakeEvaluator) -> None:
 def test_discard_counts_each_reason(make_evaluator: MakeEvaluator) -> None:
     evaluator = make_evaluator()
     for reason in ("chain_error", "ttl_expired", "ttl_expired"):
-        assert evaluator.admit(random.getrandbits(128))
-        evaluator.abandon(reason)
+        ticket = evaluator.admit(random.getrandbits(128))
+        assert ticket
+        ticket.drop(reason)
     assert evaluator.stats().dropped == {"chain_error": 1, "ttl_expired": 2}
 
 
@@ -187,8 +184,7 @@ def test_judge_runs_with_instrumentation_suppressed_and_emit_without(make_evalua
     evaluator = make_evaluator(ContextualUtilization(judge=judge), emitter=emitter)
     for _ in range(3):
         item = interaction()
-        evaluator.admit(item.trace_id)
-        evaluator.submit(item)
+        evaluator.admit(item.trace_id).submit(item)
     assert evaluator.force_flush(5000)
     assert judge.suppressed == [True, True, True]
     # The evaluation's own telemetry (span, log, metrics) must not be suppressed.
@@ -203,8 +199,7 @@ def test_emitter_that_raises_never_breaks_the_worker(
     with caplog.at_level(logging.WARNING, logger="ctxutil_otel.worker"):
         for _ in range(4):
             item = interaction()
-            evaluator.admit(item.trace_id)
-            evaluator.submit(item)
+            evaluator.admit(item.trace_id).submit(item)
         assert evaluator.force_flush(5000)
     assert len([r for r in caplog.records if "emitter raised" in r.getMessage()]) == 1  # logged once
     stats = evaluator.stats()
@@ -220,8 +215,9 @@ def test_observe_reads_the_counters_at_collection_time(make_evaluator: MakeEvalu
     assert emitter.outcomes()[("sampled_out", None)] == 0
     never, always = (1 << 64) - 1, 0  # low 64 bits at the top / bottom of the range
     assert not evaluator.admit(never) and not evaluator.admit(never)
-    assert evaluator.admit(always)
-    evaluator.abandon("ttl_expired")
+    ticket = evaluator.admit(always)
+    assert ticket
+    ticket.drop("ttl_expired")
     outcomes = emitter.outcomes()
     assert outcomes[("sampled_out", None)] == 2
     assert outcomes[("dropped", "ttl_expired")] == 1
@@ -235,8 +231,7 @@ def test_outcomes_in_stats_match_the_observed_mapping(make_evaluator: MakeEvalua
     emitter = RecordingEmitter()
     evaluator = make_evaluator(emitter=emitter)
     item = interaction(answer=None)
-    evaluator.admit(item.trace_id)
-    evaluator.submit(item)
+    evaluator.admit(item.trace_id).submit(item)
     assert evaluator.force_flush(5000)
     assert emitter.outcomes is not None
     assert dict(emitter.outcomes()) == evaluator.stats().outcomes()
@@ -251,8 +246,7 @@ def test_a_dropped_evaluator_finishes_its_queue_and_ends_its_thread() -> None:
     thread = evaluator._engine.thread
     for _ in range(3):
         item = interaction()
-        evaluator.admit(item.trace_id)
-        evaluator.submit(item)
+        evaluator.admit(item.trace_id).submit(item)
     assert judge.entered.wait(5)
     del evaluator
     gc.collect()
@@ -269,8 +263,7 @@ def test_a_dropped_evaluator_finishes_its_queue_and_ends_its_thread() -> None:
 def test_context_manager_shuts_down(make_evaluator: MakeEvaluator) -> None:
     with make_evaluator() as evaluator:
         item = interaction()
-        evaluator.admit(item.trace_id)
-        evaluator.submit(item)
+        evaluator.admit(item.trace_id).submit(item)
     assert not evaluator._engine.thread.is_alive()
     assert_accounted(evaluator.stats())
     assert evaluator.stats().finished == 1
@@ -285,8 +278,7 @@ def test_repr_shows_settings_not_secrets(make_evaluator: MakeEvaluator) -> None:
 @pytest.mark.parametrize("reason", ["", "custom"])
 def test_discard_with_any_reason_is_counted(make_evaluator: MakeEvaluator, reason: str) -> None:
     evaluator = make_evaluator()
-    evaluator.admit(1)
-    evaluator.abandon(reason)
+    evaluator.admit(1).drop(reason)
     assert evaluator.stats().dropped == {reason or "unknown": 1}
 
 
@@ -307,15 +299,16 @@ def test_observe_sources_are_positional_for_wrappers_forwarding_args(make_evalua
 def test_drop_counts_a_lost_capture_without_spending_admission(make_evaluator: MakeEvaluator) -> None:
     evaluator = make_evaluator(sample_rate=0.5, max_evaluations_per_second=0.001)  # one token, ever
     never, always = (1 << 64) - 1, 0  # low 64 bits at the top / bottom of the range
-    evaluator.count_lost(never, "ttl_expired")  # not in the sample: sampled_out, whatever the reason
-    evaluator.count_lost(always, "ttl_expired")
-    evaluator.count_lost(always, "shutdown")
+    evaluator.admit(never, lost="ttl_expired")  # not in the sample: sampled_out, whatever the reason
+    evaluator.admit(always, lost="ttl_expired")
+    evaluator.admit(always, lost="shutdown")
     stats = evaluator.stats()
     assert (stats.captured, stats.sampled_out, dict(stats.dropped)) == (
         3,
         1,
         {"ttl_expired": 1, "shutdown": 1},
     )
-    assert evaluator.admit(always)  # the rate cap's only token is still there
-    evaluator.abandon("not_evaluable")
+    ticket = evaluator.admit(always)
+    assert ticket  # the rate cap's only token is still there
+    ticket.drop("not_evaluable")
     assert_accounted(evaluator.stats())

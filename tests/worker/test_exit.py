@@ -44,8 +44,8 @@ _SCRIPT = textwrap.dedent(
         shutdown_timeout_s={timeout},
     )
     for i in range(5):
-        assert evaluator.admit(i)
-        evaluator.submit(Interaction(query="q", answer="a", documents=["d"], trace_id=i, id=str(i)))
+        item = Interaction(query="q", answer="a", documents=["d"], trace_id=i, id=str(i))
+        assert evaluator.admit(i).submit(item)
     print("exiting", flush=True)
     """
 )

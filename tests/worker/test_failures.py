@@ -23,7 +23,7 @@ def _offer(evaluator: object, n: int) -> list[bool]:
     answers = []
     for _ in range(n):
         item = interaction()
-        answers.append(bool(evaluator.admit(item.trace_id)) and evaluator.submit(item))  # type: ignore[attr-defined]
+        answers.append(evaluator.admit(item.trace_id).submit(item))  # type: ignore[attr-defined]
     return answers
 
 
@@ -141,7 +141,7 @@ def test_rate_cap_drops_rate_limited(make_evaluator: MakeEvaluator) -> None:
     assert [a.refused for a in answers] == [None, *["rate_limited"] * 4]
     assert [bool(a) for a in answers] == [True, False, False, False, False]
     assert evaluator.stats().dropped == {"rate_limited": 4}
-    assert evaluator.submit(items[0])  # the cap is not applied twice
+    assert answers[0].submit(items[0])  # the cap is not applied twice
     assert evaluator.force_flush(5000)
     stats = evaluator.stats()
     assert stats.dropped == {"rate_limited": 4}
@@ -184,11 +184,12 @@ def test_random_mix_of_failures_keeps_exact_accounting(make_evaluator: MakeEvalu
             answer=None if kind == "no_answer" else "Python is a language",
             documents=[object()] if kind == "bad_chunk" else ["Python is a language"],
         )
-        if not evaluator.admit(item.trace_id):
+        ticket = evaluator.admit(item.trace_id)
+        if not ticket:
             continue
         if kind == "discard":
-            evaluator.abandon("chain_error")
-        elif evaluator.submit(item) and kind == "no_answer":
+            ticket.drop("chain_error")
+        elif ticket.submit(item) and kind == "no_answer":
             expected_not_evaluable += 1
     assert evaluator.force_flush(5000)
     stats = evaluator.stats()
@@ -203,8 +204,9 @@ def test_a_full_queue_refuses_at_sample_and_again_at_submit(make_evaluator: Make
     assert judge.entered.wait(5)  # holds the only slot: what is submitted now stays queued
     # Three admitted at capture while the queue had room; by their submit it has filled.
     admitted = [interaction() for _ in range(3)]
-    assert all(evaluator.admit(item.trace_id) for item in admitted)
-    assert [evaluator.submit(item) for item in admitted] == [True, True, False]
+    tickets = [evaluator.admit(item.trace_id) for item in admitted]
+    assert all(tickets)
+    assert [t.submit(item) for t, item in zip(tickets, admitted, strict=True)] == [True, True, False]
     # Once full, capture itself is refused (the caller stops capturing at once).
     assert evaluator.admit(interaction().trace_id).refused == "queue_full"
     assert evaluator.stats().dropped == {"queue_full": 2}

@@ -20,8 +20,7 @@ def test_force_flush_returns_false_at_its_deadline_then_true(make_evaluator: Mak
     judge = GateJudge()
     evaluator = make_evaluator(ContextualUtilization(judge=judge))
     item = interaction()
-    evaluator.admit(item.trace_id)
-    evaluator.submit(item)
+    evaluator.admit(item.trace_id).submit(item)
     assert judge.entered.wait(5)
     assert evaluator.force_flush(50) is False
     judge.release()
@@ -41,8 +40,7 @@ def test_shutdown_flushes_what_it_can_then_counts_the_rest(make_evaluator: MakeE
     queries = ["quick one", "quick two", "quick three", "blocked", "quick four", "quick five"]
     for query in queries:
         item = interaction(query=query)
-        evaluator.admit(item.trace_id)
-        assert evaluator.submit(item)
+        assert evaluator.admit(item.trace_id).submit(item)
     assert judge.entered.wait(5)  # the fourth holds the only slot; two wait behind it
 
     started = time.monotonic()
@@ -71,8 +69,7 @@ def test_shutdown_within_the_deadline_finishes_everything(make_evaluator: MakeEv
     evaluator = make_evaluator(emitter=emitter)
     for _ in range(20):
         item = interaction()
-        evaluator.admit(item.trace_id)
-        evaluator.submit(item)
+        evaluator.admit(item.trace_id).submit(item)
     assert evaluator.shutdown(10_000) is True
     stats = evaluator.stats()
     assert stats.finished == 20 and stats.dropped_total == 0
@@ -95,8 +92,8 @@ def test_50_threads_x_100_submits_are_accounted_exactly(make_evaluator: MakeEval
             item = interaction(
                 rng.getrandbits(128), answer=None if kind == "no_answer" else "Python is a language"
             )
-            if evaluator.admit(item.trace_id):
-                assert evaluator.submit(item)
+            if ticket := evaluator.admit(item.trace_id):
+                assert ticket.submit(item)
             offered[t].append((item.trace_id, kind))
 
     threads = [threading.Thread(target=worker, args=(t,)) for t in range(50)]
@@ -123,15 +120,13 @@ def test_forked_child_keeps_evaluating(make_evaluator: MakeEvaluator) -> None:
     evaluator = make_evaluator(emitter=emitter)
     for _ in range(3):
         item = interaction()
-        evaluator.admit(item.trace_id)
-        evaluator.submit(item)
+        evaluator.admit(item.trace_id).submit(item)
     assert evaluator.force_flush(5000)
 
     def child() -> dict[str, Any]:
         for _ in range(7):
             item = interaction()
-            evaluator.admit(item.trace_id)
-            evaluator.submit(item)
+            evaluator.admit(item.trace_id).submit(item)
         flushed = evaluator.force_flush(10_000)
         stats = evaluator.stats()
         report: dict[str, Any] = {
@@ -159,8 +154,7 @@ def test_forked_child_keeps_evaluating(make_evaluator: MakeEvaluator) -> None:
     # The parent is untouched and still evaluating.
     assert evaluator.stats().captured == 3
     item = interaction()
-    evaluator.admit(item.trace_id)
-    evaluator.submit(item)
+    evaluator.admit(item.trace_id).submit(item)
     assert evaluator.force_flush(5000)
     assert evaluator.stats().finished == 4
     assert len(emitter.emitted) == 4

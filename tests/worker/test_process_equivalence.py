@@ -35,7 +35,7 @@ def test_a_reason_holding_a_lone_surrogate_is_kept(make_evaluator: MakeEvaluator
     evaluator = make_evaluator(ContextualUtilization(judge=QuotingJudge()), emitter=emitter)
     query = "what is \ud800 python"
     item = interaction(query=query)
-    assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+    assert evaluator.admit(item.trace_id).submit(item)
     assert evaluator.force_flush(60_000)
     assert evaluator.stats().evaluated == 1 and evaluator.stats().failed == {}
     [(_, result, _)] = emitter.emitted
@@ -48,7 +48,7 @@ def test_an_unsupported_chunk_is_explained_alike(make_evaluator: MakeEvaluator) 
     emitter = RecordingEmitter()
     evaluator = make_evaluator(ContextualUtilization(judge=QuotingJudge()), emitter=emitter)
     item = interaction(documents=["Python is a language.", None])
-    assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+    assert evaluator.admit(item.trace_id).submit(item)
     assert evaluator.force_flush(60_000)
     assert evaluator.stats().failed == {"invalid_input": 1}
     [(_, result, _)] = emitter.emitted

@@ -71,12 +71,12 @@ def test_a_hung_child_behind_a_full_pipe_is_still_killed_in_time(make_evaluator:
         max_worker_cpu_fraction=0,
     )
     blocked = interaction(query="block the loop")
-    assert evaluator.admit(blocked.trace_id) and evaluator.submit(blocked)
+    assert evaluator.admit(blocked.trace_id).submit(blocked)
     assert gate.wait_for_calls(1)  # the child is in the judge, its loop blocked
     big = ["python " * 1750] * 4  # 4 chunks of 12 KB
     for i in range(7):
         item = interaction(query=f"big {i}", documents=[f"{i}-{k} {text}" for k, text in enumerate(big)])
-        assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+        assert evaluator.admit(item.trace_id).submit(item)
     assert evaluator.force_flush(30_000)  # generous: the contract kills it after 1.05 s
     stats = evaluator.stats()
     assert stats.failed == {"timeout": 1, "worker_crashed": 7} and stats.evaluated == 0
@@ -112,7 +112,7 @@ if __name__ == "__main__":
     evaluator = Evaluator(ContextualUtilization(judge=judge), emitter=RecordingEmitter(), worker="process",
                           max_evaluations_per_second=0)
     item = interaction()
-    assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+    assert evaluator.admit(item.trace_id).submit(item)
     threading.Event().wait()  # until killed
 """
 
@@ -160,7 +160,7 @@ def test_the_child_ignores_sigterm(make_evaluator: MakeEvaluator) -> None:
     judge = GateJudge()
     evaluator = make_evaluator(ContextualUtilization(judge=judge))
     item = interaction()
-    assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+    assert evaluator.admit(item.trace_id).submit(item)
     assert judge.gate is not None and judge.gate.wait_for_calls(1)  # in the child
     judging = evaluator._engine._judging
     assert isinstance(judging, ChildProcessJudging) and judging.pid is not None
@@ -185,7 +185,7 @@ def test_a_signal_while_the_child_starts_up_loses_nothing(
     monkeypatch.setattr(SignalOnStartContext, "signalled", [])
     items = [interaction(query=f"what is python {i}") for i in range(3)]
     for item in items:
-        assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+        assert evaluator.admit(item.trace_id).submit(item)
     assert evaluator.force_flush(60_000)
     stats = evaluator.stats()
     assert (stats.evaluated, stats.failed, judging.started) == (3, {}, 1)
@@ -258,7 +258,7 @@ def test_a_child_that_cannot_start_says_why_once(
     with caplog.at_level(logging.DEBUG, logger="ctxutil_otel.worker"):
         for _ in range(2):
             item = interaction()
-            assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+            assert evaluator.admit(item.trace_id).submit(item)
             assert evaluator.force_flush(60_000)
     assert evaluator.stats().failed == {"worker_crashed": 2}
     # The worker's records only: a telemetry exporter left running by an earlier test of the session
@@ -282,7 +282,7 @@ def test_the_loss_warning_says_what_was_counted(
     evaluator = make_evaluator(ContextualUtilization(judge=ExitingJudge()), max_concurrency=1)
     with caplog.at_level(logging.WARNING, logger="ctxutil_otel.worker"):
         item = interaction(query="crash here")
-        assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+        assert evaluator.admit(item.trace_id).submit(item)
         assert evaluator.force_flush(60_000)
     assert evaluator.stats().failed == {"worker_crashed": 1}
     [warning] = [r.getMessage() for r in caplog.records]

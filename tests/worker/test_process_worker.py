@@ -47,7 +47,7 @@ def _judging(evaluator: Evaluator) -> ChildProcessJudging:
 def _offer(evaluator: Evaluator, n: int, query: str = "what is python") -> None:
     for _ in range(n):
         item = interaction(query=query)
-        assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+        assert evaluator.admit(item.trace_id).submit(item)
 
 
 class ExitingJudge:
@@ -105,7 +105,7 @@ def test_large_interactions_and_results_both_ways_do_not_jam_the_pipe(make_evalu
     documents = [f"chunk {i} " + "python " * 140 for i in range(300)]
     for _ in range(8):
         item = interaction(documents=documents)
-        assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+        assert evaluator.admit(item.trace_id).submit(item)
     assert evaluator.force_flush(60_000)
     assert evaluator.stats().evaluated == 8
 
@@ -118,7 +118,7 @@ def test_the_default_metric_passed_explicitly_reaches_the_child(make_evaluator: 
     emitter = RecordingEmitter()
     evaluator = make_evaluator(ContextualUtilization(judge=judge), emitter=emitter, max_worker_cpu_fraction=0)
     item = interaction()
-    assert evaluator.admit(item.trace_id) and evaluator.submit(item)
+    assert evaluator.admit(item.trace_id).submit(item)
     assert evaluator.force_flush(60_000)
     assert evaluator.stats().evaluated == 1
     assert item.query is not None and item.answer is not None

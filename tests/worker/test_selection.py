@@ -1,5 +1,5 @@
 """The Evaluator's selection (issue 12 item 1): rules decide with facts, the fallback without; a matching
-rule's refusal is ``not_selected``, in ``admit``, ``would_sample`` and ``count_lost`` alike.
+rule's refusal is ``not_selected``, in ``admit`` (``lost=`` included) and ``would_sample`` alike.
 
 Real parts: the real Evaluator with the lexical judge; nothing is submitted (admission only).
 """
@@ -37,9 +37,9 @@ def test_a_matching_rule_decides_and_no_facts_fall_back() -> None:
         assert ev.would_sample(1, OTHER) and ev.would_sample(1)
         admitted = ev.admit(1, OTHER)
         assert admitted
-        ev.abandon("not_evaluable")
-        ev.count_lost(1, "ttl_expired", SUPPORT)  # lost, but a rule would not have selected it
-        ev.count_lost(1, "ttl_expired")  # no facts: the fallback rate 1 selects, so it is a drop
+        admitted.drop("not_evaluable")
+        ev.admit(1, SUPPORT, lost="ttl_expired")  # lost, but a rule would not have selected it
+        ev.admit(1, lost="ttl_expired")  # no facts: the fallback rate 1 selects, so it is a drop
         stats = ev.stats()
         assert (stats.captured, stats.not_selected, stats.sampled_out) == (4, 2, 0), stats
         assert dict(stats.dropped) == {"not_evaluable": 1, "ttl_expired": 1}

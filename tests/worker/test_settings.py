@@ -228,3 +228,82 @@ def test_non_finite_numbers_are_refused_as_such(name: str, value: object) -> Non
     # nan passes no bound check, so it used to fail "should be less than or equal to 1; got nan".
     with pytest.raises(SettingsError, match=rf"{name}: Input should be a finite number"):
         Settings(**{name: value})
+
+
+# --- resolved once (issue 25) -------------------------------------------------------------------------
+
+
+def test_with_defaults_applies_only_where_neither_argument_nor_environment_spoke(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CTXUTIL_MAX_QUEUE_SIZE", "7")
+    settings = Settings(sample_rate=0.5).with_defaults(sample_rate=0.1, max_queue_size=9, max_concurrency=3)
+    assert (settings.sample_rate, settings.max_queue_size, settings.max_concurrency) == (0.5, 7, 3)
+
+
+def test_an_emitter_given_settings_reads_no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxutil_otel.emit import Emitter
+
+    settings = Settings()
+    monkeypatch.setenv("CTXUTIL_APPLICATION_NAME", "from-the-environment")
+    emitter = Emitter(settings=settings)
+    assert emitter.application_name is None and emitter.settings is settings
+
+
+def test_an_evaluator_given_an_emitter_reuses_its_reading_of_the_environment(
+    monkeypatch: pytest.MonkeyPatch, make_evaluator: MakeEvaluator
+) -> None:
+    from ctxutil_otel.emit import Emitter
+
+    monkeypatch.setenv("CTXUTIL_SAMPLE_RATE", "0.25")
+    emitter = Emitter()  # reads the environment once
+    monkeypatch.setenv("CTXUTIL_SAMPLE_RATE", "0.75")  # a second reading would see this
+    evaluator = make_evaluator(emitter=emitter)
+    assert evaluator.settings.sample_rate == 0.25
+
+
+def test_the_metric_without_a_judge_takes_the_configured_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxutil_otel.metric import ContextualUtilization
+
+    assert isinstance(ContextualUtilization().judge, LearnedJudge)
+    monkeypatch.setenv("CTXUTIL_JUDGE", "lexical")
+    assert isinstance(ContextualUtilization().judge, LexicalJudge)
+
+
+def test_serve_secrets_are_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXUTIL_SERVE_TOKEN", "s3cret-token")
+    monkeypatch.setenv("CTXUTIL_SERVE_TLS_CERT", "/etc/cert.pem")
+    settings = Settings()
+    assert settings.serve_token is not None and settings.serve_token.get_secret_value() == "s3cret-token"
+    assert str(settings.serve_tls_cert) == "/etc/cert.pem" and settings.serve_tls_key is None
+    assert "s3cret-token" not in repr(settings)
+
+
+def test_the_openai_judge_from_settings_is_the_one_its_constructor_builds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """build_judge hands the validated settings over (OpenAIJudge.from_settings) instead of passing them
+    through the constructor's checks again: the judge it builds is configured as the constructor's is."""
+    from ctxutil_otel.judges import OpenAIJudge
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    settings = Settings(
+        judge="openai",
+        judge_model="tiny-model",
+        judge_base_url="http://127.0.0.1:9/v1",
+        judge_api_key="k",
+        judge_timeout_s=12,
+        judge_response_format="json_object",
+    )
+    built = build_judge(settings)
+    direct = OpenAIJudge(
+        model="tiny-model",
+        base_url="http://127.0.0.1:9/v1",
+        api_key="k",
+        timeout_s=12,
+        response_format="json_object",
+    )
+    assert isinstance(built, OpenAIJudge) and repr(built) == repr(direct)
+    fields = ("max_retries", "max_retry_after_s", "max_context_tokens", "max_chunks_per_call", "temperature")
+    assert [getattr(built, f) for f in fields] == [getattr(direct, f) for f in fields]
+    assert build_judge(Settings(judge="openai", judge_api_key="k")).model == OpenAIJudge(api_key="k").model

@@ -77,14 +77,15 @@ def test_results_become_spans_log_records_and_outcome_metrics(
         with app.start_as_current_span("rag.chain") as span:
             context = span.get_span_context()
         parents.append(context)
-        assert evaluator.admit(context.trace_id)
+        ticket = evaluator.admit(context.trace_id)
+        assert ticket
         if kind == "discard":
-            evaluator.abandon("chain_error")
+            ticket.drop("chain_error")
             continue
         item = interaction(context.trace_id, answer=None if kind == "no_answer" else "Python is a language")
         if kind == "bad_chunk":
             item = interaction(context.trace_id, documents=["fine", 3.5])
-        evaluator.submit(dataclasses.replace(item, parent=context, id=f"run-{kind}-{len(parents)}"))
+        ticket.submit(dataclasses.replace(item, parent=context, id=f"run-{kind}-{len(parents)}"))
     assert evaluator.force_flush(5000)
 
     evaluations = [s for s in providers.spans.get_finished_spans() if s.name == "contextual_utilization"]

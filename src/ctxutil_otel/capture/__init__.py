@@ -10,9 +10,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._interaction import Interaction
+from .._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from ._instrumentor import CtxutilInstrumentor
@@ -21,13 +22,6 @@ if TYPE_CHECKING:
 __all__ = ["CtxutilInstrumentor", "Interaction", "UtilizationCallbackHandler"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "UtilizationCallbackHandler":
-        from ._langchain import UtilizationCallbackHandler
-
-        return UtilizationCallbackHandler
-    if name == "CtxutilInstrumentor":
-        from ._instrumentor import CtxutilInstrumentor
-
-        return CtxutilInstrumentor
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(
+    __name__, {"UtilizationCallbackHandler": "._langchain", "CtxutilInstrumentor": "._instrumentor"}
+)

@@ -45,8 +45,6 @@ _log = logging.getLogger("ctxutil_otel.capture")
 #: What ``instrumentation_dependencies()`` declares (checked by ``opentelemetry-instrument``).
 INSTRUMENTED_PACKAGES: Final = ("langchain-core >= 0.3",)
 
-_PROVIDER_KEYS: Final = ("tracer_provider", "meter_provider", "logger_provider")
-
 
 class CtxutilInstrumentor(BaseInstrumentor):  # type: ignore[misc]  # BaseInstrumentor is untyped
     """Attach a :class:`~ctxutil_otel.capture.UtilizationCallbackHandler` to every LangChain run.
@@ -97,18 +95,10 @@ class CtxutilInstrumentor(BaseInstrumentor):  # type: ignore[misc]  # BaseInstru
 def _build_handler(kwargs: dict[str, Any]) -> UtilizationCallbackHandler:
     """The handler for ``instrument(**kwargs)``: an Evaluator on the given providers (global when absent)
     with the settings in ``kwargs`` (``BaseInstrumentor``'s own ``skip_dep_check`` is not a setting)."""
-    from .._settings import Settings
-    from ..emit._from_settings import build_emitter
-    from ..worker._evaluator import Evaluator
-    from ._evaluator_args import CAPTURE_SETTINGS
     from ._langchain import UtilizationCallbackHandler
 
-    providers = {key: kwargs.get(key) for key in _PROVIDER_KEYS}
-    overrides = {k: v for k, v in kwargs.items() if k not in _PROVIDER_KEYS and k != "skip_dep_check"}
-    settings = Settings(**overrides)
-    evaluator = Evaluator(settings=settings, emitter=build_emitter(settings, **providers))
-    capture = {name: getattr(settings, name) for name in CAPTURE_SETTINGS}
-    return UtilizationCallbackHandler(evaluator, **capture)
+    # The handler's own path (capture/_evaluator_args.py): one way to build an evaluator from settings.
+    return UtilizationCallbackHandler(**{k: v for k, v in kwargs.items() if k != "skip_dep_check"})
 
 
 def _unregister(hook: ContextVar[Any]) -> bool:

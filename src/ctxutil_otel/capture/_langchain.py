@@ -191,8 +191,9 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
         self, root: RootRun, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
         if root.run_id == run_id:
-            if self._runs.finish_root(root):
-                self._outcomes.finished(root, outputs, kwargs.get("inputs"))
+            end_inputs = kwargs.get("inputs")
+            if self._runs.finish_root(root, ("finished", outputs, end_inputs)):
+                self._outcomes.finished(root, outputs, end_inputs)
         else:
             documents = _extract.documents_of(outputs) if root.lineage else None
             self._runs.end_child(run_id, root, documents)
@@ -209,7 +210,7 @@ class UtilizationCallbackHandler(BaseCallbackHandler):
     ) -> None:
         if root.run_id != run_id:
             self._runs.fail_child(run_id, root)  # the root may still recover (fallbacks, retries)
-        elif self._runs.finish_root(root):
+        elif self._runs.finish_root(root, ("failed", None, None)):
             self._outcomes.failed(root)
 
     @stop_on_exception

@@ -1,20 +1,23 @@
 """What the LangChain handler tells the Evaluator about a root run: exactly one outcome per root.
 
 * A root's first retrieval: :meth:`RootAccounting.sample` (``Evaluator.admit``, which counts it captured
-  and may refuse it at once).
-* Its end: :meth:`RootAccounting.finished` submits the interaction, or counts why it cannot be judged.
+  and answers with a ticket the root then holds, or a refusal already counted).
+* Its end: :meth:`RootAccounting.finished` submits the interaction on the root's ticket, or drops it with
+  why it cannot be judged.
 * Its failure: :meth:`RootAccounting.failed` (``chain_error``).
 * Lost before its end (evicted for ``run_ttl_s`` / ``max_pending_runs``, or still running at shutdown):
-  :meth:`RootAccounting.lost`. A root that had not retrieved yet is counted too (``Evaluator.count_lost``:
-  ``sampled_out`` outside the trace-id sample, else dropped with the reason), because whether it would
-  have retrieved is unknowable: leaving it out would hide that the bound is too small.
+  :meth:`RootAccounting.lost`. A root that had not retrieved yet is counted too (``Evaluator.admit`` with
+  ``lost=``: ``sampled_out`` outside the trace-id sample, else dropped with the reason), because whether
+  it would have retrieved is unknowable: leaving it out would hide that the bound is too small.
+* Left the table while its first retrieval was asking for the decision (outside the run table's lock):
+  :meth:`RootAccounting.settle`, called by that retrieval's callback once it has the ticket.
 
 The outcomes, one per captured interaction:
     * ``sampled_out``, or dropped ``rate_limited`` / ``queue_full`` / ``token_budget`` / ``shutdown``:
       ``admit()`` said no; the root's state is freed at once and its later callbacks cost one lock-free
       ``dict`` lookup that misses;
-    * ``submit()`` at the root's end (the Evaluator counts evaluated / not_applicable / failed or its own
-      drops);
+    * ``ticket.submit()`` at the root's end (the Evaluator counts evaluated / not_applicable / failed or
+      its own drops);
     * ``not_evaluable``: the root ended without a query or without any answer;
     * ``chain_error``: the root run failed, or ended while its answer model was still running (a stream
       the consumer abandoned: sync and async agree);
@@ -27,17 +30,18 @@ The outcomes, one per captured interaction:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
 from . import _extract
 from ._run_spans import adopt_run_span
-from ._runs import SAMPLED, UNDECIDED, RootRun
+from ._runs import Exit, RootRun
 from ._tools import ToolRules, prompt_tool_chunks
 
 if TYPE_CHECKING:
-    from .._accounting import DropReason
+    from .._accounting import Admission, DropReason
     from .._selection import SelectionFacts
     from ..worker._evaluator import Evaluator
+    from ..worker._ticket import Ticket
 
 __all__ = ["CHAIN_ERROR", "RootAccounting"]
 
@@ -65,29 +69,39 @@ class RootAccounting:
         self._metadata_keys = tuple(metadata_keys)  # metric_dimensions: read into each interaction
         self._tools = tools or ToolRules()  # which tool results in the answering prompt count
 
-    def sample(self, trace_id: int, facts: SelectionFacts | None = None) -> bool:
+    def sample(self, trace_id: int, facts: SelectionFacts | None = None) -> Ticket | Admission | None:
         """``Evaluator.admit`` (``facts``: the root's, for the selection rules): counts the root captured;
-        ``False`` when it is sampled out, not selected or refused."""
+        the ticket, or a falsy answer when it is sampled out, not selected or refused."""
         try:
-            return bool(self.evaluator.admit(trace_id, facts))
+            return self.evaluator.admit(trace_id, facts)
         except Exception as exc:  # contract: never raises; if it does, the root is not captured
             self._failed("sample", exc)
-            return False
+            return None
+
+    def settle(self, root: RootRun, exit: Exit) -> None:
+        """Account for a root that left the table (``exit``) while its decision was asked."""
+        kind, first, second = exit
+        if kind == "finished":
+            self.finished(root, first, second)
+        elif kind == "failed":
+            self.failed(root)
+        else:
+            self.lost([(root, cast("DropReason", first))])  # ("lost", reason, None)
 
     def failed(self, root: RootRun) -> None:
         """The root (already removed from the table) failed: ``chain_error`` when it was captured."""
-        if root.decision == SAMPLED:
-            self.evaluator.abandon(CHAIN_ERROR)
+        if root.ticket is not None:
+            root.ticket.drop(CHAIN_ERROR)
 
     def lost(self, roots: Iterable[tuple[RootRun, DropReason]]) -> int:
         """Roots removed before their end, each with its reason; returns how many were captured."""
         captured = 0
         for root, reason in roots:
-            if root.decision == SAMPLED:
-                self.evaluator.abandon(reason)
+            if root.ticket is not None:
+                root.ticket.drop(reason)
                 captured += 1
-            elif root.decision == UNDECIDED:
-                self.evaluator.count_lost(root.trace_id, reason, root.facts)
+            else:  # never retrieved: counted without admission
+                self.evaluator.admit(root.trace_id, root.facts, lost=reason)
         return captured
 
     def _prompt_tools(self, root: RootRun) -> list[object]:
@@ -117,9 +131,9 @@ class RootAccounting:
     def finished(self, root: RootRun, outputs: object, end_inputs: object) -> None:
         """The root (already removed from the table) ended with ``outputs`` (``end_inputs``: the inputs
         LangChain reports with the end, for streamed runs)."""
-        undecided = root.decision == UNDECIDED
+        ticket = root.ticket
         tools = self._prompt_tools(root)
-        if undecided:
+        if ticket is None:
             # Never retrieved. Captured only if its output carries documents (handler on the root only)
             # or its answering prompt holds tool results that count (``_tools.py``).
             try:
@@ -137,10 +151,7 @@ class RootAccounting:
         else:
             retrievals = [*root.retrievals, tools]
         if root.llm_open:  # ended while its answer was still being generated: abandoned mid-stream
-            if undecided:
-                self.evaluator.count_lost(root.trace_id, CHAIN_ERROR, root.facts)
-            else:
-                self.evaluator.abandon(CHAIN_ERROR)
+            self._drop(root, ticket, CHAIN_ERROR)
             return
         try:
             interaction = _extract.interaction_of(
@@ -151,15 +162,20 @@ class RootAccounting:
             interaction, reason = None, CAPTURE_ERROR
         else:
             reason = NOT_EVALUABLE
-        if undecided:  # captured only now: a lost one is counted without spending admission on it
-            if interaction is None:
-                self.evaluator.count_lost(root.trace_id, reason, root.facts)
-            elif self.sample(root.trace_id, root.facts):
-                self.evaluator.submit(interaction)
-        elif interaction is None:
-            self.evaluator.abandon(reason)
+        if interaction is None:
+            self._drop(root, ticket, reason)
+        elif ticket is not None:
+            ticket.submit(interaction)
+        elif admitted := self.sample(root.trace_id, root.facts):  # captured only now
+            admitted.submit(interaction)
+
+    def _drop(self, root: RootRun, ticket: Ticket | None, reason: DropReason) -> None:
+        """Drop the root's interaction: on its ticket, or, never admitted, counted without spending
+        admission on it."""
+        if ticket is None:
+            self.evaluator.admit(root.trace_id, root.facts, lost=reason)
         else:
-            self.evaluator.submit(interaction)
+            ticket.drop(reason)
 
 
 def _text(value: object) -> str | None:

@@ -1,8 +1,9 @@
 """Where a new LangChain run goes, for :class:`~ctxutil_otel.capture.UtilizationCallbackHandler`: a root
 (its trace id and parent span context from the active OpenTelemetry span, its selection facts), a run
 under the run it belongs to (its ``parent_run_id``, else the run whose LangChain context it started in),
-a retrieval (the root's sampling decision at its first), or nothing (a standalone retrieval, a root model
-run). The handler's callbacks (``_langchain.py``) call it; the run table (``_runs.py``) holds the runs.
+a retrieval (the root's sampling decision at its first, asked outside the run table's lock), or nothing
+(a standalone retrieval, a root model run). The handler's callbacks (``_langchain.py``) call it; the run
+table (``_runs.py``) holds the runs.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from opentelemetry import trace
 
 from .._fork import reinit_after_fork
 from .._selection import SelectionFacts
+from ..worker._ticket import Ticket
 from . import _extract
 from ._root_accounting import RootAccounting
 from ._run_spans import adopt_run_span
@@ -137,7 +139,10 @@ class RunStarts:
             return
         root = self._runs.root_of(enclosing)
         if root is not None:
-            self._account(self._runs.add_retrieval(run_id, enclosing.int, root, query, self._decide, name))
+            evicted, decide = self._runs.add_retrieval(run_id, enclosing.int, root, query, name)
+            if decide:
+                self._decide(root)
+            self._account(evicted)
 
     def _start_root(
         self,
@@ -166,12 +171,16 @@ class RunStarts:
         adopt_run_span(root)  # found here when the other instrumentation's handler ran before ours
         self._account(self._runs.start_root(root)[1])
 
-    def _decide(self, root: RootRun) -> bool:
-        """The sampling decision at the root's first retrieval (under the run table's lock, once per
-        root). First adopts the span another instrumentation (OpenInference) opened for the root run, if
-        any, as the evaluated span: the evaluation then lands in that trace, as its child."""
+    def _decide(self, root: RootRun) -> None:
+        """The sampling decision at the root's first retrieval (once per root, claimed under the run
+        table's lock, asked outside it). First adopts the span another instrumentation (OpenInference)
+        opened for the root run, if any, as the evaluated span: the evaluation then lands in that trace,
+        as its child. A root that left the table meanwhile is settled here, with its ticket."""
         adopt_run_span(root)
-        return self._outcomes.sample(root.trace_id, root.facts)
+        ticket = self._outcomes.sample(root.trace_id, root.facts)
+        exit = self._runs.decided(root, ticket if isinstance(ticket, Ticket) else None)
+        if exit is not None:
+            self._outcomes.settle(root, exit)
 
     def _account(self, evicted: Evicted) -> None:
         if evicted:

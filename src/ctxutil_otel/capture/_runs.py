@@ -27,6 +27,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
 from uuid import UUID
 
 from opentelemetry.trace import SpanContext
@@ -34,12 +35,16 @@ from opentelemetry.trace import SpanContext
 from .._accounting import DropReason
 from .._fork import reinit_after_fork
 from .._selection import SelectionFacts
-from ._reasons import PENDING_FULL, TTL_EXPIRED
+from ._reasons import PENDING_FULL, SHUTDOWN, TTL_EXPIRED
 
-__all__ = ["Evicted", "RootRun", "RunTable"]
+if TYPE_CHECKING:
+    from ..worker._ticket import Ticket
 
-UNDECIDED = 0
-SAMPLED = 1
+__all__ = ["Evicted", "Exit", "RootRun", "RunTable"]
+
+#: How a root left the table while its sampling decision was being asked (outside the lock): ``finished``
+#: with ``(outputs, end_inputs)``, ``failed``, or ``lost`` with ``(reason, None)``. Whoever asked settles it.
+Exit = tuple[Literal["finished", "failed", "lost"], object, object]
 
 
 @dataclass(slots=True, eq=False)
@@ -58,8 +63,11 @@ class RootRun:
         serialized / start_kwargs: The root's start callback arguments, kept as references (nothing is
             read from them on the request path): the root's name and metadata, read once per interaction
             for its dimensions (``_extract.dimensions_of``).
-        decision: ``UNDECIDED`` until the first retrieval under the root, then ``SAMPLED`` (an
-            unsampled root is removed from the table at once).
+        ticket: ``None`` until the first retrieval under the root admits it, then the evaluator's
+            :class:`~ctxutil_otel.worker.Ticket`, closed once at the root's end (a refused root is
+            removed from the table at once).
+        deciding: The first retrieval's callback is asking the evaluator (outside the table's lock).
+        exit: How the root left the table while ``deciding`` (:data:`Exit`): the decider settles it.
         runs: Descendant ``run_id.int`` still running -> its parent's ``run_id.int`` (freed at the
             descendant's end, or with the root).
         inner: The running descendants that are retrievers or run inside one (their documents and
@@ -96,7 +104,9 @@ class RootRun:
     facts: SelectionFacts | None = None
     serialized: object = None
     start_kwargs: object = None
-    decision: int = UNDECIDED
+    ticket: Ticket | None = None
+    deciding: bool = False
+    exit: Exit | None = None
     runs: dict[int, int] = field(default_factory=dict)
     inner: set[int] = field(default_factory=set)
     slots: dict[int, int] = field(default_factory=dict)
@@ -240,54 +250,61 @@ class RunTable:
         return evicted
 
     def add_retrieval(
-        self,
-        run_id: UUID,
-        parent_key: int,
-        root: RootRun,
-        query: object,
-        sample: Callable[[RootRun], bool],
-        name: object = None,
-    ) -> Evicted:
+        self, run_id: UUID, parent_key: int, root: RootRun, query: object, name: object = None
+    ) -> tuple[Evicted, bool]:
         """Track a retriever run under ``root``, a child of the run ``parent_key``. Inside another
         retrieval (a retriever, or a run under one) it is part of that one and gets no slot; otherwise it
-        is an outermost retrieval step and gets the next slot. On the root's first retrieval, make the
-        sampling decision with ``sample(root)`` (which counts the root as captured). It runs inside
-        the lock so that concurrent retrievers of one root (``RunnableParallel`` on a thread pool)
-        decide exactly once. An unsampled root is removed from the table with all its runs at once.
-        ``name``: the retriever run's name, kept for the first one (a dimension).
+        is an outermost retrieval step and gets the next slot. ``name``: the retriever run's name, kept
+        for the first one (a dimension).
 
         Returns:
             ``(root, reason)`` pairs evicted to make room within ``max_pending_runs`` (as
-            :meth:`add_child`; possibly ``root`` itself).
+            :meth:`add_child`; possibly ``root`` itself), and whether the caller must now ask for the
+            root's sampling decision: ``True`` for exactly one retrieval of the root, the first
+            (concurrent retrievers of one root, ``RunnableParallel`` on a thread pool, claim it under the
+            lock), which asks outside the lock and then calls :meth:`decided`.
         """
         with self._lock:
             if not root.alive:
-                return []
+                return [], False
             evicted: Evicted = []
             key = run_id.int
             if key in root.runs:  # the same retriever run reported twice
-                return evicted
+                return evicted, False
             if len(self._owner) >= self._max:
                 evicted = self._sweep(self._clock(), room=1)
                 if not root.alive:
-                    return evicted
+                    return evicted, False
             self._owner[key] = root
             root.runs[key] = parent_key
             nested = parent_key in root.inner
             root.inner.add(key)
             if nested:
-                return evicted
+                return evicted, False
             root.slots[key] = len(root.retrievals)
             root.retrievals.append(None)
             root.lineage.append(root.ancestors(parent_key))
-            if root.decision == UNDECIDED:
+            claim = root.ticket is None and not root.deciding
+            if claim:
                 root.retriever_query = query
                 root.retriever_name = name
-                if sample(root):
-                    root.decision = SAMPLED
-                else:
+                root.deciding = True
+            return evicted, claim
+
+    def decided(self, root: RootRun, ticket: Ticket | None) -> Exit | None:
+        """The sampling decision the first retrieval claimed: ``ticket`` when admitted, else ``None``
+        (refused: the root is removed with all its runs). Returns how the root left the table while the
+        decision was asked, for the caller to settle with the ticket (``None``: nothing to settle)."""
+        with self._lock:
+            root.deciding = False
+            if root.alive:
+                if ticket is None:
                     self._remove(root)
-            return evicted
+                else:
+                    root.ticket = ticket
+                return None
+            root.ticket = ticket
+            return None if ticket is None else root.exit
 
     def end_retrieval(self, run_id: UUID, root: RootRun, documents: Sequence[object]) -> None:
         """Record an outermost retriever's documents in its slot; stop tracking the run."""
@@ -356,23 +373,28 @@ class RunTable:
                     root.llm_lineage = ()
             self._forget(key, root)
 
-    def finish_root(self, root: RootRun) -> bool:
-        """Remove ``root`` and its runs. Returns ``False`` when it had already left the table
-        (evicted, or finished by a concurrent callback): the caller must then do nothing."""
+    def finish_root(self, root: RootRun, exit: Exit) -> bool:
+        """Remove ``root`` and its runs; ``exit`` says how it ended. Returns ``False`` when it had already
+        left the table (evicted, or finished by a concurrent callback), or when its sampling decision is
+        being asked (the asker settles ``exit``): the caller must then do nothing."""
         with self._lock:
             if not root.alive:
                 return False
             self._remove(root)
+            if root.deciding:
+                root.exit = exit
+                return False
             return True
 
     def drain(self) -> list[RootRun]:
         """Remove every tracked root and its runs (at shutdown); returns them for the caller to account
-        for. Late events of these runs are then ignored."""
+        for (but those whose decision is being asked: their asker counts them ``shutdown``). Late events
+        of these runs are then ignored."""
         with self._lock:
             roots = list(self._roots.values())
             for root in roots:
                 self._remove(root)
-        return roots
+            return [root for root in roots if not self._deferred(root, SHUTDOWN)]
 
     # --- internals (lock held) --------------------------------------------------------------
 
@@ -407,9 +429,18 @@ class RunTable:
             if oldest.started_at > deadline:
                 break
             self._remove(oldest)
-            evicted.append((oldest, TTL_EXPIRED))
+            if not self._deferred(oldest, TTL_EXPIRED):
+                evicted.append((oldest, TTL_EXPIRED))
         while roots and len(self._owner) + room > self._max:
             oldest = next(iter(roots.values()))
             self._remove(oldest)
-            evicted.append((oldest, PENDING_FULL))
+            if not self._deferred(oldest, PENDING_FULL):
+                evicted.append((oldest, PENDING_FULL))
         return evicted
+
+    @staticmethod
+    def _deferred(root: RootRun, reason: DropReason) -> bool:
+        """A root removed while its decision is asked: its asker counts it lost with ``reason``."""
+        if root.deciding:
+            root.exit = ("lost", reason, None)
+        return root.deciding

@@ -19,6 +19,7 @@ import math
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from pydantic import ValidationError
 from ..data import DATASETS, dataset_path
 from ..judges import TokenUsage
 from ..judges._from_settings import build_judge
-from ..metric import ContextualUtilization, MetricRunner
+from ..metric import ContextualUtilization, MetricEvaluationResult, MetricRunner
 from ..metric._agreement import AgreementFigures, AgreementReport, LabelledRow, agreement
 from ._io import BadLine, Line, add_judge_options, read_items, report_bad_line, settings_from_args
 from ._perturb import add_arguments as add_perturb_arguments
@@ -150,6 +151,33 @@ def run(args: argparse.Namespace) -> int:
         return 2
     good = [p for p in parsed if not isinstance(p, BadLine)]
     bad = [p for p in parsed if isinstance(p, BadLine)]
+    status = _check_lines(args, good, bad)
+    if status is not None:
+        return status
+    runner = MetricRunner([metric], max_concurrency=settings.max_concurrency)
+    started = time.perf_counter()
+    results = asyncio.run(runner.run([line.item for line, _ in good]))
+    elapsed = time.perf_counter() - started
+    report = agreement([labels for _, labels in good], results)
+    try:
+        extra, extra_lines = extras(
+            args, runner, [line.item for line, _ in good], [lab for _, lab in good], results
+        )
+    except (ImportError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    baseline = rmse_predicting_mean([labels for _, labels in good])
+    figures = _Figures(judge, report, results, elapsed, len(bad), baseline)
+    if args.json:
+        print(json.dumps({**figures.record(), "file": str(args.file), **extra}))
+    else:
+        print("\n".join([*figures.lines(args.file), *extra_lines]))
+    return 1 if bad or report.errors else 0
+
+
+def _check_lines(args: argparse.Namespace, good: list[Any], bad: list[BadLine]) -> int | None:
+    """Report the unreadable lines; the exit status when there is nothing to bench (no labelled or no
+    readable line, or the extras' options do not fit the data), else ``None``."""
     unlabelled = not good and any(b.error == _NO_LABELS for b in bad)
     for b in bad:
         if not (unlabelled and b.error == _NO_LABELS):  # one message below instead of one per line
@@ -165,57 +193,65 @@ def run(args: argparse.Namespace) -> int:
     if not good:
         print(f"error: {args.file}: no readable line", file=sys.stderr)
         return 1
-
     problem = check_extras(args, len(good))
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    runner = MetricRunner([metric], max_concurrency=settings.max_concurrency)
-    started = time.perf_counter()
-    results = asyncio.run(runner.run([line.item for line, _ in good]))
-    elapsed = time.perf_counter() - started
-    report = agreement([labels for _, labels in good], results)
-    judge_name = str(getattr(judge, "name", type(judge).__name__))
-    judge_model = getattr(judge, "model", None)
-    rate = len(results) / elapsed if results and elapsed > 0 else None
-    try:
-        extra, extra_lines = extras(
-            args, runner, [line.item for line, _ in good], [lab for _, lab in good], results
-        )
-    except (ImportError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    usage = sum((r.usage for r in results if r.usage is not None), TokenUsage())
-    baseline = rmse_predicting_mean([labels for _, labels in good])
+    return None
 
-    if args.json:
-        record = {
-            **report.model_dump(mode="json"),
-            "rmse_predicting_mean": baseline,
-            "evals_per_second": rate,
-            "elapsed_s": elapsed,
-            "bad_lines": len(bad),
+
+@dataclass(frozen=True)
+class _Figures:
+    """What ``bench`` reports of one run, as JSON or as text."""
+
+    judge: object
+    report: AgreementReport
+    results: list[MetricEvaluationResult]
+    elapsed: float
+    bad_lines: int
+    baseline: float | None  # score RMSE of predicting the mean expected score (rmse_predicting_mean)
+
+    @property
+    def judge_name(self) -> str:
+        return str(getattr(self.judge, "name", type(self.judge).__name__))
+
+    @property
+    def rate(self) -> float | None:
+        return len(self.results) / self.elapsed if self.results and self.elapsed > 0 else None
+
+    @property
+    def usage(self) -> TokenUsage:
+        return sum((r.usage for r in self.results if r.usage is not None), TokenUsage())
+
+    def record(self) -> dict[str, Any]:
+        usage = self.usage
+        return {
+            **self.report.model_dump(mode="json"),
+            "rmse_predicting_mean": self.baseline,
+            "evals_per_second": self.rate,
+            "elapsed_s": self.elapsed,
+            "bad_lines": self.bad_lines,
             "judge_input_tokens": usage.input_tokens,
             "judge_output_tokens": usage.output_tokens,
-            "judge": judge_name,
-            "judge_model": judge_model,
-            "file": str(args.file),
-            **extra,
+            "judge": self.judge_name,
+            "judge_model": getattr(self.judge, "model", None),
         }
-        print(json.dumps(record))
-    else:
+
+    def lines(self, file: object) -> list[str]:
+        rate, usage, report = self.rate, self.usage, self.report
         speed = "n/a" if rate is None else f"{rate:.0f}"
-        print(
-            f"bench {args.file}: judge {judge_name} (model {judge_model or '-'}), "
-            f"{len(results)} rows in {elapsed:.2f} s = {speed} evaluations/s; {len(bad)} unreadable lines"
-        )
-        print(render_table(report))
-        if baseline is not None:
-            print(f"predicting the mean expected score for every row: rmse {baseline:.3f}")
+        lines = [
+            f"bench {file}: judge {self.judge_name} (model {getattr(self.judge, 'model', None) or '-'}), "
+            f"{len(self.results)} rows in {self.elapsed:.2f} s = {speed} evaluations/s; "
+            f"{self.bad_lines} unreadable lines",
+            render_table(report),
+        ]
+        if self.baseline is not None:
+            lines.append(f"predicting the mean expected score for every row: rmse {self.baseline:.3f}")
         if report.error_types:
-            print("errors by error.type: " + ", ".join(f"{k} {v}" for k, v in report.error_types.items()))
+            lines.append(
+                "errors by error.type: " + ", ".join(f"{k} {v}" for k, v in report.error_types.items())
+            )
         if usage.total_tokens:
-            print(f"judge tokens: {usage.input_tokens} input, {usage.output_tokens} output")
-        for block in extra_lines:
-            print(block)
-    return 1 if bad or report.errors else 0
+            lines.append(f"judge tokens: {usage.input_tokens} input, {usage.output_tokens} output")
+        return lines

@@ -172,13 +172,9 @@ def _settings(args: argparse.Namespace) -> Settings:
             overrides[name] = value
     if args.capture_content:
         overrides["capture_content"] = True
-    if "CTXUTIL_MAX_EVALUATIONS_PER_SECOND" not in os.environ:
-        overrides["max_evaluations_per_second"] = 0
-    if not os.environ.get("CTXUTIL_MAX_WORKER_CPU_FRACTION", "").strip():
-        overrides["max_worker_cpu_fraction"] = 0
-    if "CTXUTIL_APPLICATION_NAME" not in os.environ:
-        overrides["application_name"] = "ctxutil-demo"
-    return Settings(**overrides)
+    return Settings(**overrides).with_defaults(
+        max_evaluations_per_second=0, max_worker_cpu_fraction=0, application_name="ctxutil-demo"
+    )
 
 
 def _telemetry_line(destinations: str, exported: bool, budget_s: float, unreachable: Sequence[str]) -> str:

@@ -13,7 +13,8 @@ Configuration:
   ``--tls-cert`` / ``--tls-key`` (PEM files; or ``CTXUTIL_SERVE_TLS_CERT`` / ``CTXUTIL_SERVE_TLS_KEY``),
   ``--token-file`` (a file holding the bearer token senders must present; or the token itself in
   ``CTXUTIL_SERVE_TOKEN``). Only the files and the token have environment variables (they usually come
-  from mounted secrets); the numbers are flags only.
+  from mounted secrets; they are settings, resolved with the others: docs/settings.md); the numbers are
+  flags only.
 * Evaluator: the ``CTXUTIL_*`` settings (sample rate, judge, queue size, rate cap, ...;
   :class:`~ctxutil_otel.Settings`).
 * Results: :func:`~ctxutil_otel.emit.configure_telemetry`, i.e. the standard ``OTEL_EXPORTER_OTLP_*``
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -174,14 +174,9 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _env_path(name: str) -> Path | None:
-    value = os.environ.get(name, "").strip()
-    return Path(value) if value else None
-
-
-def _token(args: argparse.Namespace) -> str | None:
-    """The token from ``--token-file`` or ``CTXUTIL_SERVE_TOKEN``. Raises ``ValueError`` (never showing
-    the token) for an unreadable or empty file."""
+def _token(args: argparse.Namespace, settings: Settings) -> str | None:
+    """The token from ``--token-file`` or the ``serve_token`` setting (``CTXUTIL_SERVE_TOKEN``). Raises
+    ``ValueError`` (never showing the token) for an unreadable or empty file."""
     path: Path | None = args.token_file
     if path is not None:
         try:
@@ -193,7 +188,8 @@ def _token(args: argparse.Namespace) -> str | None:
         if not token:
             raise ValueError(f"--token-file {args.token_file}: the file is empty")
         return token
-    token = os.environ.get(TOKEN_ENV, "").strip()
+    secret = settings.serve_token
+    token = "" if secret is None else secret.get_secret_value().strip()
     return token or None
 
 
@@ -202,12 +198,12 @@ def _settings() -> Settings:
 
     ``serve``'s one default: no worker CPU budget (``max_worker_cpu_fraction`` 0) while
     ``CTXUTIL_MAX_WORKER_CPU_FRACTION`` is unset, since a dedicated evaluator process has no request path
-    sharing its GIL. Raises :class:`~ctxutil_otel.SettingsError` naming the setting and its variable.
+    sharing its GIL. The environment is read once, here. Raises :class:`~ctxutil_otel.SettingsError`
+    naming the setting and its variable.
     """
     from .._settings import Settings
 
-    unset = not os.environ.get("CTXUTIL_MAX_WORKER_CPU_FRACTION", "").strip()
-    return Settings(**({"max_worker_cpu_fraction": 0} if unset else {}))
+    return Settings().with_defaults(max_worker_cpu_fraction=0)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -219,17 +215,18 @@ def run(args: argparse.Namespace) -> int:
     if args.grpc_port == 0 and args.http_port == 0:
         print("error: both listeners are disabled (--grpc-port 0 --http-port 0)", file=sys.stderr)
         return 2
-    cert = args.tls_cert or _env_path(TLS_CERT_ENV)
-    key = args.tls_key or _env_path(TLS_KEY_ENV)
+    try:
+        settings = _settings()
+        token = _token(args, settings)
+    except ValueError as exc:  # settings errors name the setting and its variable (never a secret)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    cert = args.tls_cert or settings.serve_tls_cert
+    key = args.tls_key or settings.serve_tls_key
     if (cert is None) != (key is None):
         print("error: TLS needs both --tls-cert and --tls-key", file=sys.stderr)
         return 2
-    try:
-        token = _token(args)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    tls = TLSFiles(cert, key) if cert is not None and key is not None else None
+    tls = TLSFiles(cert_file=cert, key_file=key) if cert is not None and key is not None else None
 
     try:
         telemetry = configure_telemetry(console=True, console_format="compact")
@@ -239,7 +236,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         from ..emit._from_settings import build_emitter
 
-        settings = _settings()
         emitter = build_emitter(
             settings,
             tracer_provider=telemetry.tracer_provider,

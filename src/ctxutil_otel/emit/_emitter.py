@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
 from opentelemetry import _logs, metrics, trace
 from opentelemetry._logs import LogRecord, SeverityNumber
@@ -53,6 +54,9 @@ from ._observables import ObservableInstruments, OutcomeCounts
 from ._options import EmitterOptions, check_int
 from ._relevancy import relevancy_attributes, relevancy_of
 
+if TYPE_CHECKING:
+    from .._settings import Settings
+
 __all__ = ["Emitter", "OutcomeCounts"]
 
 _log = logging.getLogger("ctxutil_otel.emit")
@@ -91,9 +95,14 @@ class Emitter:
             ``ctxutil.dimension.overflow`` and :attr:`dimension_overflows`, warned once per dimension),
             each cut to this many characters; the evaluated-service identity shares the value bound.
 
-        ``None`` (the default) for an argument of ``_options.SETTINGS_ARGS`` (all but the providers and
-        ``max_chunk_attributes``) takes the setting of the same name (``CTXUTIL_*``), as every other
-        construction path does (``build_emitter`` passes them all).
+        settings: A :class:`~ctxutil_otel.Settings` the ``None`` arguments below take their values from;
+            ``None``: the environment (``CTXUTIL_*``), read once here and only when an argument is ``None``.
+            Kept as :attr:`settings`, so an ``Evaluator`` given this emitter reuses it instead of reading
+            the environment again.
+
+        ``None`` (the default) for an argument of ``_options.SETTINGS_ARGS`` (all but the providers,
+        ``settings`` and ``max_chunk_attributes``) takes the setting of the same name, as every other
+        construction path does (``build_emitter`` passes the settings).
 
     The first result checks where results go: when a signal's provider (given, else the global one) is
     the API's no-op, or ``OTEL_SDK_DISABLED=true``, a warning says so once per process, with the fix.
@@ -110,6 +119,7 @@ class Emitter:
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
         logger_provider: _logs.LoggerProvider | None = None,
+        settings: Settings | None = None,
         capture_content: bool | None = None,
         application_name: str | None = None,
         max_content_chars: int | None = None,
@@ -119,6 +129,7 @@ class Emitter:
         dimension_max_chars: int | None = None,
     ) -> None:
         options = EmitterOptions.resolve(
+            settings,
             capture_content=capture_content,
             application_name=application_name,
             max_content_chars=max_content_chars,
@@ -127,6 +138,8 @@ class Emitter:
             dimension_max_chars=dimension_max_chars,
         )
         check_int("max_chunk_attributes", max_chunk_attributes, 0)
+        #: The settings the emitter's setting-backed arguments came from (``None``: all were given).
+        self.settings = options.settings
         self.capture_content = options.capture_content
         self.application_name = options.application_name
         self.max_content_chars = options.max_content_chars

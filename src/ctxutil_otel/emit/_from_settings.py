@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._emitter import Emitter
-from ._options import SETTINGS_ARGS
 
 if TYPE_CHECKING:
     from opentelemetry import _logs, metrics, trace
@@ -23,12 +22,12 @@ def build_emitter(
     logger_provider: _logs.LoggerProvider | None = None,
 ) -> Emitter:
     """Build the :class:`~ctxutil_otel.emit.Emitter` the settings configure (every argument of
-    ``SETTINGS_ARGS``: ``capture_content``, ``application_name``, ``max_content_chars``,
+    ``_options.SETTINGS_ARGS``: ``capture_content``, ``application_name``, ``max_content_chars``,
     ``chunk_metadata_keys``, ``dimension_max_values``, ``dimension_max_chars``) on the given providers
-    (``None``: the global ones)."""
+    (``None``: the global ones). The environment is not read again."""
     return Emitter(
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
         logger_provider=logger_provider,
-        **{name: getattr(settings, name) for name in SETTINGS_ARGS},
+        settings=settings,
     )

@@ -1,11 +1,15 @@
 """The :class:`~ctxutil_otel.emit.Emitter` arguments that are settings: resolved (``None`` takes the setting
-of the same name) and validated in one place, so the emitter and ``build_emitter`` cannot drift apart."""
+of the same name, from the ``Settings`` given, else read once) and validated in one place, so the emitter
+and ``build_emitter`` cannot drift apart."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .._settings import Settings
 
 __all__ = ["SETTINGS_ARGS", "EmitterOptions"]
 
@@ -30,11 +34,14 @@ class EmitterOptions:
     chunk_metadata_keys: tuple[str, ...]
     dimension_max_values: int
     dimension_max_chars: int
+    #: The settings the ``None`` arguments came from (``None`` when every argument was given).
+    settings: Settings | None = None
 
     @classmethod
-    def resolve(cls, **given: Any) -> EmitterOptions:
+    def resolve(cls, settings: Settings | None = None, **given: Any) -> EmitterOptions:
         """``given`` (the :data:`SETTINGS_ARGS`) with every ``None`` replaced by the setting of the same name
-        (``Settings()`` is read only when one is ``None``), validated.
+        in ``settings``, validated. Without ``settings``, ``Settings()`` (the environment) is read once,
+        and only when an argument is ``None``.
 
         Raises:
             ValueError: naming the argument, for ``max_content_chars``, ``dimension_max_values`` or
@@ -42,9 +49,10 @@ class EmitterOptions:
                 ``chunk_metadata_keys`` that are not a sequence of non-empty strings.
         """
         if any(given.get(name) is None for name in SETTINGS_ARGS):
-            from .._settings import Settings  # pydantic-settings: only when a setting is needed
+            if settings is None:
+                from .._settings import Settings  # pydantic-settings: only when a setting is needed
 
-            settings = Settings()
+                settings = Settings()
             given = {
                 name: getattr(settings, name) if given.get(name) is None else given[name]
                 for name in SETTINGS_ARGS
@@ -69,6 +77,7 @@ class EmitterOptions:
             chunk_metadata_keys=tuple(keys),
             dimension_max_values=given["dimension_max_values"],
             dimension_max_chars=given["dimension_max_chars"],
+            settings=settings,
         )
 
 

@@ -55,7 +55,7 @@ _CONSOLE_EXPORTERS: tuple[tuple[Any, Callable[..., str]], ...] = (
 _SDK_OTLP_TIMEOUT_S = 10.0  # the OTLP exporters' default when no OTEL_EXPORTER_OTLP_*TIMEOUT is set
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TelemetryHandle:
     """The providers :func:`configure_telemetry` built, and where each signal goes.
 
@@ -220,31 +220,12 @@ def configure_telemetry(
         raise ValueError(f"console_format must be 'json' or 'compact', got {console_format!r}")
     destinations = exporter_destinations(console)
     out = console_out if console_out is not None else sys.stdout
-    compact = console_format == "compact"
-    resource = _resource(service_name, resource_attributes)
-
-    exporters: dict[str, list[Any]] = {signal: [] for signal in SIGNALS}
-    longest_timeout: float | None = None
-    for signal, targets in destinations.items():
-        position = SIGNALS.index(signal)
-        for target in targets:
-            if target == "console":
-                console_cls, formatter = _CONSOLE_EXPORTERS[position]
-                exporters[signal].append(
-                    console_cls(out=out, formatter=formatter) if compact else console_cls(out=out)
-                )
-                continue
-            otlp_cls = otlp_exporters(target)[position]
-            user_timeout = otlp_timeout_from_env(signal)
-            timeout = user_timeout if user_timeout is not None else otlp_timeout_s
-            effective = timeout if timeout is not None else _SDK_OTLP_TIMEOUT_S
-            longest_timeout = max(longest_timeout or 0.0, effective)
-            kwargs = {} if user_timeout is not None or timeout is None else {"timeout": timeout}
-            exporters[signal].append(otlp_cls(**kwargs))
+    exporters, longest_timeout = _exporters(destinations, out, console_format == "compact", otlp_timeout_s)
     span_exporters: list[SpanExporter] = exporters["traces"]
     metric_exporters: list[MetricExporter] = exporters["metrics"]
     log_exporters: list[LogRecordExporter] = exporters["logs"]
 
+    resource = _resource(service_name, resource_attributes)
     tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     for span_exporter in span_exporters:
         tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
@@ -276,21 +257,53 @@ def configure_telemetry(
         _collect_at_shutdown=bool(metric_exporters) and _infinite_interval(metric_export_interval_millis),
     )
     if set_global:
-        trace.set_tracer_provider(tracer_provider)
-        metrics.set_meter_provider(meter_provider)
-        _logs.set_logger_provider(logger_provider)
-        handle.is_global = (
-            trace.get_tracer_provider() is tracer_provider
-            and metrics.get_meter_provider() is meter_provider
-            and _logs.get_logger_provider() is logger_provider
-        )
-        if not handle.is_global:
-            _log.warning(
-                "configure_telemetry(set_global=True): OpenTelemetry global providers were already set; "
-                "pass the handle's providers to the Emitter instead"
-            )
+        _install_globally(handle)
     atexit.register(handle.shutdown)
     return handle
+
+
+def _exporters(
+    destinations: Mapping[str, Sequence[str]], out: IO[str], compact: bool, otlp_timeout_s: float | None
+) -> tuple[dict[str, list[Any]], float | None]:
+    """One exporter per signal and destination (``console``, or an OTLP protocol), and the longest OTLP
+    export timeout among them (``None`` without OTLP): see :func:`configure_telemetry`."""
+    exporters: dict[str, list[Any]] = {signal: [] for signal in SIGNALS}
+    longest_timeout: float | None = None
+    for signal, targets in destinations.items():
+        position = SIGNALS.index(signal)
+        for target in targets:
+            if target == "console":
+                console_cls, formatter = _CONSOLE_EXPORTERS[position]
+                exporters[signal].append(
+                    console_cls(out=out, formatter=formatter) if compact else console_cls(out=out)
+                )
+                continue
+            otlp_cls = otlp_exporters(target)[position]
+            user_timeout = otlp_timeout_from_env(signal)
+            timeout = user_timeout if user_timeout is not None else otlp_timeout_s
+            effective = timeout if timeout is not None else _SDK_OTLP_TIMEOUT_S
+            longest_timeout = max(longest_timeout or 0.0, effective)
+            kwargs = {} if user_timeout is not None or timeout is None else {"timeout": timeout}
+            exporters[signal].append(otlp_cls(**kwargs))
+    return exporters, longest_timeout
+
+
+def _install_globally(handle: TelemetryHandle) -> None:
+    """Install the handle's providers as the OpenTelemetry globals; ``is_global`` says whether the API
+    took all three (it refuses a second global: then a warning says so)."""
+    trace.set_tracer_provider(handle.tracer_provider)
+    metrics.set_meter_provider(handle.meter_provider)
+    _logs.set_logger_provider(handle.logger_provider)
+    handle.is_global = (
+        trace.get_tracer_provider() is handle.tracer_provider
+        and metrics.get_meter_provider() is handle.meter_provider
+        and _logs.get_logger_provider() is handle.logger_provider
+    )
+    if not handle.is_global:
+        _log.warning(
+            "configure_telemetry(set_global=True): OpenTelemetry global providers were already set; "
+            "pass the handle's providers to the Emitter instead"
+        )
 
 
 def _resource(service_name: str | None, extra: Mapping[str, AttributeValue] | None) -> Resource:

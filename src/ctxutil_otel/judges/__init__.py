@@ -12,8 +12,9 @@ Any object with the :class:`Judge` shape works with the metric.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy_attributes
 from ._base import (
     ChunkVerdict,
     Judge,
@@ -45,11 +46,5 @@ __all__ = [
     "load_model",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    # OpenAIJudge imports the openai SDK; load it only when asked for.
-    if name == "OpenAIJudge":
-        from ._openai import OpenAIJudge
-
-        return OpenAIJudge
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# OpenAIJudge imports the openai SDK: loaded only when asked for.
+__getattr__ = lazy_attributes(__name__, {"OpenAIJudge": "._openai"})

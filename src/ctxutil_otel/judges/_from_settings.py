@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .._settings import Settings
@@ -15,8 +15,8 @@ __all__ = ["build_judge"]
 def build_judge(settings: Settings) -> Judge:
     """Build the configured judge: :class:`~ctxutil_otel.judges.LearnedJudge` for ``"learned"``,
     :class:`~ctxutil_otel.judges.LexicalJudge` for ``"lexical"``, or
-    ``OpenAIJudge(model=..., base_url=..., api_key=...)`` for ``"openai"`` (only the configured values
-    are passed, so the judge's own defaults and ``OPENAI_API_KEY`` apply otherwise).
+    ``OpenAIJudge.from_settings(settings)`` for ``"openai"`` (the configured values, which the settings
+    validated; the judge's own defaults and ``OPENAI_API_KEY`` apply otherwise).
 
     Raises:
         ImportError: when the openai judge cannot be imported (the ``openai`` package is missing).
@@ -35,16 +35,4 @@ def build_judge(settings: Settings) -> Judge:
         raise ImportError(
             "judge='openai' needs the 'openai' package (pip install ctxutil-otel installs it)"
         ) from exc
-    kwargs: dict[str, Any] = {}
-    if settings.judge_model is not None:
-        kwargs["model"] = settings.judge_model
-    if settings.judge_base_url is not None:
-        kwargs["base_url"] = settings.judge_base_url
-    if settings.judge_api_key is not None:
-        kwargs["api_key"] = settings.judge_api_key.get_secret_value()
-    if settings.judge_timeout_s is not None:
-        kwargs["timeout_s"] = settings.judge_timeout_s
-    if settings.judge_deadline_s is not None:
-        kwargs["deadline_s"] = settings.judge_deadline_s
-    kwargs["response_format"] = settings.judge_response_format
-    return OpenAIJudge(**kwargs)
+    return OpenAIJudge.from_settings(settings)  # the settings' values are validated: not checked again

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .._redact import KEY_WHITESPACE, unusable_key
 from ._base import ChunkVerdict, JudgeError, JudgeResult, JudgeTimeoutError, VerdictMismatchError
@@ -42,6 +43,9 @@ from ._retry import (
     OutputTruncatedError,
 )
 
+if TYPE_CHECKING:
+    from .._settings import Settings
+
 __all__ = [
     "JudgeAuthError",
     "JudgeConnectionError",
@@ -60,6 +64,16 @@ _log = logging.getLogger("ctxutil_otel.judges.openai")
 
 _MAX_ECHO_CHARS = 20_000  # of a bad reply, sent back in the repair call
 _SETTINGS: tuple[ResponseFormatSetting, ...] = ("auto", *FORMATS)
+
+# The defaults of the judge's arguments (the constructor's and from_settings' for unset settings).
+_DEFAULT_MODEL = "gpt-4o-mini"
+_DEFAULT_TIMEOUT_S = 30.0
+_DEFAULT_MAX_RETRIES = 3
+_DEFAULT_MAX_RETRY_AFTER_S = 30.0
+_DEFAULT_DEADLINE_S = 120.0
+_DEFAULT_MAX_CONTEXT_TOKENS = 16_000
+_DEFAULT_MAX_CHUNKS_PER_CALL = 50
+_DEFAULT_TEMPERATURE = 0.0
 
 
 class OpenAIJudge:
@@ -152,30 +166,21 @@ class OpenAIJudge:
 
     def __init__(
         self,
-        model: str = "gpt-4o-mini",
+        *,
+        model: str = _DEFAULT_MODEL,
         base_url: str | None = None,
         api_key: str | None = None,
-        *,
-        timeout_s: float = 30.0,
-        max_retries: int = 3,
-        max_retry_after_s: float = 30.0,
-        deadline_s: float = 120.0,
-        max_context_tokens: int = 16_000,
-        max_chunks_per_call: int = 50,
-        temperature: float | None = 0.0,
+        timeout_s: float = _DEFAULT_TIMEOUT_S,
+        max_retries: int = _DEFAULT_MAX_RETRIES,
+        max_retry_after_s: float = _DEFAULT_MAX_RETRY_AFTER_S,
+        deadline_s: float = _DEFAULT_DEADLINE_S,
+        max_context_tokens: int = _DEFAULT_MAX_CONTEXT_TOKENS,
+        max_chunks_per_call: int = _DEFAULT_MAX_CHUNKS_PER_CALL,
+        temperature: float | None = _DEFAULT_TEMPERATURE,
         response_format: ResponseFormatSetting = "auto",
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ValueError("model must be a non-empty string")
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        if not key:
-            raise ValueError(
-                "api_key: none given and OPENAI_API_KEY is not set (or set CTXUTIL_JUDGE_API_KEY for the "
-                "live evaluator; servers that need no key accept any string)"
-            )
-        if unusable_key(key):  # sent as is, an invalid header: every request fails before it is sent
-            source = "api_key" if api_key is not None else "api_key (from OPENAI_API_KEY)"
-            raise ValueError(f"{source} {KEY_WHITESPACE} (the key is not shown)")
         for field, value, low in (
             ("timeout_s", timeout_s, 0.0),
             ("max_retry_after_s", max_retry_after_s, 0.0),
@@ -194,16 +199,85 @@ class OpenAIJudge:
             raise ValueError(f"response_format must be one of {allowed}; got {response_format!r}")
         if base_url is not None:
             check_base_url(base_url, "base_url")
-        elif os.environ.get("OPENAI_BASE_URL"):  # what the SDK uses then
+        self._configure(
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            timeout_s=float(timeout_s),
+            max_retries=max_retries,
+            max_retry_after_s=float(max_retry_after_s),
+            deadline_s=float(deadline_s),
+            max_context_tokens=max_context_tokens,
+            max_chunks_per_call=max_chunks_per_call,
+            temperature=temperature,
+            response_format=response_format,
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> OpenAIJudge:
+        """The judge the settings configure: ``judge_model``, ``judge_base_url``, ``judge_api_key``,
+        ``judge_timeout_s``, ``judge_deadline_s``, ``judge_response_format`` (unset ones take this judge's
+        defaults). What :class:`~ctxutil_otel.Settings` validated is not checked again; the key (and
+        ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``, the SDK's variables, when unset) are, as by the
+        constructor.
+
+        Raises:
+            ValueError: for no API key, or an ``OPENAI_BASE_URL`` with credentials (see the class).
+        """
+        judge = cls.__new__(cls)
+        key = settings.judge_api_key
+        timeout_s, deadline_s = settings.judge_timeout_s, settings.judge_deadline_s
+        judge._configure(
+            model=settings.judge_model or _DEFAULT_MODEL,
+            base_url=settings.judge_base_url,
+            api_key=None if key is None else key.get_secret_value(),
+            timeout_s=_DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s,
+            max_retries=_DEFAULT_MAX_RETRIES,
+            max_retry_after_s=_DEFAULT_MAX_RETRY_AFTER_S,
+            deadline_s=_DEFAULT_DEADLINE_S if deadline_s is None else deadline_s,
+            max_context_tokens=_DEFAULT_MAX_CONTEXT_TOKENS,
+            max_chunks_per_call=_DEFAULT_MAX_CHUNKS_PER_CALL,
+            temperature=_DEFAULT_TEMPERATURE,
+            response_format=settings.judge_response_format,
+        )
+        return judge
+
+    def _configure(
+        self,
+        *,
+        model: str,
+        base_url: str | None,
+        api_key: str | None,
+        timeout_s: float,
+        max_retries: int,
+        max_retry_after_s: float,
+        deadline_s: float,
+        max_context_tokens: int,
+        max_chunks_per_call: int,
+        temperature: float | None,
+        response_format: ResponseFormatSetting,
+    ) -> None:
+        """Set the (checked) arguments and build the chat client; the key is ``OPENAI_API_KEY`` when
+        ``api_key`` is ``None``, and ``OPENAI_BASE_URL`` is checked when ``base_url`` is."""
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        if not key:
+            raise ValueError(
+                "api_key: none given and OPENAI_API_KEY is not set (or set CTXUTIL_JUDGE_API_KEY for the "
+                "live evaluator; servers that need no key accept any string)"
+            )
+        if unusable_key(key):  # sent as is, an invalid header: every request fails before it is sent
+            source = "api_key" if api_key is not None else "api_key (from OPENAI_API_KEY)"
+            raise ValueError(f"{source} {KEY_WHITESPACE} (the key is not shown)")
+        if base_url is None and os.environ.get("OPENAI_BASE_URL"):  # what the SDK uses then
             check_base_url(os.environ["OPENAI_BASE_URL"], "base_url (from OPENAI_BASE_URL)")
         # Typed as the Judge protocol's (settable) attribute; requests use the validated str.
         self.model: str | None = model
         self._model = model
         self.base_url = base_url
-        self.timeout_s = float(timeout_s)
+        self.timeout_s = timeout_s
         self.max_retries = max_retries
-        self.max_retry_after_s = float(max_retry_after_s)
-        self.deadline_s = float(deadline_s)
+        self.max_retry_after_s = max_retry_after_s
+        self.deadline_s = deadline_s
         self.max_context_tokens = max_context_tokens
         self.max_chunks_per_call = max_chunks_per_call
         self.temperature = temperature
@@ -212,9 +286,9 @@ class OpenAIJudge:
             model=model,
             base_url=base_url,
             api_key=key,
-            timeout_s=self.timeout_s,
+            timeout_s=timeout_s,
             max_retries=max_retries,
-            max_retry_after_s=self.max_retry_after_s,
+            max_retry_after_s=max_retry_after_s,
             response_format=response_format,
         )
         self._negotiation = self._chat_client.negotiation

@@ -20,6 +20,7 @@ from ._results import (
     ChunkBreakdown,
     ChunkResult,
     ContextualUtilizationResult,
+    Label,
     MetricEvaluationResult,
 )
 
@@ -67,14 +68,16 @@ class ContextualUtilization:
     """The Contextual Utilization metric.
 
     Args:
-        judge: Any :class:`~ctxutil_otel.judges.Judge`; defaults to the offline
-            :class:`~ctxutil_otel.judges.LearnedJudge` (no network, no key).
+        judge: Any :class:`~ctxutil_otel.judges.Judge`; ``None``: the judge the settings configure
+            (``CTXUTIL_JUDGE`` and the ``judge_*`` settings, read once here; by default the offline
+            :class:`~ctxutil_otel.judges.LearnedJudge`: no network, no key), as every other path does.
         threshold: Pass threshold in [0, 1]; a result passes when ``score >= threshold`` (0.0 is
             honoured: every scored result passes).
         mode: :class:`EvaluationMode` (``GRANULAR`` reasons per chunk, or ``FAST`` without).
 
     Raises:
         ValueError: if ``threshold`` is outside [0, 1] or not a number.
+        SettingsError: (a ``ValueError``) without ``judge``, for an invalid ``CTXUTIL_*`` setting.
     """
 
     name = METRIC_NAME
@@ -93,9 +96,10 @@ class ContextualUtilization:
         ):
             raise ValueError(f"threshold must be a number in [0, 1], got {threshold!r}")
         if judge is None:
-            from ..judges._learned import LearnedJudge
+            from .._settings import Settings  # pydantic-settings: only when the settings are needed
+            from ..judges._from_settings import build_judge
 
-            judge = LearnedJudge()
+            judge = build_judge(Settings())
         self.judge: Judge = judge
         self.threshold = float(threshold)
         self.mode = EvaluationMode(mode)
@@ -114,13 +118,17 @@ class ContextualUtilization:
         signals: ContextualUtilizationResult,
         explanation: str,
         item: DatasetItem,
-        usage: JudgeResult | None = None,
+        judged: JudgeResult | None = None,
         error_type: str | None = None,
         error_message: str | None = None,
         failure: JudgeError | None = None,
     ) -> MetricEvaluationResult:
+        """The result of one evaluation: ``judged`` (the judge's answer, when it gave one) or ``failure``
+        (its error) carry the tokens spent and the output format."""
         score = signals.utilization_score
-        spent = usage if usage is not None else failure  # tokens are spent on failures too
+        spent = judged if judged is not None else failure  # tokens are spent on failures too
+        label: Label
+        passed: bool | None
         if error_type is not None:
             label, passed = "error", None
         elif score is None:
@@ -132,7 +140,7 @@ class ContextualUtilization:
             score=score,
             passed=passed,
             threshold=self.threshold,
-            label=label,  # type: ignore[arg-type]
+            label=label,
             explanation=explanation,
             signals=signals,
             error_type=error_type,
@@ -140,7 +148,7 @@ class ContextualUtilization:
             judge_name=self._judge_name,
             judge_model=self._judge_model,
             usage=spent.usage if spent is not None else None,
-            judge_output_format=None if usage is None else usage.output_format,
+            judge_output_format=None if judged is None else judged.output_format,
             judge_format_fallbacks=0 if spent is None else spent.format_fallbacks,
             item_id=item.id,
         )
@@ -265,4 +273,4 @@ class ContextualUtilization:
             explanation = f"The answer is empty: none of the {relevant} relevant chunks was used."
         else:
             explanation = f"The answer used {used} of {relevant} relevant chunks ({_rate(score)})."
-        return self._result(signals, explanation, item, usage=judged)
+        return self._result(signals, explanation, item, judged=judged)

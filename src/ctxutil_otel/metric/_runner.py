@@ -28,7 +28,7 @@ class MetricRunner:
         ValueError: for an empty ``metrics`` list or ``max_concurrency < 1``.
     """
 
-    def __init__(self, metrics: Sequence[ContextualUtilization], max_concurrency: int = 8) -> None:
+    def __init__(self, metrics: Sequence[ContextualUtilization], *, max_concurrency: int = 8) -> None:
         if not metrics:
             raise ValueError("metrics must name at least one metric")
         if max_concurrency < 1:

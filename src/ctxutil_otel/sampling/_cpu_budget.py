@@ -65,8 +65,8 @@ class CpuBudget:
     def __init__(
         self,
         fraction: float,
-        burst_s: float = DEFAULT_CPU_BURST_S,
         *,
+        burst_s: float = DEFAULT_CPU_BURST_S,
         clock: Callable[[], float] = time.monotonic,
         cpu_clock: Callable[[], float] = time.thread_time,
     ) -> None:

@@ -32,7 +32,7 @@ class TokenBucket:
     __slots__ = ("_bucket", "_lock")
 
     def __init__(
-        self, rate: float, burst: float | None = None, *, clock: Callable[[], float] = time.monotonic
+        self, rate: float, *, burst: float | None = None, clock: Callable[[], float] = time.monotonic
     ) -> None:
         if not rate > 0:
             raise ValueError(f"rate must be > 0 tokens per second, got {rate!r}")

@@ -66,7 +66,7 @@ LOG_INTERVAL_S: Final = 10.0
 _QUIET_OUTCOMES: Final = frozenset({"ok", "partial"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReceiverStats:
     """Counters since start: ``requests`` by outcome (the :class:`ExportResult` outcomes plus the
     transports' ``unauthenticated``, ``too_large`` (body over ``max_request_bytes``, or an HTTP request
@@ -371,7 +371,9 @@ class TraceReceiver:
     def stats(self) -> ReceiverStats:
         """A snapshot of the request and span counters."""
         with self._cond:
-            return ReceiverStats(dict(self._requests), self._spans[0], self._spans[1])
+            return ReceiverStats(
+                requests=dict(self._requests), spans_accepted=self._spans[0], spans_rejected=self._spans[1]
+            )
 
     def __enter__(self) -> TraceReceiver:
         return self.start()

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 __all__ = ["Receiver", "TLSFiles"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TLSFiles:
     """PEM files of the server certificate (chain) and its private key, for both listeners."""
 

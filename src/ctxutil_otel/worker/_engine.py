@@ -16,10 +16,14 @@ Lifecycle (:class:`~ctxutil_otel.worker._types.Lifecycle`): ``RUNNING`` admits; 
 or ``shutdown()`` waiting for its deadline) admits nothing and finishes what is queued; ``STOPPED`` counts
 what is left and ends the dispatcher at once; ``DISABLED`` (``OTEL_SDK_DISABLED``) runs no thread.
 
-Exactly-once accounting: an admitted interaction is an entry with a sequence number, in the queue, then
-in ``_in_flight``; whoever removes it from there under the lock (the worker when it finishes, or
-``shutdown`` at its deadline) counts its outcome, never twice. What the worker does with each started
-entry (judge, settle the token budget, emit, count) is ``_results.py``.
+Exactly-once accounting: ``admit()`` answers with a :class:`~ctxutil_otel.worker._ticket.Ticket` (or a
+refusal it counted); the ticket is closed once, under the lock: dropped (counted at once), or submitted,
+when it gets a sequence number and waits in the queue, then in ``_in_flight``; whoever removes it from
+there under the lock (the worker when it finishes, or ``shutdown`` at its deadline) counts its outcome,
+never twice. A ticket garbage-collected open is counted through ``_orphans`` (lock-free: a finalizer may
+run while any lock is held), folded into the tally before every read of it. What the worker does with
+each started ticket (judge, settle the token budget, emit, count) is the section "one started ticket":
+the engine's lock, condition, in-flight map, tally and throttle are its own state, so it is all here.
 
 CPU budget (``max_worker_cpu_fraction``, ``_throttle.py``): before taking the next queued interaction the
 dispatcher waits while the worker thread's CPU is over its share of one core; the interaction stays queued
@@ -34,22 +38,25 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from typing import cast
 
-from .._accounting import ADMITTED, Admission, DropReason, refused
+from .._accounting import Admission, DropReason, OutcomeKey, refused
 from .._fork import reinit_after_fork
 from .._interaction import Interaction
 from .._selection import SelectionFacts, SelectionRule
 from ..metric._contextual_utilization import ContextualUtilization
+from ..metric._results import MetricEvaluationResult
 from ..sampling._rules import SelectionRules
 from ._admission import AdmissionChain, Unselected
+from ._convert import Rejection
 from ._drop_log import DropLog
 from ._evaluate import InThreadJudging
 from ._loop import call_soon, run_loop
-from ._results import ResultHandler
 from ._stats import EvaluatorStats
 from ._tally import Tally
 from ._throttle import CpuThrottle, Sleep
-from ._types import EvaluationEmitter, Judging, Lifecycle, QueueEntry
+from ._ticket import Ticket
+from ._types import EvaluationEmitter, Judged, Judging, Lifecycle, outcome_of
 
 __all__ = ["Engine", "Lifecycle"]
 
@@ -99,6 +106,9 @@ class Engine:
         self._clocks = (clock, cpu_clock, sleep)  # the CPU budget's; injectable for tests
         self._state = Lifecycle.DISABLED if disabled else Lifecycle.RUNNING
         self._shutdown_called = disabled
+        #: One more in each forked child: a ticket of another generation (the parent's) is not counted here.
+        #: A plain attribute: each ticket reads it when it is issued.
+        self.generation = 0
         self._init_state()
         reinit_after_fork(self._at_fork_reinit)
 
@@ -107,8 +117,9 @@ class Engine:
         """(Re)create everything a forked child must not share: locks, queue, counters, thread."""
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        self._queue: deque[QueueEntry] = deque()
-        self._in_flight: dict[int, QueueEntry] = {}
+        self._queue: deque[Ticket] = deque()
+        self._in_flight: dict[int, Ticket] = {}
+        self._orphans: deque[DropReason] = deque()  # tickets collected open, not yet in the tally
         self._seq = 0
         self._tally = Tally()
         self._drop_log = DropLog(_LOG_INTERVAL_S)
@@ -118,16 +129,6 @@ class Engine:
             CpuThrottle(self._cpu_fraction, clock=clock, cpu_clock=cpu_clock, sleep=sleep)
             if self._cpu_fraction
             else None
-        )
-        self._results = ResultHandler(
-            judging=self._judging,
-            emitter=self._emitter,
-            chain=self._chain,
-            lock=self._lock,
-            cond=self._cond,
-            in_flight=self._in_flight,
-            tally=self._tally,
-            throttle=self._throttle,
         )
         if self._shutdown_called and self._state is not Lifecycle.DISABLED:
             self._state = Lifecycle.STOPPED  # a fork during shutdown: the child has nothing to finish
@@ -146,22 +147,29 @@ class Engine:
         # Counters restart at zero, so the child's own accounting invariant holds. A process worker's
         # child is the parent's: this process starts its own when it first evaluates.
         self._judging.reset_after_fork()
+        self.generation += 1
         self._init_state()
 
     # --- hot path -----------------------------------------------------------------------------
-    def admit(self, trace_id: int, facts: SelectionFacts | None = None) -> Admission:
+    def admit(
+        self, trace_id: int, facts: SelectionFacts | None = None, lost: DropReason | None = None
+    ) -> Ticket | Admission:
         unselected = self.unselected(trace_id, facts)
         with self._lock:
             self._tally.captured += 1
             if unselected is not None:
                 self._tally.count((unselected, None))
                 return refused(unselected)
+            if lost is not None:  # already lost: no rate-cap token, no look at the queue or the budget
+                self._tally.count(("dropped", lost))
+                return refused(lost)
             # Refuse now what submit() would refuse, so the capture path stops tracking it (a refused
             # interaction costs the request path no capture work).
             reason, _ = self._admission(at_capture=True)
-            if reason is None:
-                return ADMITTED
-            suppressed = self._refuse(reason)
+            if reason is not None:
+                suppressed = self._refuse(reason)
+        if reason is None:
+            return Ticket(self, trace_id=trace_id, facts=facts)
         self._drop_log.log(reason, suppressed)
         return refused(reason)
 
@@ -179,14 +187,25 @@ class Engine:
         """The selection rules, or ``None`` when none are configured."""
         return self._chain.selection
 
-    def submit(self, interaction: Interaction) -> bool:
+    # --- closing a ticket (Ticket.submit / drop / its collection) ----------------------------------
+    def submit(self, ticket: Ticket, interaction: Interaction) -> bool | None:
         suppressed: int | None = None
         wake: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
         with self._lock:
-            reason, reserved = self._admission(at_capture=False)
+            if ticket._closed:
+                return None
+            ticket._closed = True
+            if ticket._generation != self.generation:
+                return False  # the parent's (admitted before a fork): counted there
+            try:
+                reason, reserved = self._admission(at_capture=False)
+            except Exception:  # pragma: no cover - defensive: never raise into the application
+                _log.exception("ctxutil evaluator: submit failed")
+                reason, reserved = "internal_error", None
             if reason is None:
                 self._seq += 1
-                self._queue.append(QueueEntry(self._seq, interaction, reserved))
+                ticket.seq, ticket.interaction, ticket.reserved = self._seq, interaction, reserved
+                self._queue.append(ticket)
                 if self._idle and self._loop is not None and self._wake is not None:
                     self._idle = False
                     wake = (self._loop, self._wake)
@@ -198,6 +217,30 @@ class Engine:
         if wake is not None:
             call_soon(wake[0], wake[1].set)
         return True
+
+    def drop(self, ticket: Ticket, reason: DropReason) -> bool:
+        with self._lock:
+            if ticket._closed:
+                return False
+            ticket._closed = True
+            if ticket._generation == self.generation:
+                self._tally.count(("dropped", reason))
+        return True
+
+    def collect(self, ticket: Ticket) -> bool:
+        """Lock-free (a finalizer): count a ticket collected open; ``True`` when that is a bug to warn
+        about (after shutdown it is one of the interactions shutdown left, counted ``shutdown``)."""
+        if ticket._generation != self.generation:
+            return False
+        stopped = self._shutdown_called
+        self._orphans.append("shutdown" if stopped else "internal_error")
+        return not stopped
+
+    def _fold_orphans(self) -> None:
+        """Under the lock: count the tickets collected open since the last fold."""
+        orphans = self._orphans
+        while orphans:
+            self._tally.count(("dropped", orphans.popleft()))
 
     def _admission(self, *, at_capture: bool) -> tuple[DropReason | None, float | None]:
         """Under the lock: ``(reason refused, None)`` or ``(None, judge tokens reserved)``.
@@ -216,20 +259,11 @@ class Engine:
         self._tally.count(("dropped", reason))
         return self._drop_log.due(reason)
 
-    def abandon(self, reason: DropReason) -> None:
-        with self._lock:
-            self._tally.count(("dropped", reason))
-
-    def count_lost(self, trace_id: int, reason: DropReason, facts: SelectionFacts | None = None) -> None:
-        unselected = self.unselected(trace_id, facts)
-        with self._lock:
-            self._tally.captured += 1
-            self._tally.count(("dropped", reason) if unselected is None else (unselected, None))
-
     # --- counters -----------------------------------------------------------------------------
     def stats(self) -> EvaluatorStats:
         throttled_s, throttled = (0.0, False) if self._throttle is None else self._throttle.throttled()
         with self._lock:
+            self._fold_orphans()
             return self._tally.snapshot(
                 in_flight=len(self._in_flight),
                 queue_size=len(self._queue),
@@ -274,7 +308,7 @@ class Engine:
             # itself costs CPU) and wait again, for ever at low fractions: one wait buys one start.
             delay = 0.0 if throttle is None or paid else throttle.delay()
             paid = False
-            entry: QueueEntry | None = None
+            entry: Ticket | None = None
             with self._lock:
                 state = self._state
                 if state is Lifecycle.STOPPED:
@@ -299,7 +333,7 @@ class Engine:
                 await wake.wait()
                 wake.clear()
                 continue
-            self._results.start(entry, semaphore, tasks)
+            self._start(entry, semaphore, tasks)
             if throttle is not None:
                 await self._start_more(throttle, semaphore, tasks)
 
@@ -323,7 +357,74 @@ class Engine:
             if entry is None:
                 semaphore.release()
                 return
-            self._results.start(entry, semaphore, tasks)
+            self._start(entry, semaphore, tasks)
+
+    # --- one started ticket: judged, the token budget settled, emitted, counted exactly once --------
+    def _start(self, entry: Ticket, semaphore: asyncio.Semaphore, tasks: set[asyncio.Task[None]]) -> None:
+        """On the loop: :meth:`_evaluate` ``entry`` as a task, held in ``tasks`` until it ends."""
+        task = asyncio.ensure_future(self._evaluate(entry, semaphore))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    async def _evaluate(self, entry: Ticket, semaphore: asyncio.Semaphore) -> None:
+        """Judge ``entry``, emit its result and count its outcome; then release ``semaphore`` and tell
+        the CPU throttle, whatever happened (a cancellation counts ``dropped``/``shutdown``)."""
+        try:
+            await self._evaluate_entry(entry)
+        except asyncio.CancelledError:
+            self._finish(entry, ("dropped", "shutdown"))  # a no-op when shutdown already counted it
+            raise
+        except Exception:  # pragma: no cover - defensive: the accounting must still close
+            _log.exception("ctxutil evaluator: unexpected error evaluating an interaction")
+            self._finish(entry, ("failed", "internal_error"))
+        finally:
+            semaphore.release()
+            if self._throttle is not None:
+                self._throttle.finished(running=len(self._in_flight))
+
+    async def _evaluate_entry(self, entry: Ticket) -> None:
+        interaction = cast("Interaction", entry.interaction)  # set when it was queued
+        start = time.perf_counter()
+        judged = await self._judging.evaluate(interaction)
+        if isinstance(judged, Rejection):  # not evaluable: dropped, nothing to emit
+            self._chain.refund(entry.reserved)
+            _log.debug("interaction %s not evaluable: %s", interaction.id, judged.message)
+            self._finish(entry, ("dropped", judged.detail))
+            return
+        if isinstance(judged, Judged):  # timed where it ran (the process worker's child)
+            result, duration_s = judged.result, judged.duration_s
+        else:
+            result, duration_s = judged, time.perf_counter() - start
+        spent = None if result.usage is None else result.usage.total_tokens
+        if spent is None and result.error_type is None:
+            spent = 0  # a judge that reports no usage spent no tokens
+        self._chain.settle(entry.reserved, spent)
+        outcome = outcome_of(result)
+        with self._lock:
+            if entry.seq not in self._in_flight:
+                return  # shutdown's deadline passed: already counted as dropped
+            entry.outcome = outcome
+        self._emit(interaction, result, duration_s)
+        self._finish(entry, outcome)
+
+    def _emit(self, interaction: Interaction, result: MetricEvaluationResult, duration_s: float) -> None:
+        try:
+            self._emitter.emit(interaction, result, duration_s)
+        except Exception:
+            with self._lock:
+                self._tally.emit_errors += 1
+                first = self._tally.emit_errors == 1
+            if first:
+                _log.exception("ctxutil evaluator: the emitter raised (logged once; counted in emit_errors)")
+            else:
+                _log.debug("ctxutil evaluator: the emitter raised", exc_info=True)
+
+    def _finish(self, entry: Ticket, outcome: OutcomeKey) -> None:
+        with self._lock:
+            if self._in_flight.pop(entry.seq, None) is None:
+                return
+            self._tally.count(outcome)
+            self._cond.notify_all()
 
     # --- flush and shutdown -------------------------------------------------------------------
     def _flushed(self, target: int) -> bool:
@@ -359,6 +460,7 @@ class Engine:
         own_thread = threading.current_thread() is self._thread
         flushed = False if own_thread else self.force_flush(int((deadline - time.monotonic()) * 1000))
         with self._lock:
+            self._fold_orphans()
             left, refunds = self._tally.count_unfinished(self._queue, self._in_flight.values())
             self._queue.clear()
             self._in_flight.clear()

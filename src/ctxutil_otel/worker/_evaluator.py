@@ -11,7 +11,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .._accounting import Admission, DropReason
-from .._interaction import Interaction
 from .._selection import SelectionFacts
 from .._settings import Settings, SettingsError
 from ..emit._destinations import sdk_disabled, warn_if_nowhere
@@ -21,8 +20,9 @@ from ..metric._contextual_utilization import ContextualUtilization
 from ..sampling import TraceIdRatioSampler
 from ._engine import Engine
 from ._process import ChildProcessJudging
-from ._record import facts_of_call, hand_off, interaction_of_call
+from ._record import facts_of_call, interaction_of_call
 from ._stats import EvaluatorStats
+from ._ticket import Ticket
 from ._types import EvaluationEmitter
 
 if TYPE_CHECKING:
@@ -47,13 +47,14 @@ class Evaluator:
     ``sampled_out``, ``dropped`` (by reason), ``evaluated``, ``not_applicable`` or ``failed`` (by
     ``error.type``).
 
-    Use it like an OpenTelemetry span processor: ``if ev.admit(trace_id): ev.submit(interaction)``
-    on the request path (both never block and never raise; an admitted interaction that will not be
-    submitted is ``ev.abandon(reason)``), ``force_flush()`` when results must be
-    out (tests, batch jobs), ``shutdown()`` at the end. An interpreter-exit hook calls
-    ``shutdown(shutdown_timeout_s)``; it runs before the OpenTelemetry providers' own exit hooks only
-    if the providers were created first (``atexit`` runs last-registered first), so create the
-    providers before the evaluator, or call ``shutdown()`` yourself before shutting them down.
+    Use it like an OpenTelemetry span processor: ``ev.admit(trace_id).submit(interaction)`` on the
+    request path (neither blocks nor raises): :meth:`admit` answers with a :class:`Ticket`, closed
+    exactly once by ``submit(interaction)`` or ``drop(reason)``, or with a refusal it already counted;
+    ``force_flush()`` when results must be out (tests, batch jobs), ``shutdown()`` at the end. An
+    interpreter-exit hook calls ``shutdown(shutdown_timeout_s)``; it runs before the OpenTelemetry
+    providers' own exit hooks only if the providers were created first (``atexit`` runs last-registered
+    first), so create the providers before the evaluator, or call ``shutdown()`` yourself before shutting
+    them down.
 
     The worker thread's CPU is budgeted (``max_worker_cpu_fraction``, default 3% of one core): it
     shares Python's GIL with the application's threads, so its CPU share, not its number of
@@ -93,6 +94,9 @@ class Evaluator:
     Raises:
         SettingsError: for an unknown setting or an invalid value (naming it and its variable), or
             an emission setting that disagrees with the ``emitter`` passed in (naming both values).
+
+    The settings are resolved once: an ``Emitter`` passed in without ``settings`` lends its own (what it
+    read from the environment), so the environment is never read twice.
         TypeError: for providers passed together with an ``emitter``.
 
     With ``OTEL_SDK_DISABLED=true`` nothing is evaluated: every captured interaction is counted dropped,
@@ -110,31 +114,14 @@ class Evaluator:
         logger_provider: _logs.LoggerProvider | None = None,
         **overrides: Any,
     ) -> None:
-        resolved = Settings(**overrides) if settings is None else settings.merged(**overrides)
-        if emitter is None:
-            emitter = build_emitter(
-                resolved,
-                tracer_provider=tracer_provider,
-                meter_provider=meter_provider,
-                logger_provider=logger_provider,
-            )
-        else:
-            given = [
-                name
-                for name, value in (
-                    ("tracer_provider", tracer_provider),
-                    ("meter_provider", meter_provider),
-                    ("logger_provider", logger_provider),
-                )
-                if value is not None
-            ]
-            if given:
-                raise TypeError(
-                    f"{', '.join(given)} and emitter= were both passed: the emitter already has its "
-                    "providers; give them to Emitter(...), or omit emitter= to let the Evaluator build "
-                    "one on them"
-                )
-            resolved = _agree_with_emitter(resolved, emitter, overrides)
+        resolved, emitter = _settings_and_emitter(
+            settings,
+            emitter,
+            overrides,
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+            logger_provider=logger_provider,
+        )
         self._settings = resolved
         self._record_logged = False  # record_interaction's first unexpected error was logged
         judging: ContextualUtilization | ChildProcessJudging
@@ -152,43 +139,15 @@ class Evaluator:
             warn_if_nowhere(tracer_provider, meter_provider, logger_provider)
         self._metric = metric
         self._emitter = emitter
-        engine = Engine(
-            judging,
-            emitter,
-            sample_rate=resolved.sample_rate,
-            selection_rules=resolved.selection_rules,
-            max_queue_size=resolved.max_queue_size,
-            max_concurrency=resolved.max_concurrency,
-            timeout_s=resolved.evaluation_timeout_s,
-            rate_limit=resolved.rate_limit,
-            token_budget=resolved.token_budget,
-            cpu_fraction=resolved.cpu_fraction,
-            disabled=disabled,
-        )
-        self._engine = engine
-        engine_ref = weakref.ref(engine)
-        try:
-            emitter.observe(  # positional: wrappers forwarding ``*args`` keep working
-                _weak_outcomes(engine_ref), _weak_queue_size(engine_ref), _weak_cpu_throttled_s(engine_ref)
-            )
-        except Exception:
-            _log.exception("ctxutil evaluator: emitter.observe raised; outcome metrics are not registered")
-        # Dropping the Evaluator lets the thread finish the queue and end (the engine outlives it
-        # only while draining). Weak references keep the exit hook from holding anything alive.
-        finalizer = weakref.finalize(self, engine.close)
-        finalizer.atexit = False
-        timeout_ms = int(resolved.shutdown_timeout_s * 1000)
-
-        def _shutdown_at_exit() -> None:
-            if (alive := engine_ref()) is not None:
-                alive.shutdown(timeout_ms)
-
-        self._atexit = _shutdown_at_exit
-        atexit.register(_shutdown_at_exit)
+        self._engine = engine = _engine_from(resolved, judging, emitter, disabled=disabled)
+        self._atexit = _hook(self, engine, resolved.shutdown_timeout_s)
 
     # --- request path -------------------------------------------------------------------------
-    def admit(self, trace_id: int, facts: SelectionFacts | None = None) -> Admission:
-        """Count one captured interaction and decide, at once, whether it will be evaluated.
+    def admit(
+        self, trace_id: int, facts: SelectionFacts | None = None, *, lost: DropReason | None = None
+    ) -> Ticket | Admission:
+        """Count one captured interaction and decide, at once, whether it will be evaluated: the one way
+        an interaction enters the evaluator.
 
         First selection, deterministic in ``trace_id`` (the 128-bit OpenTelemetry trace id as an
         ``int``): the first of the ``selection_rules`` matching ``facts`` (what the capture path knows:
@@ -203,27 +162,19 @@ class Evaluator:
         capture); judge token budget spent -> ``token_budget``. A refusal is counted and logged at most
         once per 10 s per reason.
 
-        Returns an :class:`~ctxutil_otel.worker.Admission`, truthy when admitted: the caller must then
-        :meth:`submit` or :meth:`abandon` the interaction exactly once. Refused (falsy, ``refused``
-        says how it was counted): the interaction is accounted for; capture nothing more. Never raises.
-        """
-        return self._engine.admit(trace_id, facts)
+        ``lost``: the interaction is already lost (evicted from a buffer, still buffered at shutdown,
+        not evaluable): it is counted ``sampled_out`` / ``not_selected`` when selection would not have
+        selected it, else ``dropped`` with ``lost``, without admission (no rate-cap token, no look at the
+        queue or the budgets, so lost interactions never eat the cap of valid ones); always refused.
 
-    def submit(self, interaction: Interaction) -> bool:
-        """Queue an admitted interaction for evaluation; never blocks, never raises.
-
-        Admission is asked again, because the queue may have filled since :meth:`admit`: after
-        shutdown -> dropped ``shutdown``; queue at ``max_queue_size`` -> dropped ``queue_full`` (the
-        NEWEST interaction, this one, is dropped); judge token budget spent -> ``token_budget`` (its
-        expected tokens are reserved here). The rate cap is not applied again. A refusal returns
-        ``False`` and logs a warning at most once per 10 s per reason.
+        Returns a :class:`~ctxutil_otel.worker.Ticket` when admitted (truthy): close it exactly once,
+        with ``ticket.submit(interaction)`` or ``ticket.drop(reason)`` (a second close, or a ticket
+        garbage-collected open, warns :class:`~ctxutil_otel.worker.TicketWarning`; the latter is counted
+        ``dropped`` ``internal_error``). Refused: an :class:`~ctxutil_otel.worker.Admission` (falsy,
+        ``refused`` says how it was counted; its ``submit`` / ``drop`` do nothing): the interaction is
+        accounted for; capture nothing more. Never raises.
         """
-        try:
-            return self._engine.submit(interaction)
-        except Exception:  # pragma: no cover - defensive: never raise into the application
-            _log.exception("ctxutil evaluator: submit failed")
-            self._engine.abandon("internal_error")
-            return False
+        return self._engine.admit(trace_id, facts, lost)
 
     def record_interaction(
         self,
@@ -286,28 +237,14 @@ class Evaluator:
             if not self._record_logged:
                 self._record_logged = True
                 _log.exception("ctxutil evaluator: record_interaction failed (counted capture_error)")
-            self.count_lost(0, "capture_error")  # the trace id is unknown: 0
+            self.admit(0, None, lost="capture_error")  # the trace id is unknown: 0
             return False
-        return hand_off(self, interaction, facts)  # admit, then submit: neither blocks nor raises
-
-    def abandon(self, reason: DropReason) -> None:
-        """Count an admitted interaction that will never be submitted as ``dropped`` with ``reason``
-        (``chain_error``, ``ttl_expired``, ``pending_full``, ``not_evaluable``, ``shutdown``, ...).
-        Never raises."""
-        self._engine.abandon(reason)
-
-    def count_lost(self, trace_id: int, reason: DropReason, facts: SelectionFacts | None = None) -> None:
-        """Count one captured interaction that was lost before it was admitted (evicted from a buffer,
-        still buffered at shutdown, not evaluable): ``sampled_out`` / ``not_selected`` when selection
-        (as in :meth:`admit`, with ``facts``) would not have selected it, else ``dropped`` with
-        ``reason``. Takes no rate-cap token and does not look at the queue or the budgets (:meth:`admit`
-        then :meth:`abandon` would spend admission on it). Never raises."""
-        self._engine.count_lost(trace_id, reason, facts)
+        return self.admit(interaction.trace_id, facts).submit(interaction)  # neither blocks nor raises
 
     def would_sample(self, trace_id: int, facts: SelectionFacts | None = None) -> bool:
         """The selection decision of :meth:`admit` alone (rules with ``facts``, else ``sample_rate``);
-        counts nothing, never raises. For a capture path that must decide whether to do capture work
-        before it can count."""
+        counts nothing, hands nothing over, never raises. For a capture path that must decide whether to
+        do capture work before it can count."""
         return self._engine.would_sample(trace_id, facts)
 
     @property
@@ -375,6 +312,97 @@ class Evaluator:
             f"Evaluator(sample_rate={s.sample_rate}, judge={s.judge!r}, max_queue_size={s.max_queue_size}, "
             f"max_concurrency={s.max_concurrency}, shutdown={self._engine.is_shutdown})"
         )
+
+
+def _settings_and_emitter(
+    settings: Settings | None,
+    emitter: EvaluationEmitter | None,
+    overrides: Mapping[str, Any],
+    *,
+    tracer_provider: trace.TracerProvider | None,
+    meter_provider: metrics.MeterProvider | None,
+    logger_provider: _logs.LoggerProvider | None,
+) -> tuple[Settings, EvaluationEmitter]:
+    """The settings, resolved once (``overrides`` > ``settings``, else the emitter's own, else the
+    environment > defaults), and the emitter: built from them on the providers, or the one passed in,
+    whose emission settings win (:func:`_agree_with_emitter`)."""
+    if emitter is None:
+        resolved = Settings(**overrides) if settings is None else settings.merged(**overrides)
+        emitter = build_emitter(
+            resolved,
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+            logger_provider=logger_provider,
+        )
+        return resolved, emitter
+    given = [
+        name
+        for name, value in (
+            ("tracer_provider", tracer_provider),
+            ("meter_provider", meter_provider),
+            ("logger_provider", logger_provider),
+        )
+        if value is not None
+    ]
+    if given:
+        raise TypeError(
+            f"{', '.join(given)} and emitter= were both passed: the emitter already has its "
+            "providers; give them to Emitter(...), or omit emitter= to let the Evaluator build "
+            "one on them"
+        )
+    if settings is None:  # an Emitter that read the environment: its reading, not a second one
+        settings = getattr(emitter, "settings", None)
+    resolved = settings.merged(**overrides) if isinstance(settings, Settings) else Settings(**overrides)
+    return _agree_with_emitter(resolved, emitter, overrides), emitter
+
+
+def _engine_from(
+    settings: Settings,
+    judging: ContextualUtilization | ChildProcessJudging,
+    emitter: EvaluationEmitter,
+    *,
+    disabled: bool,
+) -> Engine:
+    """The engine the settings configure, its outcome metrics registered on ``emitter`` (through weak
+    references: the callbacks never keep it alive)."""
+    engine = Engine(
+        judging,
+        emitter,
+        sample_rate=settings.sample_rate,
+        selection_rules=settings.selection_rules,
+        max_queue_size=settings.max_queue_size,
+        max_concurrency=settings.max_concurrency,
+        timeout_s=settings.evaluation_timeout_s,
+        rate_limit=settings.rate_limit,
+        token_budget=settings.token_budget,
+        cpu_fraction=settings.cpu_fraction,
+        disabled=disabled,
+    )
+    engine_ref = weakref.ref(engine)
+    try:
+        emitter.observe(  # positional: wrappers forwarding ``*args`` keep working
+            _weak_outcomes(engine_ref), _weak_queue_size(engine_ref), _weak_cpu_throttled_s(engine_ref)
+        )
+    except Exception:
+        _log.exception("ctxutil evaluator: emitter.observe raised; outcome metrics are not registered")
+    return engine
+
+
+def _hook(evaluator: Evaluator, engine: Engine, shutdown_timeout_s: float) -> Callable[[], None]:
+    """Tie ``engine`` to ``evaluator``'s life: dropping the Evaluator lets the thread finish the queue and
+    end (the engine outlives it only while draining), and an interpreter-exit hook shuts it down. Weak
+    references keep the exit hook from holding anything alive. Returns the hook (to unregister)."""
+    finalizer = weakref.finalize(evaluator, engine.close)
+    finalizer.atexit = False
+    engine_ref = weakref.ref(engine)
+    timeout_ms = int(shutdown_timeout_s * 1000)
+
+    def _shutdown_at_exit() -> None:
+        if (alive := engine_ref()) is not None:
+            alive.shutdown(timeout_ms)
+
+    atexit.register(_shutdown_at_exit)
+    return _shutdown_at_exit
 
 
 def _metric_from(settings: Settings) -> ContextualUtilization:

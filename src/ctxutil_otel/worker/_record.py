@@ -1,11 +1,10 @@
 """``Evaluator.record_interaction``: a finished RAG interaction from an application without a framework,
 handed to the evaluator like any capture path's (docs/no-framework.md).
 
-Two steps, kept apart so that the hand-off can change without the call: :func:`interaction_of_call` turns
-the call's arguments into an :class:`~ctxutil_otel._interaction.Interaction` (references and a shallow copy
-of the chunk list: no validation here, the worker validates off the request path), and :func:`hand_off`
-gives one finished interaction to the evaluator through its admission (selection rules, sampling, rate
-cap, queue, token budget) and its queue: the only place that calls ``admit`` and ``submit`` for it.
+:func:`interaction_of_call` turns the call's arguments into an :class:`~ctxutil_otel._interaction.Interaction`
+(references and a shallow copy of the chunk list: no validation here, the worker validates off the request
+path) and :func:`facts_of_call` into the selection rules' facts; ``Evaluator.record_interaction`` then hands
+the interaction over as every capture path does, through one ticket: ``admit(...).submit(interaction)``.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Mapping, Sequence
-from typing import Protocol
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanContext
@@ -28,16 +26,7 @@ from ..emit._names import (
     DIMENSION_METADATA_PREFIX,
 )
 
-
-class Admitting(Protocol):
-    """What :func:`hand_off` needs of the evaluator (``Evaluator.admit`` and ``Evaluator.submit``)."""
-
-    def admit(self, trace_id: int, facts: SelectionFacts | None = None) -> object: ...
-
-    def submit(self, interaction: Interaction) -> bool: ...
-
-
-__all__ = ["SOURCE", "Admitting", "facts_of_call", "hand_off", "interaction_of_call"]
+__all__ = ["SOURCE", "facts_of_call", "interaction_of_call"]
 
 #: ``ctxutil.interaction.source`` of these interactions.
 SOURCE = "record_interaction"
@@ -87,15 +76,6 @@ def interaction_of_call(
 def facts_of_call(name: str | None, metadata: Mapping[str, object] | None) -> SelectionFacts:
     """What the selection rules see of the call: ``name`` as the root name, ``metadata``."""
     return SelectionFacts(root_name=name, metadata=dict(metadata) if metadata else None)
-
-
-def hand_off(evaluator: Admitting, interaction: Interaction, facts: SelectionFacts | None) -> bool:
-    """Give a finished ``interaction`` to ``evaluator``: admitted (counted captured, then selected,
-    sampled, rate-capped, queue and budget checked) and queued; ``True`` when queued. Every refusal is
-    counted by the evaluator. Never blocks, never raises (``admit`` and ``submit`` do neither)."""
-    if not evaluator.admit(interaction.trace_id, facts):
-        return False
-    return evaluator.submit(interaction)
 
 
 def _dimensions(

@@ -16,18 +16,17 @@ def _frozen(mapping: Mapping[str, int]) -> Mapping[str, int]:
     return MappingProxyType(dict(mapping))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EvaluatorStats:
     """A consistent snapshot of the evaluator's counters (all counts since construction, or since the
     ``os.fork()`` that created this process).
 
     Attributes:
-        captured: Interactions offered to :meth:`Evaluator.admit` or counted by
-            :meth:`Evaluator.count_lost`.
+        captured: Interactions offered to :meth:`Evaluator.admit` (``lost=`` ones included).
         sampled_out: Not selected by the trace-id ratio sampler (``sample_rate``; no selection rule
             matched).
         not_selected: A selection rule matched and its own ``sample_rate`` did not select the trace.
-        dropped: Refused or abandoned, by :data:`~ctxutil_otel.worker.DropReason` (each explained
+        dropped: Refused, or their ticket dropped, by :data:`~ctxutil_otel.worker.DropReason` (each explained
             there).
         evaluated: Scored (label ``pass`` or ``fail``).
         not_applicable: Judged, but no chunk was retrieved or relevant (label ``not_applicable``).
@@ -120,7 +119,7 @@ class EvaluatorStats:
 
     @property
     def pending(self) -> int:
-        """``captured - finished``: queued, in flight, or admitted and not yet submitted/abandoned."""
+        """``captured - finished``: queued, in flight, or admitted and their ticket not yet closed."""
         return self.captured - self.finished
 
     def outcomes(self) -> dict[tuple[str, str | None], int]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from .._accounting import OutcomeKey
 from ._stats import EvaluatorStats
-from ._types import QueueEntry
+from ._ticket import Ticket
 
 __all__ = ["Tally"]
 
@@ -32,7 +32,7 @@ class Tally:
         self.outcomes[key] = self.outcomes.get(key, 0) + 1
 
     def count_unfinished(
-        self, queued: Iterable[QueueEntry], running: Iterable[QueueEntry]
+        self, queued: Iterable[Ticket], running: Iterable[Ticket]
     ) -> tuple[int, list[float | None]]:
         """At shutdown's deadline: every queued entry and every running one not yet evaluated is
         ``dropped``/``shutdown``; one evaluated and being emitted counts its real outcome. Returns how

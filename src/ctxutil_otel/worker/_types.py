@@ -1,4 +1,4 @@
-"""Types shared by the worker's modules: the emitter protocol, queue entries, a result's outcome."""
+"""Types shared by the worker's modules: the emitter protocol, the judging protocol, a result's outcome."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from .._interaction import Interaction
 from ..metric._results import MetricEvaluationResult
 from ._convert import Rejection
 
-__all__ = ["EvaluationEmitter", "Judged", "Judging", "Lifecycle", "QueueEntry", "outcome_of"]
+__all__ = ["EvaluationEmitter", "Judged", "Judging", "Lifecycle", "outcome_of"]
 
 
 class EvaluationEmitter(Protocol):
@@ -62,16 +62,6 @@ class Judging(Protocol):
     def reset_after_fork(self) -> None:
         """In a forked child: forget what belongs to the parent (never use or stop it)."""
         ...
-
-
-@dataclass(slots=True)
-class QueueEntry:
-    """One admitted interaction on its way through the queue and the worker."""
-
-    seq: int
-    interaction: Interaction
-    reserved: float | None  # judge tokens reserved from the budget at admission
-    outcome: OutcomeKey | None = None  # known once evaluated, counted when removed from _in_flight
 
 
 def outcome_of(result: MetricEvaluationResult) -> OutcomeKey:

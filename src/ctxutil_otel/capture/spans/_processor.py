@@ -16,9 +16,10 @@ Sampling and accounting (exact, per turn):
     assembling them). Each turn assembled from a sampled trace is counted once (one ``captured``)
     by exactly one call: a turn that closes and converts to an interaction is admitted with
     ``Evaluator.admit(trace_id)`` (which takes a rate-cap token, and may refuse it, counted
-    ``dropped`` ``queue_full`` / ``rate_limited`` / ``token_budget`` / ``shutdown``), then
-    ``submit(interaction)``; a turn that is already lost is counted with
-    ``Evaluator.count_lost(trace_id, reason)``, which takes no token and ignores the queue, so lost turns
+    ``dropped`` ``queue_full`` / ``rate_limited`` / ``token_budget`` / ``shutdown``), then submitted on
+    the ticket it answers with, at once (a trace's buffer holds records, never an admitted turn: no
+    ticket outlives the call); a turn that is already lost is counted with
+    ``Evaluator.admit(trace_id, lost=reason)``, which takes no token and ignores the queue, so lost turns
     never eat the rate cap of valid ones nor hide their reason: ``not_evaluable`` (content not
     captured by the instrumentation, or unreadable: malformed/truncated attributes, a retrieval or
     model span no reader recognises, retrieval and generation spans that pair into no turn, no query,
@@ -301,7 +302,7 @@ class UtilizationSpanProcessor(SpanProcessor):
         if turns:
             self._submit(turns, closing, _selection_facts(closing) if self._select else None)
         for turn, reason in evicted:
-            self.evaluator.count_lost(turn.trace_id, reason)
+            self.evaluator.admit(turn.trace_id, lost=reason)
         if expired:
             self._discard(expired, TTL_EXPIRED)
 
@@ -312,16 +313,16 @@ class UtilizationSpanProcessor(SpanProcessor):
 
     def _submit(self, turns: list[Turn], closing: ReadableSpan, facts: SelectionFacts | None) -> None:
         """Convert each closed turn first (``closing``: the span that closed it, for its chain name), then
-        admit only a convertible one: a turn that is not evaluable is already lost, so it is counted with
-        ``count_lost`` and takes no rate-cap token."""
+        admit only a convertible one: a turn that is not evaluable is already lost, so it is counted
+        ``lost`` and takes no rate-cap token."""
         evaluator = self.evaluator
         for turn in turns:
             interaction = to_interaction(turn, closing, self._metadata_keys)
             if isinstance(interaction, NotEvaluable):
                 self._not_evaluable(interaction)
-                evaluator.count_lost(turn.trace_id, interaction.reason, facts)
-            elif evaluator.admit(turn.trace_id, facts):
-                evaluator.submit(interaction)
+                evaluator.admit(turn.trace_id, facts, lost=interaction.reason)
+            else:
+                evaluator.admit(turn.trace_id, facts).submit(interaction)
 
     def _not_evaluable(self, verdict: NotEvaluable) -> None:
         """Count the cause; warn the first time each ``(cause, convention)`` is seen."""
@@ -340,10 +341,11 @@ class UtilizationSpanProcessor(SpanProcessor):
 
     def _discard(self, turns: list[Turn], reason: DropReason) -> None:
         """Count turns that are already lost (expired, still buffered at shutdown) with ``reason``,
-        without admission: ``Evaluator.count_lost`` takes no rate-cap token and ignores the queue."""
+        without admission: ``Evaluator.admit(..., lost=reason)`` takes no rate-cap token and ignores the
+        queue."""
         evaluator = self.evaluator
         for turn in turns:
-            evaluator.count_lost(turn.trace_id, reason)
+            evaluator.admit(turn.trace_id, lost=reason)
 
     def _on_error(self) -> None:
         self.errors += 1
