@@ -129,7 +129,7 @@ class SettingsFields(BaseSettings):
         ),
     )
     # --- judge and metric ---------------------------------------------------------------------
-    judge: Literal["learned", "lexical", "openai"] = Field(
+    judge: Literal["learned", "semantic", "lexical", "openai"] = Field(
         default="learned",
         description=(
             "Which judge decides relevance and utilization (CTXUTIL_JUDGE, default learned): 'learned' "

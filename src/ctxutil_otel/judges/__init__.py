@@ -1,6 +1,8 @@
 """Judges decide, per chunk, relevance to the query and utilization by the answer.
 
 * :class:`LearnedJudge`: offline, deterministic, pure Python gradient-boosted trees (the default).
+* :class:`SemanticJudge`: offline, deterministic; relevance from the query alone with word embeddings
+  beside the lexical features (needs the ``semantic`` extra: ``pip install 'ctxutil-otel[semantic]'``).
 * :class:`LexicalJudge`: offline, deterministic, pure Python word-overlap rules.
 * :class:`OpenAIJudge`: any OpenAI-compatible chat model, one call per interaction.
 
@@ -29,6 +31,8 @@ from ._lexical import LexicalJudge
 
 if TYPE_CHECKING:
     from ._openai import OpenAIJudge
+    from ._semantic import SemanticJudge
+    from ._semantic_embed import SemanticExtraMissingError
 
 __all__ = [
     "ChunkVerdict",
@@ -40,6 +44,8 @@ __all__ = [
     "LexicalJudge",
     "ModelFileError",
     "OpenAIJudge",
+    "SemanticExtraMissingError",
+    "SemanticJudge",
     "TokenUsage",
     "VerdictMismatchError",
     "load_model",
@@ -52,4 +58,13 @@ def __getattr__(name: str) -> Any:
         from ._openai import OpenAIJudge
 
         return OpenAIJudge
+    # SemanticJudge's module is light; its numpy and tokenizers are imported when one is built.
+    if name == "SemanticJudge":
+        from ._semantic import SemanticJudge
+
+        return SemanticJudge
+    if name == "SemanticExtraMissingError":
+        from ._semantic_embed import SemanticExtraMissingError
+
+        return SemanticExtraMissingError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
