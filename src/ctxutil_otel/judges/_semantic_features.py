@@ -74,7 +74,7 @@ RELEVANCE_SEMANTIC: tuple[str, ...] = (
     + tuple(f"{n}_rank" for n in _Q_RANKED)
     + tuple(f"{n}_gap" for n in _Q_RANKED)
     + tuple(f"{n}_z" for n in _Q_RANKED)
-    + ("sem_q_best_any", "sem_q_mean_any")
+    + ("sem_q_best_any", "sem_q_mean_any", "sem_c_top", "sem_c_mean")
 )
 USE_SEMANTIC: tuple[str, ...] = (
     _A_VALUES
@@ -190,6 +190,14 @@ def semantic_features(
     a_values = [a_chunk, a_sent, a_cover, a_src]
     a_extra = [_ranked(a_chunk), _ranked(a_sent), _ranked(a_cover)]
     q_any = [max(q_sent), sum(q_chunk) / n]
+    # Each chunk's cosine with the chunk most like the query (with the next one, for that chunk itself),
+    # and its mean cosine with the other chunks: what the chunks retrieved together share.
+    cc = c @ c.T
+    by_query = sorted(range(n), key=lambda i: (-q_chunk[i], chunks[i]))
+    c_top = [
+        float(cc[i, by_query[0] if i != by_query[0] else by_query[1]]) if n > 1 else 1.0 for i in range(n)
+    ]
+    c_mean = [float((cc[i].sum() - cc[i, i]) / (n - 1)) if n > 1 else 1.0 for i in range(n)]
     a_any = [float(a @ q) if answer_parts else 0.0, max(a_sent)]
     relevance: list[list[float]] = []
     utilization: list[list[float]] = []
@@ -200,6 +208,7 @@ def semantic_features(
             + [e[1][i] for e in q_extra]
             + [e[2][i] for e in q_extra]
             + q_any
+            + [c_top[i], c_mean[i]]
         )
         a_row = (
             [vals[i] for vals in a_values]

@@ -67,7 +67,8 @@ class ContextualUtilization:
 
     Args:
         judge: Any :class:`~ctxutil_otel.judges.Judge`; defaults to the offline
-            :class:`~ctxutil_otel.judges.LearnedJudge` (no network, no key).
+            :class:`~ctxutil_otel.judges.SemanticJudge` (no network, no key; with the ``semantic`` extra
+            missing, :class:`~ctxutil_otel.judges.LearnedJudge` and one warning).
         threshold: Pass threshold in [0, 1]; a result passes when ``score >= threshold`` (0.0 is
             honoured: every scored result passes).
         mode: :class:`EvaluationMode` (``GRANULAR`` reasons per chunk, or ``FAST`` without).
@@ -92,9 +93,9 @@ class ContextualUtilization:
         ):
             raise ValueError(f"threshold must be a number in [0, 1], got {threshold!r}")
         if judge is None:
-            from ..judges._learned import LearnedJudge
+            from ..judges._from_settings import default_judge
 
-            judge = LearnedJudge()
+            judge = default_judge()
         self.judge: Judge = judge
         self.threshold = float(threshold)
         self.mode = EvaluationMode(mode)
