@@ -82,7 +82,7 @@ def test_shipped_model_outputs_on_the_bundled_sample_match_the_recorded_fingerpr
 # DESIGN.md's examples the shipped model misses (xfail strict: one that starts passing fails the run until its
 # entry is deleted), with what it says instead (R relevant, U utilized, - neither; docs/judges.md).
 DESIGN_MISSES = {
-    "design-python": "- - RU: the two chunks worded apart from the query read as irrelevant (score still 1.0)",
+    "design-python": "- - RU: the chunks worded apart from the query read as irrelevant (score still 1.0)",
     "design-boiling-point": "RU RU R: the ice-cream chunk (freezing point of water) reads relevant (0.67)",
     "design-exercise": "RU RU R R: the gyms chunk (shares 'exercise') reads relevant (0.5)",
 }
