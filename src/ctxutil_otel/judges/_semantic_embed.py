@@ -105,8 +105,11 @@ class StaticEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        encodings = self.tokenizer.encode_batch(texts, add_special_tokens=False)
-        for k, enc in enumerate(encodings):
+        # One text at a time on the calling thread: encode_batch would spread the work over the tokenizers
+        # library's own thread pool, whose CPU the worker's budget (its thread's CPU clock) cannot see, and
+        # which the library disables, with a warning, in a child after os.fork().
+        for k, text in enumerate(texts):
+            enc = self.tokenizer.encode(text, add_special_tokens=False)
             ids = enc.ids[: self.max_tokens]
             if ids:
                 v = self.table[ids].sum(axis=0)
