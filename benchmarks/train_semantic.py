@@ -239,23 +239,16 @@ def training_sets(
     return rx, ry, rw, ux, uy, uw
 
 
-def relevance_monotonic() -> list[int]:
+def relevance_monotonic(which: str = "all") -> list[int]:
     """P(relevant) never falls as the query's evidence in a chunk grows (its overlap, BM25 and cosines up,
     its rank and gap to the best chunk down). A variant (``--monotonic``): it keeps the trees from learning
     the seed-style sets' construction (distractors share the query's words), but measured worse with a
     domain held out (docs/judges-study.md)."""
     from ctxutil_otel.judges._semantic_features import RELEVANCE_FEATURES
 
-    up = (
-        "q_cover_global",
-        "q_cover_local",
-        "q_bm25",
-        "q_bigram",
-        "s_q_cover",
-        "sem_q_chunk",
-        "sem_q_sent",
-        "sem_q_top2",
-    )
+    lexical = ("q_cover_global", "q_cover_local", "q_bm25", "q_bigram", "s_q_cover")
+    semantic = ("sem_q_chunk", "sem_q_sent", "sem_q_top2")
+    up = {"all": lexical + semantic, "lexical": lexical, "semantic": semantic}[which]
     out = []
     for name in RELEVANCE_FEATURES:
         base = name.removesuffix("_rank").removesuffix("_gap").removesuffix("_z")
@@ -284,7 +277,9 @@ def fit(examples: Sequence[Variant], args: argparse.Namespace) -> tuple[Any, Any
         )
 
     rx, ry, rw, ux, uy, uw = training_sets(examples)
-    rel = model(relevance_monotonic() if args.monotonic else None).fit(rx, ry, sample_weight=rw)
+    rel = model(relevance_monotonic(args.monotonic_on) if args.monotonic else None).fit(
+        rx, ry, sample_weight=rw
+    )
     return rel, model().fit(ux, uy, sample_weight=uw)
 
 
@@ -520,6 +515,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                     "l2_regularization",
                     "seed_weight",
                     "monotonic",
+                    "monotonic_on",
                     "vocabulary",
                 )
             },
@@ -569,7 +565,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-leaf-nodes", type=int, default=15)
     parser.add_argument("--min-samples-leaf", type=int, default=20)
     parser.add_argument("--l2-regularization", type=float, default=1.0)
-    parser.add_argument("--seed-weight", type=float, default=4.0, help="training weight of seed-style rows")
+    parser.add_argument("--seed-weight", type=float, default=1.0, help="training weight of seed-style rows")
     parser.add_argument("--vocabulary", type=int, default=25_000, help="wordfreq words exported")
     parser.add_argument(
         "--monotonic",
@@ -578,11 +574,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="P(relevant) monotonic in the query evidence (relevance_monotonic; a variant: worse out of "
         "fold, docs/judges-study.md)",
     )
+    parser.add_argument(
+        "--monotonic-on",
+        choices=("all", "lexical", "semantic"),
+        default="all",
+        help="with --monotonic: the query-evidence features constrained (word overlap, cosines, or both)",
+    )
     parser.add_argument("--loso-only", action="store_true", help="print the held-out figures and stop")
     parser.add_argument("--check", action="store_true", help="compare with --out instead of writing it")
     raw_argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(raw_argv)
-    args.argv = [a for a in raw_argv if a not in ("--check",) and not a.startswith(("--out", "--train"))]
+    # The provenance's command: the options that shape the model (not --check, --out, --train, their values).
+    args.argv = []
+    skipping = False
+    for a in raw_argv:
+        if a in ("--out", "--train"):
+            skipping = True
+        elif a.startswith("--"):
+            skipping = False
+            if a != "--check" and not a.startswith(("--out=", "--train=")):
+                args.argv.append(a)
+        elif not skipping:
+            args.argv.append(a)
     for path in args.train:
         if not path.is_file():
             parser.error(f"--train: no file at {path}")

@@ -25,7 +25,7 @@ from ctxutil_otel.judges._semantic_model import load_semantic_model, shipped_sem
 # sha256 of the shipped model's verdicts and probabilities (rounded to 4 places: the embeddings are float32
 # sums) on the bundled sample. Changes only when the model or the features change: retrain, check
 # docs/judges.md, then update.
-SAMPLE_FINGERPRINT = "2330975339ad4a31039a111207acd6ef6105adab4a6efabb4763b13b2dee0dfe"
+SAMPLE_FINGERPRINT = "7f2fc23b0fccc0299c44b267f5314aa291f8eba72180f5935a37f3522ffd15c1"
 
 
 def _document() -> dict[str, Any]:
@@ -82,7 +82,8 @@ def test_shipped_model_outputs_on_the_bundled_sample_match_the_recorded_fingerpr
 # DESIGN.md's examples the shipped model misses (xfail strict: one that starts passing fails the run until its
 # entry is deleted), with what it says instead (R relevant, U utilized, - neither; docs/judges.md).
 DESIGN_MISSES = {
-    "design-python": "- - RU: the chunks worded apart from the query read as irrelevant (score still 1.0)",
+    "design-green-tea": "RU RU R R: 'Tea originated in China' reads relevant (0.5, not 0.67)",
+    "design-python": "RU - RU: the Guido van Rossum chunk reads irrelevant (score still 1.0)",
     "design-boiling-point": "RU RU R: the ice-cream chunk (freezing point of water) reads relevant (0.67)",
     "design-exercise": "RU RU R R: the gyms chunk (shares 'exercise') reads relevant (0.5)",
 }
@@ -249,3 +250,19 @@ def test_the_default_falls_back_to_the_learned_judge_with_one_warning_without_th
     assert done.stdout.strip() == "learned learned"
     warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING")]
     assert len(warnings) == 1 and "pip install 'ctxutil-otel[semantic]'" in warnings[0]
+
+
+@pytest.mark.parametrize("query", ["what is python", "What is Python?", "Who created Python?"])
+def test_a_chunk_that_states_what_the_query_asks_is_relevant(query: str) -> None:
+    # The interaction of the worker tests (tests/worker/conftest.py). A model that learnt the seed-style
+    # training set's construction (its distractors share the query's words) called every chunk irrelevant
+    # here, so the interaction was not applicable (model ...-2f576da3: P(relevant) 0.16, 0.11, 0.11).
+    answer = "Python is a high-level programming language created by Guido van Rossum."
+    chunks = [
+        "Python is a high-level programming language.",
+        "Guido van Rossum created Python.",
+        "Ice cream.",
+    ]
+    verdicts = SemanticJudge().judge_sync(query, answer, chunks, reasons=False)
+    assert verdicts[0].is_relevant and verdicts[0].is_utilized
+    assert not verdicts[2].is_relevant
