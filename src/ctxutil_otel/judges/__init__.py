@@ -1,8 +1,9 @@
 """Judges decide, per chunk, relevance to the query and utilization by the answer.
 
-* :class:`LearnedJudge`: offline, deterministic, pure Python gradient-boosted trees (the default).
 * :class:`SemanticJudge`: offline, deterministic; relevance from the query alone with word embeddings
-  beside the lexical features (needs the ``semantic`` extra: ``pip install 'ctxutil-otel[semantic]'``).
+  beside the lexical features (the default; needs the ``semantic`` extra:
+  ``pip install 'ctxutil-otel[semantic]'``, without which the default is the learned judge).
+* :class:`LearnedJudge`: offline, deterministic, pure Python gradient-boosted trees.
 * :class:`LexicalJudge`: offline, deterministic, pure Python word-overlap rules.
 * :class:`OpenAIJudge`: any OpenAI-compatible chat model, one call per interaction.
 

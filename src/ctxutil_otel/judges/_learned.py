@@ -1,4 +1,5 @@
-"""LearnedJudge: the offline default judge, gradient-boosted trees over cheap lexical features.
+"""LearnedJudge: an offline judge, gradient-boosted trees over cheap lexical features (the default when the
+``semantic`` extra is not installed; :mod:`ctxutil_otel.judges._semantic` otherwise).
 
 How it decides (model trained by ``benchmarks/train_learned.py`` on ``ragbench_train.jsonl``; figures
 and provenance in ``docs/judges.md``):
@@ -78,7 +79,7 @@ def draws_on_nothing(query: str, answer: str) -> str:
 
 
 class LearnedJudge:
-    """The offline default judge: relevance and utilization from gradient-boosted trees (module docstring).
+    """Offline judge: relevance and utilization from gradient-boosted trees (module docstring).
 
     Deterministic (same input, same verdicts), pure Python, no network. ``name`` is ``"learned"`` and
     ``model`` the shipped model's id (``model_id`` in its provenance, e.g.
