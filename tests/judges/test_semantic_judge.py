@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -77,6 +78,18 @@ def test_shipped_model_carries_its_provenance() -> None:
 
 def test_shipped_model_outputs_on_the_bundled_sample_match_the_recorded_fingerprint() -> None:
     assert sample_fingerprint() == SAMPLE_FINGERPRINT
+
+
+def test_fingerprint_does_not_depend_on_the_hash_seed() -> None:
+    code = "from tests.judges.test_semantic_judge import sample_fingerprint; print(sample_fingerprint())"
+    outputs = set()
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+        )
+        outputs.add(done.stdout.strip())
+    assert outputs == {SAMPLE_FINGERPRINT}
 
 
 # DESIGN.md's examples the shipped model misses (xfail strict: one that starts passing fails the run until its
