@@ -33,23 +33,14 @@ from ctxutil_otel.judges._text import sentences  # noqa: E402
 
 
 def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float:
-    pos = [s for s, y in zip(scores, labels, strict=True) if y]
-    neg = [s for s, y in zip(scores, labels, strict=True) if not y]
-    if not pos or not neg:
-        return float("nan")
-    order = np.argsort(np.concatenate([pos, neg]), kind="mergesort")
-    ranks = np.empty(len(order))
-    values = np.concatenate([pos, neg])[order]
-    # average ranks for ties
-    i = 0
-    while i < len(values):
-        j = i
-        while j + 1 < len(values) and values[j + 1] == values[i]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2 + 1
-        i = j + 1
-    r_pos = ranks[: len(pos)].sum() if False else ranks[np.arange(len(pos))].sum()
-    return float((r_pos - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+    """P(a positive scores above a negative), ties 1/2 (the metric's ``auroc``); NaN when a side is empty."""
+    from ctxutil_otel.metric._agreement import auroc as pairs
+
+    area = pairs(
+        [s for s, y in zip(scores, labels, strict=True) if y],
+        [s for s, y in zip(scores, labels, strict=True) if not y],
+    )
+    return float("nan") if area is None else area
 
 
 def minilm() -> Callable[[list[str]], np.ndarray]:
