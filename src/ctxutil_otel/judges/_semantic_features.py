@@ -7,7 +7,8 @@
   :func:`~ctxutil_otel.judges._learned_features.chunk_features` computed from the query and the chunks
   only) and the cosines of the query with the chunk and with its best sentences, each with its rank, its
   gap to the best chunk and its z-score within the interaction (what generalises across domains is how a
-  chunk compares with its neighbours, not an absolute similarity level);
+  chunk compares with its neighbours, not an absolute similarity level), and the chunk's cosine with the
+  chunk most like the query and its mean cosine with the other chunks;
 * a **utilization row** (:data:`UTILIZATION_FEATURES`): every lexical feature, the relevance row's
   semantic values, and the answer's cosines with the chunk: whole texts, the best (answer sentence,
   chunk sentence) pair, the mean over answer sentences of their best chunk sentence, the share of answer
