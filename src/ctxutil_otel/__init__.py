@@ -6,7 +6,8 @@ The data flow (DESIGN.md): capture -> sample -> queue -> worker -> judge -> metr
   run) or :class:`UtilizationSpanProcessor` (spans from OpenInference / OpenTelemetry GenAI / OpenLLMetry
   instrumentation).
 * Worker: :class:`Evaluator` (sampling, bounded queue, background evaluation, accounting).
-* Judges and metric: :class:`LearnedJudge` (offline default), :class:`LexicalJudge`, :class:`OpenAIJudge`,
+* Judges and metric: :class:`SemanticJudge` (offline default with the ``semantic`` extra),
+  :class:`LearnedJudge` (offline default without it), :class:`LexicalJudge`, :class:`OpenAIJudge`,
   :class:`ContextualUtilization`.
 * Emission: :class:`Emitter`, :func:`configure_telemetry`.
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from .capture.spans import UtilizationSpanProcessor
     from .emit import Emitter, configure_telemetry
     from .judges._openai import OpenAIJudge
+    from .judges._semantic import SemanticJudge
     from .worker import Evaluator, EvaluatorStats
 
 __version__ = "0.1.0"
@@ -60,6 +62,7 @@ __all__ = [
     "MetricEvaluationResult",
     "MetricRunner",
     "OpenAIJudge",
+    "SemanticJudge",
     "Settings",
     "SettingsError",
     "TokenUsage",
@@ -76,6 +79,7 @@ _LAZY = {
     "Emitter": ".emit",
     "configure_telemetry": ".emit",
     "OpenAIJudge": ".judges._openai",
+    "SemanticJudge": ".judges._semantic",
     "Evaluator": ".worker",
     "EvaluatorStats": ".worker",
 }

@@ -129,11 +129,13 @@ class SettingsFields(BaseSettings):
         ),
     )
     # --- judge and metric ---------------------------------------------------------------------
-    judge: Literal["learned", "lexical", "openai"] = Field(
-        default="learned",
+    judge: Literal["semantic", "learned", "lexical", "openai"] = Field(
+        default="semantic",
         description=(
-            "Which judge decides relevance and utilization (CTXUTIL_JUDGE, default learned): 'learned' "
-            "(offline trees shipped in the package, no key), 'lexical' "
+            "Which judge decides relevance and utilization (CTXUTIL_JUDGE, default semantic): 'semantic' "
+            "(offline trees over word and embedding features, relevance from the query alone; needs the "
+            "'semantic' extra, without which it judges with 'learned' and warns once), 'learned' "
+            "(offline trees shipped in the package, no extra), 'lexical' "
             "(offline, deterministic, no key) or 'openai' (any OpenAI-compatible chat model)."
         ),
     )

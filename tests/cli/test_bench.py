@@ -45,7 +45,7 @@ def test_bench_json_on_the_bundled_sample(capsys: pytest.CaptureFixture[str]) ->
     rows = load_sample()
     assert set(report) >= KEYS
     assert report["n"] == len(rows) and report["errors"] == 0 and report["bad_lines"] == 0
-    assert report["judge"] == "learned" and report["judge_model"].startswith("ctxutil-gbdt-")
+    assert report["judge"] == "semantic" and report["judge_model"].startswith("ctxutil-semantic-gbdt-")
     assert report["evals_per_second"] > 0
     assert set(report["per_subset"]) == {row["subset"] for row in rows}
     assert sum(s["n"] for s in report["per_subset"].values()) == len(rows)

@@ -10,7 +10,7 @@ import pytest
 from opentelemetry.sdk.trace.sampling import Decision, TraceIdRatioBased
 
 from ctxutil_otel import DatasetItem
-from ctxutil_otel.judges import LearnedJudge, LexicalJudge
+from ctxutil_otel.judges import LexicalJudge, SemanticJudge
 from ctxutil_otel.metric import ContextualUtilization
 from ctxutil_otel.worker import Evaluator
 from tests.support.accounting import assert_accounted
@@ -79,7 +79,7 @@ async def test_the_emitter_gets_the_metric_s_result_in_full(make_evaluator: Make
 
 def test_default_metric_is_built_from_settings(make_evaluator: MakeEvaluator) -> None:
     evaluator = make_evaluator(threshold=0.9, mode="fast")
-    assert isinstance(evaluator.metric.judge, LearnedJudge)  # the default judge (issue 11)
+    assert isinstance(evaluator.metric.judge, SemanticJudge)  # the default judge (issue 26)
     assert evaluator.metric.threshold == 0.9
     assert evaluator.metric.mode.value == "fast"
 

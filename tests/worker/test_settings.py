@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from ctxutil_otel._settings import Settings, SettingsError, env_var
-from ctxutil_otel.judges import LearnedJudge, LexicalJudge
+from ctxutil_otel.judges import LearnedJudge, LexicalJudge, SemanticJudge
 from ctxutil_otel.judges._from_settings import build_judge
 from ctxutil_otel.metric import EvaluationMode
 
@@ -14,7 +14,7 @@ def test_defaults() -> None:
     s = Settings()
     assert (s.sample_rate, s.judge, s.judge_model, s.judge_base_url, s.judge_api_key) == (
         1.0,
-        "learned",
+        "semantic",
         None,
         None,
         None,
@@ -158,8 +158,9 @@ def test_settings_are_immutable() -> None:
         s.sample_rate = 0.1
 
 
-def test_build_judge_learned_by_default_and_lexical_on_request() -> None:
-    assert isinstance(build_judge(Settings()), LearnedJudge)
+def test_build_judge_semantic_by_default_and_the_others_on_request() -> None:
+    assert isinstance(build_judge(Settings()), SemanticJudge)
+    assert isinstance(build_judge(Settings(judge="learned")), LearnedJudge)
     assert isinstance(build_judge(Settings(judge="lexical")), LexicalJudge)
 
 

@@ -1,6 +1,9 @@
 """Judges decide, per chunk, relevance to the query and utilization by the answer.
 
-* :class:`LearnedJudge`: offline, deterministic, pure Python gradient-boosted trees (the default).
+* :class:`SemanticJudge`: offline, deterministic; relevance from the query alone with word embeddings
+  beside the lexical features (the default; needs the ``semantic`` extra:
+  ``pip install 'ctxutil-otel[semantic]'``, without which the default is the learned judge).
+* :class:`LearnedJudge`: offline, deterministic, pure Python gradient-boosted trees.
 * :class:`LexicalJudge`: offline, deterministic, pure Python word-overlap rules.
 * :class:`OpenAIJudge`: any OpenAI-compatible chat model, one call per interaction.
 
@@ -30,6 +33,8 @@ from ._lexical import LexicalJudge
 
 if TYPE_CHECKING:
     from ._openai import OpenAIJudge
+    from ._semantic import SemanticJudge
+    from ._semantic_embed import SemanticExtraMissingError
 
 __all__ = [
     "ChunkVerdict",
@@ -41,10 +46,20 @@ __all__ = [
     "LexicalJudge",
     "ModelFileError",
     "OpenAIJudge",
+    "SemanticExtraMissingError",
+    "SemanticJudge",
     "TokenUsage",
     "VerdictMismatchError",
     "load_model",
 ]
 
-# OpenAIJudge imports the openai SDK: loaded only when asked for.
-__getattr__ = lazy_attributes(__name__, {"OpenAIJudge": "._openai"})
+# OpenAIJudge imports the openai SDK; SemanticJudge's module is light (its numpy and tokenizers are imported
+# when one is built): each is loaded only when asked for.
+__getattr__ = lazy_attributes(
+    __name__,
+    {
+        "OpenAIJudge": "._openai",
+        "SemanticJudge": "._semantic",
+        "SemanticExtraMissingError": "._semantic_embed",
+    },
+)

@@ -3,17 +3,47 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .._settings import Settings
     from ._base import Judge
 
-__all__ = ["build_judge"]
+__all__ = ["build_judge", "default_judge"]
+
+_log = logging.getLogger("ctxutil_otel.judges")
+_warned = threading.Event()
+
+
+def default_judge() -> Judge:
+    """The default judge: :class:`~ctxutil_otel.judges.SemanticJudge` when the ``semantic`` extra is
+    installed, else :class:`~ctxutil_otel.judges.LearnedJudge`, with one warning per process naming the extra
+    (the judge's ``name``, reported as ``ctxutil.judge.name``, says which one judged)."""
+    from ._semantic_embed import SemanticExtraMissingError
+
+    try:
+        from ._semantic import SemanticJudge
+
+        return SemanticJudge()
+    except SemanticExtraMissingError as exc:
+        if not _warned.is_set():
+            _warned.set()
+            _log.warning(
+                "ctxutil-otel: the default judge 'semantic' is not installed (%s); judging with 'learned', "
+                "which misses relevant chunks the answer ignored (docs/judges.md)",
+                exc,
+            )
+        from ._learned import LearnedJudge
+
+        return LearnedJudge()
 
 
 def build_judge(settings: Settings) -> Judge:
     """Build the configured judge: :class:`~ctxutil_otel.judges.LearnedJudge` for ``"learned"``,
+    :class:`~ctxutil_otel.judges.SemanticJudge` for ``"semantic"`` (:func:`default_judge`: without the
+    ``semantic`` extra, the learned judge and one warning),
     :class:`~ctxutil_otel.judges.LexicalJudge` for ``"lexical"``, or
     ``OpenAIJudge.from_settings(settings)`` for ``"openai"`` (the configured values, which the settings
     validated; the judge's own defaults and ``OPENAI_API_KEY`` apply otherwise).
@@ -25,6 +55,8 @@ def build_judge(settings: Settings) -> Judge:
         from ._learned import LearnedJudge
 
         return LearnedJudge()
+    if settings.judge == "semantic":
+        return default_judge()
     if settings.judge == "lexical":
         from ._lexical import LexicalJudge
 

@@ -1,4 +1,5 @@
-"""LearnedJudge: the offline default judge, gradient-boosted trees over cheap lexical features.
+"""LearnedJudge: an offline judge, gradient-boosted trees over cheap lexical features (the default when the
+``semantic`` extra is not installed; :mod:`ctxutil_otel.judges._semantic` otherwise).
 
 How it decides (model trained by ``benchmarks/train_learned.py`` on ``ragbench_train.jsonl``; figures
 and provenance in ``docs/judges.md``):
@@ -35,7 +36,7 @@ no numpy at run time.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ._base import ChunkVerdict, JudgeResult
@@ -44,7 +45,7 @@ from ._learned_features import ChunkEvidence, chunk_features
 from ._learned_model import LearnedModel, shipped_model
 from ._text import has_words, words
 
-__all__ = ["ChunkProbabilities", "LearnedJudge", "draws_on_nothing"]
+__all__ = ["ChunkProbabilities", "LearnedJudge", "draws_on_nothing", "judge_capped"]
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def draws_on_nothing(query: str, answer: str) -> str:
 
 
 class LearnedJudge:
-    """The offline default judge: relevance and utilization from gradient-boosted trees (module docstring).
+    """Offline judge: relevance and utilization from gradient-boosted trees (module docstring).
 
     Deterministic (same input, same verdicts), pure Python, no network. ``name`` is ``"learned"`` and
     ``model`` the shipped model's id (``model_id`` in its provenance, e.g.
@@ -137,40 +138,7 @@ class LearnedJudge:
         when anything was cut, every reason ends with ``[read only the first N characters of the ...]``
         naming what (the query, the answer, up to three chunks by index).
         """
-        if not chunks:
-            return []
-        cap = self.max_text_chars
-        cut = ""  # said in every reason: what was not read (nothing is ignored silently)
-        if len(query) > cap or len(answer) > cap or any(len(c) > cap for c in chunks):
-            long = [name for name, text in (("query", query), ("answer", answer)) if len(text) > cap]
-            long += [f"chunk {i}" for i, c in enumerate(chunks) if len(c) > cap][:3]
-            more = sum(1 for c in chunks if len(c) > cap) - 3
-            cut = f" [read only the first {cap} characters of the {', '.join(long)}" + (
-                f" and {more} more chunks]" if more > 0 else "]"
-            )
-            query, answer, chunks = query[:cap], answer[:cap], [c[:cap] for c in chunks]
-        # A chunk without a single word (empty, whitespace, punctuation) is never relevant, and it is
-        # left out of the features so that it cannot move the other chunks' verdicts.
-        keyed = [i for i, c in enumerate(chunks) if has_words(c)]
-        verdicts = [
-            ChunkVerdict(
-                index=i,
-                is_relevant=False,
-                is_utilized=False,
-                reason=f"not relevant: no words{cut}" if reasons else "",
-            )
-            for i in range(len(chunks))
-        ]
-        if keyed:
-            texts = chunks if len(keyed) == len(chunks) else [chunks[i] for i in keyed]
-            for i, verdict in zip(keyed, self._judge_keyed(query, answer, texts, reasons), strict=True):
-                verdicts[i] = ChunkVerdict(
-                    index=i,
-                    is_relevant=verdict.is_relevant,
-                    is_utilized=verdict.is_utilized,
-                    reason=verdict.reason + cut if reasons else "",
-                )
-        return verdicts
+        return judge_capped(query, answer, chunks, self.max_text_chars, reasons, self._judge_keyed)
 
     def _judge_keyed(
         self, query: str, answer: str, chunks: Sequence[str], reasons: bool
@@ -217,6 +185,52 @@ class LearnedJudge:
             )
             for i in range(len(chunks))
         ]
+
+
+def judge_capped(
+    query: str,
+    answer: str,
+    chunks: Sequence[str],
+    cap: int,
+    reasons: bool,
+    judge_keyed: Callable[[str, str, Sequence[str], bool], list[ChunkVerdict]],
+) -> list[ChunkVerdict]:
+    """The verdicts of ``judge_keyed`` on the chunks that have words, every text cut to ``cap`` characters
+    (said in every reason); a chunk without a word is "not relevant: no words". Shared by the learned
+    and semantic judges."""
+    if not chunks:
+        return []
+    cut = ""  # said in every reason: what was not read (nothing is ignored silently)
+    if len(query) > cap or len(answer) > cap or any(len(c) > cap for c in chunks):
+        long = [name for name, text in (("query", query), ("answer", answer)) if len(text) > cap]
+        long += [f"chunk {i}" for i, c in enumerate(chunks) if len(c) > cap][:3]
+        more = sum(1 for c in chunks if len(c) > cap) - 3
+        cut = f" [read only the first {cap} characters of the {', '.join(long)}" + (
+            f" and {more} more chunks]" if more > 0 else "]"
+        )
+        query, answer, chunks = query[:cap], answer[:cap], [c[:cap] for c in chunks]
+    # A chunk without a single word (empty, whitespace, punctuation) is never relevant, and it is
+    # left out of the features so that it cannot move the other chunks' verdicts.
+    keyed = [i for i, c in enumerate(chunks) if has_words(c)]
+    verdicts = [
+        ChunkVerdict(
+            index=i,
+            is_relevant=False,
+            is_utilized=False,
+            reason=f"not relevant: no words{cut}" if reasons else "",
+        )
+        for i in range(len(chunks))
+    ]
+    if keyed:
+        texts = chunks if len(keyed) == len(chunks) else [chunks[i] for i in keyed]
+        for i, verdict in zip(keyed, judge_keyed(query, answer, texts, reasons), strict=True):
+            verdicts[i] = ChunkVerdict(
+                index=i,
+                is_relevant=verdict.is_relevant,
+                is_utilized=verdict.is_utilized,
+                reason=verdict.reason + cut if reasons else "",
+            )
+    return verdicts
 
 
 def _rule(p_rel: float, relevant: bool, threshold: float, fallback: bool) -> str:

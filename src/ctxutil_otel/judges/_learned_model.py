@@ -46,6 +46,7 @@ __all__ = [
     "LearnedModel",
     "ModelFileError",
     "load_model",
+    "read_weights",
     "shipped_model",
 ]
 
@@ -235,6 +236,26 @@ class LearnedModel:
     provenance: Mapping[str, Any]
 
 
+def read_weights(document: Mapping[str, Any]) -> WordWeights:
+    """The word weights of a model document's ``zipf`` table (``ModelFileError`` naming the key at fault)."""
+    raw_zipf = document.get("zipf")
+    if not isinstance(raw_zipf, Mapping):
+        raise ModelFileError("zipf: expected an object of 'zipf value' -> 'space-separated words'")
+    zipf: dict[str, float] = {}
+    for value, joined in raw_zipf.items():
+        try:
+            z = float(value)
+        except (TypeError, ValueError):
+            raise ModelFileError(f"zipf: key {value!r} is not a number") from None
+        if not (math.isfinite(z) and z >= 0):
+            raise ModelFileError(f"zipf: key {value!r} is not a finite number >= 0 (a Zipf frequency)")
+        if not isinstance(joined, str):
+            raise ModelFileError(f"zipf[{value!r}]: expected a string of words")
+        for word in joined.split():
+            zipf[word] = z
+    return WordWeights.from_zipf(zipf)
+
+
 def load_model(document: Mapping[str, Any]) -> LearnedModel:
     """Check and compile a parsed model document (the format in the module docstring), e.g.
     ``LearnedJudge(learned_model=load_model(json.loads(path.read_text())))``. Linear in the file's size.
@@ -264,21 +285,7 @@ def load_model(document: Mapping[str, Any]) -> LearnedModel:
         raise ModelFileError(f"features: expected a list of feature names, got {type(features).__name__}")
     if features != list(FEATURE_NAMES):
         raise ModelFileError("features: the model was trained on other features than this version computes")
-    raw_zipf = document.get("zipf")
-    if not isinstance(raw_zipf, Mapping):
-        raise ModelFileError("zipf: expected an object of 'zipf value' -> 'space-separated words'")
-    zipf: dict[str, float] = {}
-    for value, joined in raw_zipf.items():
-        try:
-            z = float(value)
-        except (TypeError, ValueError):
-            raise ModelFileError(f"zipf: key {value!r} is not a number") from None
-        if not (math.isfinite(z) and z >= 0):
-            raise ModelFileError(f"zipf: key {value!r} is not a finite number >= 0 (a Zipf frequency)")
-        if not isinstance(joined, str):
-            raise ModelFileError(f"zipf[{value!r}]: expected a string of words")
-        for word in joined.split():
-            zipf[word] = z
+    weights = read_weights(document)
     decision = Decision.from_dict(document.get("decision"))
     provenance = document.get("provenance")
     if not isinstance(provenance, Mapping):
@@ -286,7 +293,7 @@ def load_model(document: Mapping[str, Any]) -> LearnedModel:
     return LearnedModel(
         relevance=_ensemble(document.get("relevance"), len(FEATURE_NAMES), "relevance"),
         utilization=_ensemble(document.get("utilization"), len(FEATURE_NAMES), "utilization"),
-        weights=WordWeights.from_zipf(zipf),
+        weights=weights,
         decision=decision,
         provenance=dict(provenance),
     )

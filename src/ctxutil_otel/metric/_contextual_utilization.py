@@ -69,8 +69,9 @@ class ContextualUtilization:
 
     Args:
         judge: Any :class:`~ctxutil_otel.judges.Judge`; ``None``: the judge the settings configure
-            (``CTXUTIL_JUDGE`` and the ``judge_*`` settings, read once here; by default the offline
-            :class:`~ctxutil_otel.judges.LearnedJudge`: no network, no key), as every other path does.
+            (``CTXUTIL_JUDGE`` and the ``judge_*`` settings, read once here), as every other path does: by
+            default the offline :class:`~ctxutil_otel.judges.SemanticJudge` (no network, no key; with the
+            ``semantic`` extra missing, :class:`~ctxutil_otel.judges.LearnedJudge` and one warning).
         threshold: Pass threshold in [0, 1]; a result passes when ``score >= threshold`` (0.0 is
             honoured: every scored result passes).
         mode: :class:`EvaluationMode` (``GRANULAR`` reasons per chunk, or ``FAST`` without).

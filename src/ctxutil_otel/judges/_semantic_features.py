@@ -1,0 +1,223 @@
+"""Per-chunk features of the semantic judge: the learned judge's lexical features plus embedding cosines.
+
+:func:`semantic_features` turns one interaction into two rows per chunk:
+
+* a **relevance row** (:data:`RELEVANCE_FEATURES`) that never reads the answer: the learned judge's
+  query-side lexical features (:data:`RELEVANCE_LEXICAL`, columns of
+  :func:`~ctxutil_otel.judges._learned_features.chunk_features` computed from the query and the chunks
+  only) and the cosines of the query with the chunk and with its best sentences, each with its rank, its
+  gap to the best chunk and its z-score within the interaction (what generalises across domains is how a
+  chunk compares with its neighbours, not an absolute similarity level), and the chunk's cosine with the
+  chunk most like the query and its mean cosine with the other chunks;
+* a **utilization row** (:data:`UTILIZATION_FEATURES`): every lexical feature, the relevance row's
+  semantic values, and the answer's cosines with the chunk: whole texts, the best (answer sentence,
+  chunk sentence) pair, the mean over answer sentences of their best chunk sentence, the share of answer
+  sentences whose best source sentence is in this chunk, with ranks and gaps; and the answer's cosine
+  with the query.
+
+Vectors are :class:`~ctxutil_otel.judges._semantic_embed.StaticEmbedder` unit vectors (one numpy call per
+interaction). Chunks are split into sentences with :func:`~ctxutil_otel.judges._text.sentences`, at most
+:data:`MAX_SENTENCES` per chunk and per answer (the first ones). No feature depends on the order of the
+chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ._learned_features import FEATURE_NAMES, ChunkEvidence, WordWeights, chunk_features
+from ._text import sentences
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from ._semantic_embed import StaticEmbedder
+
+__all__ = [
+    "MAX_SENTENCES",
+    "RELEVANCE_FEATURES",
+    "RELEVANCE_LEXICAL",
+    "UTILIZATION_FEATURES",
+    "SemanticRows",
+    "semantic_features",
+]
+
+MAX_SENTENCES = 24
+RELEVANCE_LEXICAL: tuple[str, ...] = (
+    "q_cover_global",
+    "q_cover_local",
+    "q_bm25",
+    "q_bigram",
+    "chunk_len_log",
+    "chunk_len_rel",
+    "s_q_cover",
+    "q_cover_global_rank",
+    "q_bm25_rank",
+    "q_cover_local_rank",
+    "s_q_cover_rank",
+    "q_cover_global_gap",
+    "q_bm25_gap",
+    "q_cover_local_gap",
+    "s_q_cover_gap",
+    "n_chunks",
+    "query_len_log",
+    "best_q_cover_any",
+)
+"""The learned judge's features that read only the query and the chunks (none reads the answer)."""
+_Q_VALUES = ("sem_q_chunk", "sem_q_sent", "sem_q_top2")
+_Q_RANKED = ("sem_q_chunk", "sem_q_sent")
+_A_VALUES = ("sem_a_chunk", "sem_a_sent", "sem_a_cover", "sem_a_best_src")
+_A_RANKED = ("sem_a_chunk", "sem_a_sent", "sem_a_cover")
+RELEVANCE_SEMANTIC: tuple[str, ...] = (
+    _Q_VALUES
+    + tuple(f"{n}_rank" for n in _Q_RANKED)
+    + tuple(f"{n}_gap" for n in _Q_RANKED)
+    + tuple(f"{n}_z" for n in _Q_RANKED)
+    + ("sem_q_best_any", "sem_q_mean_any", "sem_c_top", "sem_c_mean")
+)
+USE_SEMANTIC: tuple[str, ...] = (
+    _A_VALUES
+    + tuple(f"{n}_rank" for n in _A_RANKED)
+    + tuple(f"{n}_gap" for n in _A_RANKED)
+    + tuple(f"{n}_z" for n in _A_RANKED)
+    + ("sem_a_query", "sem_a_best_any")
+)
+RELEVANCE_FEATURES: tuple[str, ...] = RELEVANCE_LEXICAL + RELEVANCE_SEMANTIC
+"""The relevance model's row, in order (query and chunks only)."""
+UTILIZATION_FEATURES: tuple[str, ...] = FEATURE_NAMES + RELEVANCE_SEMANTIC + USE_SEMANTIC
+"""The utilization model's row, in order."""
+_LEXICAL_AT = [FEATURE_NAMES.index(n) for n in RELEVANCE_LEXICAL]
+
+
+class SemanticRows:
+    """One interaction's rows: ``relevance[i]`` and ``utilization[i]`` for chunk ``i``, the learned judge's
+    :class:`ChunkEvidence` per chunk, and the query's and answer's best cosine per chunk (for reasons)."""
+
+    __slots__ = ("answer_cos", "evidence", "query_cos", "relevance", "utilization")
+
+    def __init__(
+        self,
+        relevance: list[list[float]],
+        utilization: list[list[float]],
+        evidence: list[ChunkEvidence],
+        query_cos: list[float],
+        answer_cos: list[float],
+    ) -> None:
+        self.relevance = relevance
+        self.utilization = utilization
+        self.evidence = evidence
+        self.query_cos = query_cos
+        self.answer_cos = answer_cos
+
+
+def _ranked(values: Sequence[float]) -> tuple[list[float], list[float], list[float]]:
+    """Per value: rank (0 = best, ties share it), gap to the best, z-score within the interaction."""
+    best = max(values)
+    ordered = sorted(values, reverse=True)
+    first: dict[float, int] = {}
+    for position, v in enumerate(ordered):
+        first.setdefault(v, position)
+    n = len(values)
+    mean = sum(values) / n
+    spread = (sum((v - mean) ** 2 for v in values) / n) ** 0.5
+    return (
+        [float(first[v]) for v in values],
+        [best - v for v in values],
+        [(v - mean) / (spread + 0.05) for v in values],
+    )
+
+
+def _split(text: str) -> list[str]:
+    parts = [p for p in sentences(text) if p.strip()][:MAX_SENTENCES]
+    return parts or [text]
+
+
+def semantic_features(
+    query: str,
+    answer: str,
+    chunks: Sequence[str],
+    weights: WordWeights,
+    embedder: StaticEmbedder,
+    *,
+    reasons: bool = False,
+) -> SemanticRows:
+    """The rows of one interaction (module docstring); ``reasons`` fills the evidence's top terms."""
+    import numpy as np
+
+    lexical, evidence = chunk_features(query, answer, chunks, weights, evidence=True, reasons=reasons)
+    chunk_parts = [_split(c) for c in chunks]
+    answer_parts = _split(answer) if answer.strip() else []
+    texts = [query, answer, *chunks, *answer_parts]
+    for parts in chunk_parts:
+        texts.extend(parts)
+    v = embedder.embed(texts)
+    n = len(chunks)
+    q, a = v[0], v[1]
+    c = v[2 : 2 + n]
+    av: npt.NDArray[np.float32] = v[2 + n : 2 + n + len(answer_parts)]
+    at = 2 + n + len(answer_parts)
+    q_chunk = [float(x) for x in c @ q]
+    a_chunk = [float(x) for x in c @ a] if answer_parts else [0.0] * n
+    q_sent: list[float] = []
+    q_top2: list[float] = []
+    a_sent: list[float] = []
+    per_answer: list[npt.NDArray[np.float32]] = []  # per chunk: best sentence cosine per answer sentence
+    for parts in chunk_parts:
+        s = v[at : at + len(parts)]
+        at += len(parts)
+        sims = np.sort(s @ q)[::-1]
+        q_sent.append(float(sims[0]))
+        q_top2.append(float(sims[: min(2, len(sims))].mean()))
+        if answer_parts:
+            pair = av @ s.T  # (answer sentences, chunk sentences)
+            best = pair.max(axis=1)
+            per_answer.append(best)
+            a_sent.append(float(best.max()))
+        else:
+            per_answer.append(np.zeros(0, dtype=np.float32))
+            a_sent.append(0.0)
+    if answer_parts:
+        stacked = np.stack(per_answer)  # (chunks, answer sentences)
+        a_cover = [float(x) for x in stacked.mean(axis=1)]
+        winners = stacked.argmax(axis=0)
+        a_src = [float((winners == i).sum()) / len(answer_parts) for i in range(n)]
+    else:
+        a_cover = [0.0] * n
+        a_src = [0.0] * n
+    q_values = [q_chunk, q_sent, q_top2]
+    q_extra = [_ranked(q_chunk), _ranked(q_sent)]
+    a_values = [a_chunk, a_sent, a_cover, a_src]
+    a_extra = [_ranked(a_chunk), _ranked(a_sent), _ranked(a_cover)]
+    q_any = [max(q_sent), sum(q_chunk) / n]
+    # Each chunk's cosine with the chunk most like the query (with the next one, for that chunk itself),
+    # and its mean cosine with the other chunks: what the chunks retrieved together share.
+    cc = c @ c.T
+    by_query = sorted(range(n), key=lambda i: (-q_chunk[i], chunks[i]))
+    c_top = [
+        float(cc[i, by_query[0] if i != by_query[0] else by_query[1]]) if n > 1 else 1.0 for i in range(n)
+    ]
+    c_mean = [float((cc[i].sum() - cc[i, i]) / (n - 1)) if n > 1 else 1.0 for i in range(n)]
+    a_any = [float(a @ q) if answer_parts else 0.0, max(a_sent)]
+    relevance: list[list[float]] = []
+    utilization: list[list[float]] = []
+    for i in range(n):
+        q_row = (
+            [vals[i] for vals in q_values]
+            + [e[0][i] for e in q_extra]
+            + [e[1][i] for e in q_extra]
+            + [e[2][i] for e in q_extra]
+            + q_any
+            + [c_top[i], c_mean[i]]
+        )
+        a_row = (
+            [vals[i] for vals in a_values]
+            + [e[0][i] for e in a_extra]
+            + [e[1][i] for e in a_extra]
+            + [e[2][i] for e in a_extra]
+            + a_any
+        )
+        relevance.append([lexical[i][k] for k in _LEXICAL_AT] + q_row)
+        utilization.append(lexical[i] + q_row + a_row)
+    return SemanticRows(relevance, utilization, evidence, q_sent, a_sent)
