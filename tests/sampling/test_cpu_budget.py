@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 
 import pytest
 
 from ctxutil_otel.sampling import CpuBudget
+from tests.support.costly_gc import costly_collections
 from tests.support.doubles import FakeClock
 
 
@@ -123,7 +125,7 @@ def test_start_measures_from_now_with_a_full_bucket(clock: FakeClock, cpu: FakeC
 
 
 def test_default_clocks_measure_the_calling_thread_only(clock: FakeClock) -> None:
-    budget = CpuBudget(0.01, burst_s=0.005, clock=clock)  # cpu_clock: time.thread_time
+    budget = CpuBudget(0.01, burst_s=0.005, clock=clock)  # cpu_clock: the thread's, by default
     budget.start()
     burnt: list[float] = []
 
@@ -138,6 +140,29 @@ def test_default_clocks_measure_the_calling_thread_only(clock: FakeClock) -> Non
     thread.join()
     assert burnt and burnt[0] >= 0.05
     assert budget.delay() == 0.0  # this thread only waited: well within its 5 ms burst
+
+
+def test_a_full_garbage_collection_on_the_paced_thread_is_not_its_cpu(clock: FakeClock) -> None:
+    # A full collection walks the whole process's heap (0.3 s of CPU for 2 million objects): it falls
+    # on whichever thread allocates when it is due. Charged to the worker at 1% of a core, one stopped
+    # every evaluation for 30 s (a test of the worker failed its 60 s flush in a long run).
+    budget = CpuBudget(0.01, burst_s=0.005, clock=clock)  # the default CPU clock
+    budget.start()
+    with costly_collections(2, cost_s=0.05) as burnt:
+        gc.collect()  # full
+    here = threading.current_thread().name
+    assert [cpu >= 0.05 for name, cpu in burnt if name == here][:1] == [True]
+    assert budget.delay() == 0.0  # within its 5 ms burst: the collection's 50 ms are not charged
+
+
+def test_a_young_garbage_collection_on_the_paced_thread_is_its_cpu(clock: FakeClock) -> None:
+    budget = CpuBudget(0.01, burst_s=0.005, clock=clock)
+    budget.start()
+    with costly_collections(0, cost_s=0.05) as burnt:
+        gc.collect(0)  # scales with recent allocations, on the worker thread mostly its own: charged
+    here = threading.current_thread().name
+    assert [cpu >= 0.05 for name, cpu in burnt if name == here][:1] == [True]
+    assert budget.delay() >= (0.05 - 0.005) / 0.01  # 45 ms of debt beyond the burst, repaid at 1%
 
 
 @pytest.mark.parametrize("fraction", [0, -0.1, 1.5, float("nan"), True, "0.5"])

@@ -10,6 +10,7 @@ cancelled by shutdown.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import threading
 import time
@@ -25,6 +26,7 @@ from ctxutil_otel.sampling._cpu_budget import DEFAULT_CPU_BURST_S
 from ctxutil_otel.worker import Evaluator
 from ctxutil_otel.worker._engine import Engine
 from tests.support.accounting import assert_accounted
+from tests.support.costly_gc import costly_collections
 from tests.support.doubles import FakeClock, RecordingEmitter
 
 from .conftest import MakeEvaluator, interaction, run_in_forked_child
@@ -415,6 +417,46 @@ def test_a_small_budget_with_a_cheap_judge_keeps_evaluating(make_evaluator: Make
     assert evaluator.force_flush(60_000)  # about 40 x 0.3 ms of CPU at 1%: around a second
     stats = evaluator.stats()
     assert stats.evaluated + stats.not_applicable == 40 and stats.cpu_throttled_s > 0
+
+
+class CollectingJudge:
+    """Runs a full garbage collection on its ``at``-th call (on the worker thread), as one that falls due
+    while the worker allocates; answers at once."""
+
+    name = "collecting"
+    model: str | None = None
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+        self.calls = 0
+
+    async def judge(
+        self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
+    ) -> JudgeResult:
+        self.calls += 1
+        if self.calls == self.at:
+            gc.collect()
+        return _verdicts(chunks)
+
+
+def test_a_full_garbage_collection_on_the_worker_thread_is_not_charged_to_it(make_engine: Any) -> None:
+    # A full collection walks the whole process's heap: about 0.3 s of CPU for 2 million objects (a long
+    # test run's heap), on whichever thread allocates when it falls due. Charged to the worker, one
+    # stopped every evaluation for 0.3 / 1% = 30 s, and inflated the estimate the next starts held: the
+    # test above failed its 60 s flush. Here one of 200 ms falls on the worker thread after the cold start.
+    wall = FakeClock(100.0)
+    sleep = FakeSleep(wall)  # the real CPU clock (the default), a fake wall: no real waiting
+    judge = CollectingJudge(at=4)
+    engine = make_engine(judge, cpu_fraction=0.01, clock=wall, sleep=sleep)
+    with costly_collections(2, cost_s=0.2) as burnt:
+        assert _offer(engine, 12) == [True] * 12
+        assert engine.force_flush(30_000)
+    assert [cpu >= 0.2 for name, cpu in burnt if name == "ctxutil-evaluator"] == [True]
+    assert (engine.stats().evaluated, judge.calls) == (12, 12)
+    # A wait pays back only what the evaluations themselves spent (well under a millisecond each: 12 may
+    # fit in the 5 ms burst, with no wait at all); charged, the collection alone asked (0.2 - 0.005) / 0.01
+    # = 19.5 s.
+    assert max(sleep.waits, default=0.0) < 2.0, sleep.waits
 
 
 # --- lifecycle, with real (cancelled) sleeps ------------------------------------------------------------

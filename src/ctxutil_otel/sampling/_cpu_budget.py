@@ -7,6 +7,7 @@ from collections import deque
 from collections.abc import Callable
 
 from ._bucket import Refill
+from ._thread_cpu import thread_time_less_full_collections
 
 __all__ = ["DEFAULT_CPU_BURST_S", "CpuBudget"]
 
@@ -27,7 +28,8 @@ class CpuBudget:
 
     A token bucket of CPU-seconds: it holds at most ``burst_s`` and refills at ``fraction`` CPU-seconds
     per wall-clock second, and is charged with the CPU time the thread actually spent (read from
-    ``cpu_clock``, :func:`time.thread_time` by default, so only that thread's CPU counts). Before
+    ``cpu_clock``: by default :func:`time.thread_time`, so only that thread's CPU counts, less the full
+    garbage collections that ran on it, which walk the whole process's heap: ``_thread_cpu.py``). Before
     starting a unit of work the thread asks :meth:`delay`: ``0`` while the level is at or above zero,
     otherwise the wall seconds until the refill brings it back to zero (``-level / fraction``), which
     the caller waits, then starts the unit without asking again (asking again would find the level a
@@ -51,8 +53,9 @@ class CpuBudget:
         fraction: Share of one core, in (0, 1]: CPU-seconds per wall second.
         burst_s: Capacity in CPU-seconds (> 0); default 0.005 (5 ms, see ``DEFAULT_CPU_BURST_S``).
         clock: Monotonic wall clock in seconds (default :func:`time.monotonic`); injectable for tests.
-        cpu_clock: CPU clock of the paced thread in seconds (default :func:`time.thread_time`);
-            injectable for tests. It is read on the thread that calls the methods.
+        cpu_clock: CPU clock of the paced thread in seconds (default: :func:`time.thread_time` less the
+            full garbage collections run on that thread); injectable for tests. It is read on the thread
+            that calls the methods.
 
     Raises:
         ValueError: if ``fraction`` is not in (0, 1] or ``burst_s`` is not > 0.
@@ -68,7 +71,7 @@ class CpuBudget:
         *,
         burst_s: float = DEFAULT_CPU_BURST_S,
         clock: Callable[[], float] = time.monotonic,
-        cpu_clock: Callable[[], float] = time.thread_time,
+        cpu_clock: Callable[[], float] = thread_time_less_full_collections,
     ) -> None:
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
             raise ValueError(f"fraction must be a share of one core in (0, 1], got {fraction!r}")
@@ -93,7 +96,7 @@ class CpuBudget:
 
     def start(self) -> None:
         """Start measuring from now, on the calling thread (the one to pace), with a full bucket, no
-        hold and no estimate. Call it first on that thread: :func:`time.thread_time` is per thread."""
+        hold and no estimate. Call it first on that thread: its CPU clock is per thread."""
         self._bucket.reset()
         self._held = 0.0
         self._cold = False

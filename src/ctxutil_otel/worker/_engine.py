@@ -47,6 +47,7 @@ from .._selection import SelectionFacts, SelectionRule
 from ..metric._contextual_utilization import ContextualUtilization
 from ..metric._results import MetricEvaluationResult
 from ..sampling._rules import SelectionRules
+from ..sampling._thread_cpu import thread_time_less_full_collections
 from ._admission import AdmissionChain, Unselected
 from ._convert import Rejection
 from ._drop_log import DropLog
@@ -85,7 +86,7 @@ class Engine:
         cpu_fraction: float | None = None,
         disabled: bool = False,
         clock: Callable[[], float] = time.monotonic,
-        cpu_clock: Callable[[], float] = time.thread_time,
+        cpu_clock: Callable[[], float] = thread_time_less_full_collections,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         # A metric runs on this loop (the thread worker).

@@ -9,6 +9,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from ..sampling import CpuBudget
+from ..sampling._thread_cpu import thread_time_less_full_collections
 
 __all__ = ["CpuThrottle", "Sleep"]
 
@@ -31,7 +32,8 @@ class CpuThrottle(CpuBudget):
     Args:
         fraction: Share of one core, in (0, 1].
         clock: Monotonic wall clock in seconds (also times the waits).
-        cpu_clock: The worker thread's CPU clock in seconds (:func:`time.thread_time`).
+        cpu_clock: The worker thread's CPU clock in seconds (:func:`time.thread_time` less the full
+            garbage collections run on it: ``sampling/_thread_cpu.py``).
         sleep: Awaitable wait of the given seconds (:func:`asyncio.sleep`); injectable for tests.
     """
 
@@ -42,7 +44,7 @@ class CpuThrottle(CpuBudget):
         fraction: float,
         *,
         clock: Callable[[], float] = time.monotonic,
-        cpu_clock: Callable[[], float] = time.thread_time,
+        cpu_clock: Callable[[], float] = thread_time_less_full_collections,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         super().__init__(fraction, clock=clock, cpu_clock=cpu_clock)
