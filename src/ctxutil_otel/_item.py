@@ -7,9 +7,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["DatasetItem", "chunk_text"]
+__all__ = ["DatasetItem", "chunk_text", "mapping_text"]
 
 _TEXT_KEYS = ("page_content", "content", "text")
+
+
+def mapping_text(mapping: Mapping[Any, object]) -> str | None:
+    """The first ``str`` under ``page_content``, ``content`` or ``text`` in ``mapping``; ``None`` if none."""
+    for key in _TEXT_KEYS:
+        value = mapping.get(key)
+        if isinstance(value, str):
+            return value
+    return None
 
 
 def chunk_text(chunk: object, index: int) -> str:
@@ -25,10 +34,8 @@ def chunk_text(chunk: object, index: int) -> str:
     if isinstance(chunk, str):
         return chunk
     if isinstance(chunk, Mapping):
-        for key in _TEXT_KEYS:
-            value = chunk.get(key)
-            if isinstance(value, str):
-                return value
+        if (text := mapping_text(chunk)) is not None:
+            return text
         raise ValueError(
             f"retrieved_content[{index}]: mapping has no string 'page_content', 'content' or 'text' key "
             f"(keys: {sorted(map(str, chunk))[:5]})"

@@ -33,6 +33,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .._item import mapping_text
+
 __all__ = [
     "DESCRIPTION_WORDS",
     "NAME_WORDS",
@@ -74,7 +76,6 @@ DESCRIPTION_WORDS = re.compile(
     re.IGNORECASE,
 )
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
-_TEXT_KEYS = ("page_content", "content", "text")
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,10 +230,7 @@ def _item_text(item: object) -> str | None:
     if isinstance(item, str):
         return item
     if isinstance(item, Mapping):
-        for key in _TEXT_KEYS:
-            value = item.get(key)
-            if isinstance(value, str):
-                return value
+        return mapping_text(item)
     return None
 
 
