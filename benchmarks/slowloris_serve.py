@@ -25,20 +25,16 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import json
-import os
 import selectors
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from _common import percentile
-from bench_receiver import Batch, _free_port
+from _serve_process import start_serve, write_figures
+from bench_receiver import Batch
 
 _HEAD = (
     b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n"
@@ -158,29 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     args = parser.parse_args(argv)
 
-    http_port, grpc_port = _free_port(), _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CTXUTIL_", "OTEL_"))}
-    env.update(
-        {
-            "CTXUTIL_MAX_EVALUATIONS_PER_SECOND": "0",
-            "CTXUTIL_JUDGE": "lexical",
-            "CTXUTIL_SHUTDOWN_TIMEOUT_S": "10",
-            "OTEL_TRACES_EXPORTER": "none",
-            "OTEL_METRICS_EXPORTER": "none",
-            "OTEL_LOGS_EXPORTER": "none",
-        }
-    )
-    command = [
-        sys.executable, "-m", "ctxutil_otel", "serve", "--grpc-port", str(grpc_port), "--http-port",
-        str(http_port),
-    ]  # fmt: skip
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    assert process.stderr is not None
-    line = process.stderr.readline()
-    if "listening" not in line:
-        process.kill()
-        raise SystemExit(f"serve did not start: {line}{process.stderr.read()}")
-
+    serve = start_serve()
+    http_port = serve.http_port
     tally, stop = Tally(), threading.Event()
     loris = threading.Thread(target=_loris, args=(http_port, args.loris, tally, stop), daemon=True)
     loris.start()
@@ -191,13 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     stop.set()
     sender.join(40)
     loris.join(10)
-    process.send_signal(signal.SIGTERM)
-    try:
-        status: int | None = process.wait(60)
-    except subprocess.TimeoutExpired:
-        status = None
-        process.kill()
-    accounting = [line for line in process.stderr.read().splitlines() if "stopped;" in line]
+    status = serve.terminate()
+    accounting = serve.accounting()
     with tally.lock:
         figures: dict[str, Any] = {
             "loris_connections": args.loris,
@@ -215,12 +185,9 @@ def main(argv: list[str] | None = None) -> int:
             "sender_answers": dict(sorted(tally.sender.items())),
             "loris_opened": tally.loris_opened,
             "exit_status": status,
-            "accounting": accounting[-1] if accounting else None,
+            "accounting": accounting,
         }
-    print(json.dumps(figures, indent=2))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as out:
-            json.dump(figures, out, indent=2)
+    write_figures(figures, args.json)
     return 0 if status == 0 else 1
 
 

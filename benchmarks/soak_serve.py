@@ -27,12 +27,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import http.client
-import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -40,7 +35,8 @@ from typing import Any
 
 import grpc  # type: ignore[import-untyped,unused-ignore]
 from _common import percentile
-from bench_receiver import Batch, _free_port, _rss_kib
+from _serve_process import start_serve, write_figures
+from bench_receiver import Batch, _rss_kib
 
 EXPORT_PATH = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
@@ -212,30 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     args = parser.parse_args(argv)
 
-    http_port, grpc_port = _free_port(), _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CTXUTIL_", "OTEL_"))}
-    env.update(
-        {
-            "CTXUTIL_SAMPLE_RATE": str(args.sample_rate),
-            "CTXUTIL_MAX_EVALUATIONS_PER_SECOND": "0",
-            "CTXUTIL_JUDGE": "lexical",
-            "CTXUTIL_SHUTDOWN_TIMEOUT_S": "10",
-            "OTEL_TRACES_EXPORTER": "none",
-            "OTEL_METRICS_EXPORTER": "none",
-            "OTEL_LOGS_EXPORTER": "none",
-        }
+    serve = start_serve(
+        {"CTXUTIL_SAMPLE_RATE": str(args.sample_rate)},
+        ["--max-connections", "32", "--header-timeout", "5", "--request-timeout", "10"],
     )
-    command = [
-        sys.executable, "-m", "ctxutil_otel", "serve", "--grpc-port", str(grpc_port), "--http-port",
-        str(http_port), "--max-connections", "32", "--header-timeout", "5", "--request-timeout", "10",
-    ]  # fmt: skip
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    assert process.stderr is not None
-    line = process.stderr.readline()
-    if "listening" not in line:
-        process.kill()
-        raise SystemExit(f"serve did not start: {line}{process.stderr.read()}")
-
+    http_port, grpc_port = serve.http_port, serve.grpc_port
     tally, stop = Tally(), threading.Event()
     threads = [
         threading.Thread(target=_http_good, args=(http_port, tally, stop, i)) for i in range(args.good)
@@ -253,10 +230,10 @@ def main(argv: list[str] | None = None) -> int:
         thread.start()
     rss: list[tuple[int, int]] = []
     while (elapsed := time.monotonic() - started) < args.duration:
-        rss.append((round(elapsed), _rss_kib(process.pid) // 1024))
+        rss.append((round(elapsed), _rss_kib(serve.pid) // 1024))
         stop.wait(min(5.0, args.duration - elapsed))
     measured_s = time.monotonic() - started
-    rss.append((round(measured_s), _rss_kib(process.pid) // 1024))
+    rss.append((round(measured_s), _rss_kib(serve.pid) // 1024))
     probing.set()
     with tally.lock:
         spans, latencies = tally.spans, sorted(tally.latencies_s)
@@ -264,17 +241,12 @@ def main(argv: list[str] | None = None) -> int:
         good_answers = dict(sorted(tally.good_status.items()))
         hostile_answers = dict(sorted(tally.hostile_status.items()))
     signalled = time.monotonic()
-    process.send_signal(signal.SIGTERM)
-    try:
-        status: int | None = process.wait(60)
-    except subprocess.TimeoutExpired:
-        status = None
-        process.kill()
+    status = serve.terminate()
     exit_s = time.monotonic() - signalled
     stop.set()
     for thread in threads:
         thread.join(70)
-    accounting = [line for line in process.stderr.read().splitlines() if "stopped;" in line]
+    accounting = serve.accounting()
     figures = {
         "duration_s": round(measured_s, 1),
         "accepted_spans_per_s": round(spans / measured_s, 1),
@@ -288,12 +260,9 @@ def main(argv: list[str] | None = None) -> int:
         "rss_mib_over_time": rss,
         "exit_status": status,
         "exit_after_sigterm_s": round(exit_s, 2),
-        "accounting": accounting[-1] if accounting else None,
+        "accounting": accounting,
     }
-    print(json.dumps(figures, indent=2))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as out:
-            json.dump(figures, out, indent=2)
+    write_figures(figures, args.json)
     return 0 if status == 0 else 1
 
 

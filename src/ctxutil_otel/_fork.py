@@ -5,17 +5,19 @@ moment stays held in the child for ever, and the first ``with lock:`` there dead
 prefork workers fork while the application's threads run). The OpenTelemetry SDK's batch processor answers
 with ``os.register_at_fork(after_in_child=...)`` holding a weak reference to the processor, so that the hook
 neither keeps it alive nor runs for a collected one; every component here does the same through
-:func:`reinit_after_fork`.
+:func:`reinit_after_fork` (a module-level lock: :class:`ForkSafeLock`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import weakref
 from collections.abc import Callable
+from types import TracebackType
 
-__all__ = ["reinit_after_fork"]
+__all__ = ["ForkSafeLock", "reinit_after_fork"]
 
 
 def reinit_after_fork(method: Callable[[], object]) -> None:
@@ -36,3 +38,25 @@ def reinit_after_fork(method: Callable[[], object]) -> None:
                 bound()
 
     os.register_at_fork(after_in_child=_after_in_child)
+
+
+class ForkSafeLock:
+    """A ``threading.Lock`` for module-level state, used as ``with lock:``; a forked child gets a new one
+    (another thread of the parent may have held it at the fork)."""
+
+    __slots__ = ("__weakref__", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        reinit_after_fork(self._renew)
+
+    def _renew(self) -> None:
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> bool:
+        return self._lock.acquire()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._lock.release()

@@ -2,14 +2,41 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["DatasetItem", "chunk_text"]
+__all__ = ["DatasetItem", "chunk_text", "document_sequence", "is_document", "mapping_text"]
 
 _TEXT_KEYS = ("page_content", "content", "text")
+
+
+def is_document(value: object) -> bool:
+    """Whether ``value`` reads as a LangChain ``Document``: a ``str`` attribute ``page_content``."""
+    return isinstance(getattr(value, "page_content", None), str)
+
+
+def document_sequence(value: object) -> list[object] | None:
+    """``value`` as a list when it is a non-empty sequence (not text) made only of :func:`is_document`
+    items, else ``None``: so ordinary strings and lists of them never pass for documents."""
+    if (
+        isinstance(value, Sequence)
+        and not isinstance(value, (str, bytes))
+        and value
+        and all(is_document(item) for item in value)
+    ):
+        return list(value)
+    return None
+
+
+def mapping_text(mapping: Mapping[Any, object]) -> str | None:
+    """The first ``str`` under ``page_content``, ``content`` or ``text`` in ``mapping``; ``None`` if none."""
+    for key in _TEXT_KEYS:
+        value = mapping.get(key)
+        if isinstance(value, str):
+            return value
+    return None
 
 
 def chunk_text(chunk: object, index: int) -> str:
@@ -25,10 +52,8 @@ def chunk_text(chunk: object, index: int) -> str:
     if isinstance(chunk, str):
         return chunk
     if isinstance(chunk, Mapping):
-        for key in _TEXT_KEYS:
-            value = chunk.get(key)
-            if isinstance(value, str):
-                return value
+        if (text := mapping_text(chunk)) is not None:
+            return text
         raise ValueError(
             f"retrieved_content[{index}]: mapping has no string 'page_content', 'content' or 'text' key "
             f"(keys: {sorted(map(str, chunk))[:5]})"

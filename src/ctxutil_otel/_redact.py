@@ -21,10 +21,10 @@ the HTTP libraries the judge uses (:func:`install_log_redaction`: a ``logging.Fi
 from __future__ import annotations
 
 import logging
-import os
 import re
-import threading
 from collections.abc import Iterable
+
+from ._fork import ForkSafeLock
 
 __all__ = [
     "KEY_WHITESPACE",
@@ -84,16 +84,7 @@ LOGGERS = (
     ),
 )
 
-_lock = threading.Lock()
-
-
-def _new_lock() -> None:  # in a forked child: another thread may have held it at the fork
-    global _lock
-    _lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_lock)
+_lock = ForkSafeLock()  # a forked child gets a new one
 
 
 class _Secret:

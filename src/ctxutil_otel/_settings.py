@@ -28,6 +28,7 @@ from ._settings_sources import (
     env_var,
     settings_error,
 )
+from ._url import check_base_url
 
 __all__ = [
     "ENV_PREFIX",
@@ -133,11 +134,9 @@ class Settings(SettingsFields):
             return value
         if not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
-        if any(mark in value for mark in "@?#"):
-            raise ValueError(
-                "must not contain user information (user:password@), a query string or a fragment: the "
-                "HTTP client logs request URLs at INFO level; put the key in CTXUTIL_JUDGE_API_KEY"
-            )
+        check_base_url(
+            value, key_advice="Put the key in CTXUTIL_JUDGE_API_KEY (sent in the Authorization header)"
+        )
         return value
 
     @property

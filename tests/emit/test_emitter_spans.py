@@ -153,13 +153,7 @@ def test_content_comes_from_the_item_when_given(telemetry: Telemetry) -> None:
 def test_documents_are_read_through_chunk_text(telemetry: Telemetry) -> None:
     """LangChain-style documents on the interaction (mappings here) give the chunk text."""
     docs = [{"page_content": c} for c in GREEN_TEA.retrieved_content]
-    interaction = Interaction(
-        query=GREEN_TEA.query,
-        answer=GREEN_TEA.actual_output,
-        documents=docs,
-        trace_id=1,
-        parent=telemetry.evaluated_span(),
-    )
+    interaction = make_interaction(parent=telemetry.evaluated_span(), documents=docs, trace_id=1, id=None)
     telemetry.emitter(capture_content=True).emit(interaction, evaluate(GREEN_TEA, GREEN_TEA_MARKS), 0.1)
     attrs = dict(telemetry.spans(n.SPAN_EVALUATION)[0].attributes or {})
     assert attrs[n.chunk_attribute(1, n.CHUNK_TEXT)] == GREEN_TEA.retrieved_content[1]

@@ -16,7 +16,7 @@ from langchain_core.documents import Document
 from ctxutil_otel.capture import Interaction
 from ctxutil_otel.emit import names as n
 
-from .conftest import GREEN_TEA, GREEN_TEA_MARKS, Telemetry, evaluate
+from .conftest import GREEN_TEA, GREEN_TEA_MARKS, Telemetry, evaluate, make_interaction
 
 IDS = ("doc-catechins", "doc-inflammation", "doc-metabolism", "doc-history")
 
@@ -25,14 +25,7 @@ def _emit(telemetry: Telemetry, **emitter: Any) -> tuple[dict[str, Any], dict[st
     documents = [
         Document(page_content=t, id=i) for t, i in zip(GREEN_TEA.retrieved_content, IDS, strict=True)
     ]
-    interaction = Interaction(
-        query=GREEN_TEA.query,
-        answer=GREEN_TEA.actual_output,
-        documents=documents,
-        trace_id=0x1234,
-        parent=telemetry.evaluated_span(),
-        id="run-1",
-    )
+    interaction = make_interaction(parent=telemetry.evaluated_span(), documents=documents)
     telemetry.emitter(**emitter).emit(interaction, evaluate(GREEN_TEA, GREEN_TEA_MARKS), 0.1)
     (span,) = telemetry.spans(n.SPAN_EVALUATION)
     (log,) = telemetry.logs()

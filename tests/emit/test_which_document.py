@@ -23,7 +23,7 @@ from ctxutil_otel.emit import names as n
 from ctxutil_otel.worker import Evaluator
 from tests.capture.conftest import ANSWER, CHUNKS, QUESTION, rag_chain
 
-from .conftest import GREEN_TEA, GREEN_TEA_MARKS, Telemetry, evaluate
+from .conftest import GREEN_TEA, GREEN_TEA_MARKS, Telemetry, evaluate, make_interaction
 
 IDS = ("doc-catechins", "doc-inflammation", "doc-metabolism", "doc-history")
 SOURCES = ("handbook.pdf", "review.html", "blog.md", "history.txt")
@@ -46,14 +46,7 @@ class DocumentRetriever(BaseRetriever):
 
 
 def _interaction(telemetry: Telemetry, documents: list[Document]) -> Interaction:
-    return Interaction(
-        query=GREEN_TEA.query,
-        answer=GREEN_TEA.actual_output,
-        documents=documents,
-        trace_id=0x1234,
-        parent=telemetry.evaluated_span(),
-        id="run-1",
-    )
+    return make_interaction(parent=telemetry.evaluated_span(), documents=documents)
 
 
 def _evaluation_attributes(telemetry: Telemetry) -> dict[str, Any]:

@@ -9,8 +9,8 @@ import pytest
 from langchain_core.tracers import context as tracer_context
 
 from ctxutil_otel.capture import CtxutilInstrumentor
-from tests.emit.conftest import Telemetry, make_telemetry
-from tests.emit.conftest import telemetry as telemetry  # re-exported fixture
+from tests.support.telemetry import Telemetry, make_telemetry
+from tests.support.telemetry import telemetry as telemetry  # re-exported fixture
 
 __all__ = ["Telemetry", "make_telemetry"]
 

@@ -23,9 +23,10 @@ from openai import OpenAI
 
 from ctxutil_otel import Evaluator
 from ctxutil_otel.emit import names as n
-from tests.emit.conftest import Telemetry, make_telemetry
 from tests.support.env import environ_without_settings
 from tests.support.openai_server import OpenAICompatServer, Reply, completion
+from tests.support.telemetry import Telemetry
+from tests.support.telemetry import telemetry as telemetry  # the fixture
 
 QUESTION = "What are the benefits of green tea?"
 CHUNKS = [
@@ -34,15 +35,6 @@ CHUNKS = [
     "Tea originated in China thousands of years ago.",
 ]
 ANSWER = "Green tea contains antioxidants called catechins, and these antioxidants reduce inflammation."
-
-
-@pytest.fixture
-def telemetry() -> Iterator[Telemetry]:
-    made = make_telemetry()
-    yield made
-    made.tracer_provider.shutdown()
-    made.meter_provider.shutdown()
-    made.logger_provider.shutdown()
 
 
 @pytest.fixture

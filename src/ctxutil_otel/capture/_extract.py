@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from .._interaction import Interaction
+from .._item import document_sequence, is_document
 from .._selection import SelectionFacts
 from ..emit._names import (
     ATTR_CHAIN_NAME,
@@ -199,16 +200,12 @@ def answer_from_output(outputs: object) -> str | None:
     return _message_text(outputs)
 
 
-def _is_document(value: object) -> bool:
-    return isinstance(getattr(value, "page_content", None), str)
-
-
 def documents_of(output: object) -> list[object] | None:
     """``output`` when it is a non-empty ``list`` made entirely of LangChain ``Document`` s (what a
     retriever, reranker or filter step returns), else ``None``. Cheap on other outputs: one type check."""
     if type(output) is not list or not output:
         return None
-    return output if all(_is_document(item) for item in output) else None
+    return output if all(is_document(item) for item in output) else None
 
 
 def documents_from_output(outputs: object) -> list[object] | None:
@@ -220,13 +217,8 @@ def documents_from_output(outputs: object) -> list[object] | None:
         return None
     for key in DOCUMENT_KEYS:
         value = outputs.get(key)
-        if (
-            isinstance(value, Sequence)
-            and not isinstance(value, (str, bytes))
-            and value
-            and all(_is_document(item) for item in value)
-        ):
-            return list(value)
+        if value and (documents := document_sequence(value)) is not None:  # no call for a missing key
+            return documents
     return None
 
 

@@ -33,6 +33,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .._item import document_sequence, is_document, mapping_text
+
 __all__ = [
     "DESCRIPTION_WORDS",
     "NAME_WORDS",
@@ -74,7 +76,6 @@ DESCRIPTION_WORDS = re.compile(
     re.IGNORECASE,
 )
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
-_TEXT_KEYS = ("page_content", "content", "text")
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,22 +176,9 @@ def _retrieval_name(name: str) -> bool:
     return any(word.startswith(NAME_WORDS) for word in words)
 
 
-def _is_document(item: object) -> bool:
-    return isinstance(getattr(item, "page_content", None), str)
-
-
 def _documents(artifact: object) -> list[object] | None:
     """The ``Document`` s an artifact holds (one, or a non-empty list of only them), else ``None``."""
-    if _is_document(artifact):
-        return [artifact]
-    if (
-        isinstance(artifact, Sequence)
-        and not isinstance(artifact, (str, bytes))
-        and artifact
-        and all(_is_document(item) for item in artifact)
-    ):
-        return list(artifact)
-    return None
+    return [artifact] if is_document(artifact) else document_sequence(artifact)
 
 
 def _strings(content: object) -> list[str] | None:
@@ -229,10 +217,7 @@ def _item_text(item: object) -> str | None:
     if isinstance(item, str):
         return item
     if isinstance(item, Mapping):
-        for key in _TEXT_KEYS:
-            value = item.get(key)
-            if isinstance(value, str):
-                return value
+        return mapping_text(item)
     return None
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Iterable
 
@@ -20,6 +19,8 @@ from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.sdk.environment_variables import OTEL_SDK_DISABLED
 from opentelemetry.sdk.trace import SpanLimits
 from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider
+
+from .._fork import ForkSafeLock
 
 __all__ = [
     "flush_providers",
@@ -32,16 +33,7 @@ __all__ = [
 
 _log = logging.getLogger("ctxutil_otel")
 _warned: set[str] = set()
-_warned_lock = threading.Lock()
-
-
-def _new_warned_lock() -> None:  # in a forked child: another thread may have held it at the fork
-    global _warned_lock
-    _warned_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_warned_lock)
+_warned_lock = ForkSafeLock()  # a forked child gets a new one
 
 # The API's proxy meter and logger providers (what the globals are until set) are private classes;
 # without them only the public no-op providers are recognised.

@@ -1,4 +1,4 @@
-"""The judge's chat request (endpoint check, JSON body, capped read) and the parts of the reply it reads.
+"""The judge's chat request (JSON body, capped read) and the parts of the reply it reads.
 
 The judge sends its request with the openai client's low-level ``client.post("/chat/completions",
 body=..., cast_to=httpx2.Response)`` (documented by the SDK for undocumented parameters and
@@ -25,7 +25,6 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 from ._base import MAX_REPORTED_TOKENS, JudgeTimeoutError, TokenUsage
 from ._retry import JudgeConnectionError, MalformedResponseError, content_length
@@ -38,62 +37,15 @@ __all__ = [
     "MAX_REPLY_BYTES",
     "ChatReply",
     "chat_body",
-    "check_base_url",
     "post_chat",
     "read_body",
     "read_reply",
-    "safe_url",
 ]
 
 MAX_REPLY_BYTES = 4 * 1024 * 1024
 """Largest chat completion body the judge reads: 4 MiB (bytes after content decoding). A verdict
 reply is a few hundred bytes per chunk (about 10 KB for 50 chunks with reasons); a larger body is a
 misbehaving server or model, refused as ``malformed_response``."""
-
-
-def safe_url(url: str | None) -> str | None:
-    # scheme://host[:port]/path: without user information, query and fragment (where credentials go).
-    if url is None:
-        return None
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:  # an IPv6 address keeps its brackets (urlsplit's hostname drops them)
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:  # not a number: maybe part of a password, so not shown
-        port = None
-    if port is not None:
-        host = f"{host}:{port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
-def check_base_url(url: str, source: str) -> None:
-    """Refuse a base URL that could carry credentials.
-
-    Raises:
-        ValueError: starting with ``source``, when ``url`` has user information (any ``@``), a query
-            string or a fragment (any ``?`` / ``#``); the message shows the URL without those parts
-            (:func:`safe_url`), or not at all when a password may have confused the parse.
-    """
-    problems = [
-        what
-        for mark, what in (("@", "user information"), ("?", "a query string"), ("#", "a fragment"))
-        if mark in url
-    ]
-    if not problems:
-        return
-    parts = urlsplit(url)
-    # An '@' after the host part means a password with an unescaped '/', '?' or '#' confused the
-    # parse (host, port and path may hold pieces of it): then nothing of the URL is shown.
-    misparsed = "@" in parts.path + parts.query + parts.fragment
-    shown = "not shown" if misparsed else f"without them: {safe_url(url)}"
-    raise ValueError(
-        f"{source} must not contain {' or '.join(problems)} (URL {shown}): the HTTP client logs every "
-        "request's URL at INFO level, and the openai SDK appends the endpoint path after a query string. "
-        "Pass the key as api_key (sent in the Authorization header); other credentials belong in a "
-        "header, never in the URL."
-    )
 
 
 def chat_body(

@@ -34,13 +34,12 @@ that does not know ``max_completion_tokens`` may ignore it silently, and then no
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from .._fork import reinit_after_fork
+from .._fork import ForkSafeLock, reinit_after_fork
 from ._prompt import SCHEMA_NAME, response_schema
 
 if TYPE_CHECKING:
@@ -278,16 +277,7 @@ class Negotiation:
 
 
 _registry: OrderedDict[tuple[str, str], Negotiation] = OrderedDict()
-_registry_lock = threading.Lock()
-
-
-def _new_registry_lock() -> None:  # in a forked child: another thread may have held it at the fork
-    global _registry_lock
-    _registry_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_registry_lock)
+_registry_lock = ForkSafeLock()  # a forked child gets a new one
 
 
 def forget_negotiations() -> None:

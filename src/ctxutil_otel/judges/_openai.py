@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .._redact import KEY_WHITESPACE, unusable_key
+from .._url import check_base_url, safe_url
 from ._base import ChunkVerdict, JudgeError, JudgeResult, JudgeTimeoutError, VerdictMismatchError
-from ._completion import check_base_url, safe_url
 from ._negotiate import (
     FORMATS,
     OutputFormat,

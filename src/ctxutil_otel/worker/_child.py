@@ -1,17 +1,9 @@
 """The process worker's child (``worker="process"``): builds the judge and the metric, evaluates what the
 application process sends it, and sends the results back. Runs in a ``multiprocessing`` spawned process.
 
-Messages on the one duplex :class:`multiprocessing.connection.Connection` (pickled by ``multiprocessing``),
-batched both ways so that neither side wakes up once per evaluation:
-
-* parent -> child, first: a :class:`ChildConfig` (the settings, API key included, travel here, never on a
-  command line or in an environment); then ``("evaluate", [(seq, query, answer, chunks, item_id), ...])``
-  (the evaluations the parent started together) or ``("stop",)``;
-* child -> parent: ``("hello", MetricInfo)`` once the metric is built (or ``("failed", reason)`` when
-  its configuration cannot be unpickled or its judge built, then it exits 1), then
-  ``("results", [(seq, JSON, duration_s), ...])`` (:func:`encode_result`; the seconds each evaluation took
-  here). A result waits at most ``RESULT_LINGER_S`` for others to go with it, and not at all once nothing
-  else is in flight.
+It speaks the pipe's protocol (``_pipe.py``): first a :class:`~._pipe.ChildConfig`, then batches of
+evaluations; it answers ``hello`` (or ``failed``) and then batches of results. A result waits at most
+``RESULT_LINGER_S`` for others to go with it, and not at all once nothing else is in flight.
 
 The parent keeps at most ``max_in_flight`` evaluations in the child (the child's bound). The child ends on
 ``stop``, when the parent's end of the pipe closes, or when killed; and, whatever its event loop is doing
@@ -26,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -34,21 +25,19 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 
 from pydantic import ValidationError
 
 from .._item import DatasetItem
-from .._settings import Settings
 from ..judges._from_settings import build_judge
 from ..metric._contextual_utilization import ContextualUtilization
-from ..metric._results import MetricEvaluationResult
 from ._convert import MetricInfo, describe
 from ._evaluate import evaluate_item
+from ._pipe import Answer, ChildConfig, encode_result
 
-__all__ = ["Answer", "ChildConfig", "child_main", "decode_result", "encode_result"]
+__all__ = ["child_main"]
 
 _log = logging.getLogger("ctxutil_otel.worker")
 
@@ -60,48 +49,6 @@ RESULT_LINGER_S = 0.05
 MAX_RESULTS_PER_MESSAGE = 64
 #: Seconds between the watchdog's checks of the parent's pid (its sentinel ends the wait at once).
 PARENT_CHECK_S = 1.0
-
-Answer = tuple[int, str, float]  # (seq, the result's JSON, seconds the evaluation took in the child)
-
-
-@dataclass(frozen=True, slots=True)
-class ChildConfig:
-    """What the child needs: the settings (for the judge), a metric passed to the ``Evaluator`` (pickled)
-    or ``None`` to build it from the settings, the per-evaluation timeout and the in-flight bound."""
-
-    settings: Settings
-    metric: ContextualUtilization | None
-    timeout_s: float
-    max_in_flight: int
-
-
-def encode_result(result: MetricEvaluationResult) -> str:
-    """A result as JSON without the chunk texts of its breakdown (the parent has them: it sent them).
-    JSON, not a pickled model: the parent's validation from JSON costs about half of unpickling the
-    models, and the parent's CPU is what the process worker exists to save."""
-    data = result.model_dump(mode="json")
-    for entry in (data.get("signals") or {}).get("chunk_breakdown") or ():
-        entry["chunk_text"] = ""
-    return json.dumps(data)
-
-
-def decode_result(raw: str, chunks: Sequence[str]) -> MetricEvaluationResult:
-    """:func:`encode_result` undone in the parent, ``chunks`` being the texts it sent.
-
-    Raises:
-        pydantic.ValidationError: ``raw`` is not a result.
-    """
-    try:
-        result = MetricEvaluationResult.model_validate_json(raw)
-    except ValidationError:
-        # pydantic's JSON parser refuses a lone surrogate (``"\\ud800"``, from a judge's reason quoting
-        # the query), which Python strings (and the thread worker) carry: the standard library's parser
-        # takes it, lossless, at the cost of building the dict first.
-        result = MetricEvaluationResult.model_validate(json.loads(raw))
-    for entry in result.signals.chunk_breakdown:
-        if not entry.chunk_text and 0 <= entry.index < len(chunks):
-            entry.chunk_text = chunks[entry.index]
-    return result
 
 
 def child_main(conn: Connection) -> None:

@@ -5,7 +5,7 @@ again in it (as ``__mp_main__``; ``multiprocessing.spawn.get_preparation_data`` 
 name). A script without an ``if __name__ == "__main__":`` guard then ran its whole top level in the child:
 its chain called again, its side effects done twice, and a child that tried to start a child of its own.
 The child needs nothing of the main module: it runs this package's code, and a metric passed to it may not
-use the main module's classes (``_reach.py`` refuses one that does).
+use the main module's classes (``_pipe.py`` refuses one that does).
 
 :func:`main_module_hidden` leaves the main module out of the preparation data of the children the calling
 thread starts meanwhile. ``multiprocessing`` offers no argument for it, so the module function is wrapped

@@ -6,9 +6,13 @@ no inherited locks, threads or OpenTelemetry providers) and one duplex ``Pipe``.
 the engine's worker thread and its asyncio loop, which reads the pipe (``loop.add_reader``): the CPU the
 application process still spends per evaluation (conversion, pickling, emission) is the worker thread's,
 which the CPU budget (``max_worker_cpu_fraction``) measures. This module is the facade the engine calls:
-it sends evaluations, matches the answers and accounts for a lost child; the child's lifecycle (spawn,
-pipe watching, detach, kill) is ``_process_child.py``, its spawn target ``_child_entry.py``, the child
-itself and its messages ``_child.py``.
+it sends evaluations, matches the answers and accounts for a lost child; the modules by side:
+
+* this process: this facade; the child's lifecycle and the thread that writes down the pipe
+  (``_process_child.py``); starting it without the main module (``_no_main.py``);
+* the pipe: its messages, what may go down it and the cut of long texts (``_pipe.py``);
+* the child: its spawn target (``_child_entry.py``), the child itself (``_child.py``); the judge's key,
+  resolved here and scrubbed from the child's environment there (``_child_env.py``).
 
 Contract, the same as the thread worker's (the engine's accounting is unchanged):
 
@@ -24,8 +28,8 @@ Contract, the same as the thread worker's (the engine's accounting is unchanged)
   removes it from ``multiprocessing``'s own list so its exit does not terminate it) and starts its own
   when it first evaluates;
 * the child starts lazily, at the first evaluation, off the request path;
-* this loop never blocks on the pipe: it pickles, and a sender thread writes (``_sender.py``), so the timer
-  that kills a hung child fires even when the child stopped reading a full pipe;
+* this loop never blocks on the pipe: it pickles, and a sender thread writes (``_process_child.py``), so
+  the timer that kills a hung child fires even when the child stopped reading a full pipe;
 * the child ends by itself when this process dies (``_child.py``'s watchdog); it is not on
   ``multiprocessing``'s list of children (``_process_child.py``): ``close`` stops it.
 """
@@ -46,13 +50,11 @@ from .._item import DatasetItem
 from .._settings import Settings
 from ..metric._contextual_utilization import METRIC_NAME, ContextualUtilization
 from ..metric._results import MetricEvaluationResult
-from ._child import ChildConfig, decode_result
 from ._child_env import settings_for_child
 from ._convert import MetricInfo, Rejection, to_strings
 from ._evaluate import convert
+from ._pipe import ChildConfig, cap_texts, check_reaches_child, decode_result, note_cut
 from ._process_child import Child, detach, forget, kill, launch, new_child, stop, unwatch, watch
-from ._reach import check_reaches_child
-from ._text_cap import cap_texts, note_cut
 from ._types import Judged
 
 __all__ = ["ChildProcessJudging"]
@@ -85,7 +87,7 @@ class ChildProcessJudging:
     Raises:
         SettingsError: ``OPENAI_API_KEY``, read for the openai judge, holds whitespace.
         TypeError: ``metric`` cannot reach the child: it cannot be pickled, or it uses a class or function
-            of a ``__main__`` the child does not import (``python -c``, a REPL; see ``_reach.py``).
+            of a ``__main__`` the child does not import (``python -c``, a REPL; see ``_pipe.py``).
     """
 
     def __init__(
@@ -138,7 +140,7 @@ class ChildProcessJudging:
             if strings.outcome == "dropped":
                 return strings
             return self._info.failure_of(interaction, strings.detail, strings.message)
-        strings, cut = cap_texts(*strings)  # bounded before it is pickled (``_text_cap.py``)
+        strings, cut = cap_texts(*strings)  # bounded before it is pickled (``_pipe.py``)
         child = await self._ready_child()
         if child is None:
             return self._crashed(interaction)

@@ -7,6 +7,14 @@ watch its pipe, or stop watching between reads; detach from it when it is lost o
 it; release its end of the pipe; keep it off ``multiprocessing``'s list of children (whose exit hook would
 SIGTERM it, which it ignores, and join it without a deadline): the engine stops it itself, and it ends by
 itself when this process dies (``_child.py``'s watchdog).
+
+Writing down the pipe (:class:`Sender`): what the application process sends its child goes through its own
+thread, never from the evaluator's event loop. A child whose event loop is blocked (a judge that never
+yields) stops reading; once the pipe's buffer (about 200 KB) is full a send would block, and a send on the
+evaluator's loop would keep that loop from firing the very timer that kills the hung child. So the loop
+only pickles (its CPU stays the one the CPU budget measures) and hands the bytes to this thread; killing
+the child breaks the pipe and ends any send still waiting. The queue is bounded by what is in flight: at
+most ``max_concurrency`` evaluations, plus the configuration and the stop message.
 """
 
 from __future__ import annotations
@@ -16,21 +24,23 @@ import contextlib
 import logging
 import multiprocessing
 import multiprocessing.process
+import queue
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
+from multiprocessing.reduction import ForkingPickler
 
-from ._child import ChildConfig
 from ._child_entry import blocked_while_spawning, run_child
 from ._no_main import main_module_hidden
-from ._sender import Sender
+from ._pipe import ChildConfig, Request
 
 __all__ = [
     "READ_INTERVAL_S",
     "Child",
-    "Request",
+    "Sender",
     "detach",
     "forget",
     "kill",
@@ -51,8 +61,47 @@ _KILL_JOIN_S = 1.0
 #: measured in the child, so the wait is not in it; ``force_flush`` may wait this much longer.
 READ_INTERVAL_S = 0.2
 
-#: One evaluation as sent: ``(seq, query, answer, chunk texts, item id)``.
-Request = tuple[int, str, str, list[str], str | None]
+
+class Sender:
+    """Sends messages on ``conn`` from a daemon thread; the thread owns ``conn`` from :meth:`finish` on
+    and closes it when it ends. ``on_broken`` runs on ``loop`` when a send fails (the child is gone)."""
+
+    def __init__(
+        self, conn: Connection, loop: asyncio.AbstractEventLoop, on_broken: Callable[[], None]
+    ) -> None:
+        self._conn = conn
+        self._loop = loop
+        self._on_broken = on_broken
+        self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="ctxutil-evaluator-sender", daemon=True)
+        self._thread.start()
+
+    def send(self, message: object) -> None:
+        """Pickle ``message`` here (the caller's thread) and queue it; never blocks."""
+        self._outbox.put(bytes(ForkingPickler.dumps(message)))
+
+    def finish(self) -> None:
+        """Send nothing more: the thread ends after what is queued (at once when the pipe broke) and closes
+        the connection."""
+        self._outbox.put(None)
+
+    def join(self, timeout_s: float) -> None:
+        self._thread.join(max(0.0, timeout_s))
+
+    def _run(self) -> None:
+        try:
+            while (data := self._outbox.get()) is not None:
+                try:
+                    self._conn.send_bytes(data)
+                except (OSError, ValueError):  # the child died or was killed: the pipe is broken
+                    with contextlib.suppress(RuntimeError):  # the loop has closed
+                        self._loop.call_soon_threadsafe(self._on_broken)
+                    while self._outbox.get() is not None:  # drop the rest until finish()
+                        pass
+                    return
+        finally:
+            with contextlib.suppress(OSError):
+                self._conn.close()
 
 
 @dataclass(eq=False)
@@ -64,7 +113,7 @@ class Child:
     loop: asyncio.AbstractEventLoop
     ready: asyncio.Future[bool]  # True once it said hello; False when it died first
     on_readable: Callable[[Child], None]
-    sender: Sender | None = None  # writes down the pipe from its own thread (``_sender.py``)
+    sender: Sender | None = None  # writes down the pipe from its own thread (:class:`Sender`)
     lost: bool = False
     outgoing: list[Request] = field(default_factory=list)  # sent together at the end of this loop turn
     reading: bool = False  # the loop watches the pipe (see :func:`unwatch`)

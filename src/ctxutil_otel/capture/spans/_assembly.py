@@ -243,43 +243,76 @@ class TraceBuffer:
         if record is not None and self._seen(trace, trace_id, context.span_id):
             record = None  # a copy (re-delivered): what it would close was closed by the first
         if self._evicted and trace_id in self._evicted:
-            if parent_span_id is None:
-                self._evicted.pop(trace_id)  # its local root: nothing more will come
-            elif trace is None and isinstance(record, Generation):
-                reason = self._evicted.pop(trace_id)
-                part = BufferedPart(record, context, start_ns, end_ns, 0, span)
-                evicted.append((Turn(trace_id, (), part, start_ns, end_ns), reason))
-                return [], evicted
-        if record is None:
-            if trace is None:
-                return [], evicted
-        else:
-            if trace is None:
-                now = self.clock()
-                while len(self.traces) >= self.max_traces:
-                    self._evict_for_room(now, evicted)
-                trace = _Trace(trace_id, now)
-                self.traces[trace_id] = trace
-                if len(self.traces) == 1:
-                    self.next_deadline = trace.created + self.ttl_s
-            if isinstance(record, Retrieval):
-                # The outermost retrieval step: what ran inside it is not judged (module docstring).
-                nested = trace.waiting.pop(context.span_id, None)
-                if nested:
-                    self._release(trace, nested, keep=True)
-            part = BufferedPart(record, context, start_ns, end_ns, record.size(), span)
-            key = parent_span_id if parent_span_id is not None else context.span_id
-            trace.waiting.setdefault(key, []).append(part)
-            trace.spans.add(context.span_id)
-            trace.parts += 1
-            trace.size += part.size
-            self.size += part.size
+            late = self._after_eviction(trace, record, context, parent_span_id, start_ns, end_ns, span)
+            if late is not None:
+                return [], [late]
+        if record is not None:
+            trace = self._buffer(trace, record, context, parent_span_id, start_ns, end_ns, span, evicted)
+        elif trace is None:
+            return [], evicted
         turns = self._close(trace, context.span_id, parent_span_id, start_ns, end_ns)
         if self.size > self.max_bytes:
             now = self.clock()
             while self.size > self.max_bytes and self.traces:
                 self._evict_for_room(now, evicted)
         return turns, evicted
+
+    def _after_eviction(
+        self,
+        trace: _Trace | None,
+        record: Retrieval | Generation | None,
+        context: SpanContext,
+        parent_span_id: int | None,
+        start_ns: int,
+        end_ns: int,
+        span: object,
+    ) -> tuple[Turn, DropReason] | None:
+        """A span of a trace evicted earlier ended: its local root forgets the eviction (nothing more will
+        come); a generation with nothing buffered again is the turn the eviction cut, answered with the
+        eviction's reason (returned). ``None``: the span goes on as any other."""
+        trace_id = context.trace_id
+        if parent_span_id is None:
+            self._evicted.pop(trace_id)
+        elif trace is None and isinstance(record, Generation):
+            reason = self._evicted.pop(trace_id)
+            part = BufferedPart(record, context, start_ns, end_ns, 0, span)
+            return Turn(trace_id, (), part, start_ns, end_ns), reason
+        return None
+
+    def _buffer(
+        self,
+        trace: _Trace | None,
+        record: Retrieval | Generation,
+        context: SpanContext,
+        parent_span_id: int | None,
+        start_ns: int,
+        end_ns: int,
+        span: object,
+        evicted: Evicted,
+    ) -> _Trace:
+        """Buffer ``record`` under the span it waits for (its parent; a local root its own), opening its
+        trace when it is the first (evicting into ``evicted`` to stay within the count bound)."""
+        if trace is None:
+            now = self.clock()
+            while len(self.traces) >= self.max_traces:
+                self._evict_for_room(now, evicted)
+            trace = _Trace(context.trace_id, now)
+            self.traces[context.trace_id] = trace
+            if len(self.traces) == 1:
+                self.next_deadline = trace.created + self.ttl_s
+        if isinstance(record, Retrieval):
+            # The outermost retrieval step: what ran inside it is not judged (module docstring).
+            nested = trace.waiting.pop(context.span_id, None)
+            if nested:
+                self._release(trace, nested, keep=True)
+        part = BufferedPart(record, context, start_ns, end_ns, record.size(), span)
+        key = parent_span_id if parent_span_id is not None else context.span_id
+        trace.waiting.setdefault(key, []).append(part)
+        trace.spans.add(context.span_id)
+        trace.parts += 1
+        trace.size += part.size
+        self.size += part.size
+        return trace
 
     def expire(self, now: float, limit: int) -> list[Turn]:
         """Evict at most ``limit`` traces buffered ``ttl_s`` seconds or more at clock time ``now``;
