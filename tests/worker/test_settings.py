@@ -264,9 +264,8 @@ def test_an_evaluator_given_an_emitter_reuses_its_reading_of_the_environment(
 
 
 def test_the_metric_without_a_judge_takes_the_configured_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctxutil_otel.metric import ContextualUtilization
-
     from ctxutil_otel.judges import SemanticJudge
+    from ctxutil_otel.metric import ContextualUtilization
 
     assert isinstance(ContextualUtilization().judge, SemanticJudge)  # the default (the test extra has it)
     monkeypatch.setenv("CTXUTIL_JUDGE", "lexical")
