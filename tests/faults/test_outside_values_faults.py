@@ -237,7 +237,9 @@ def test_a_lone_surrogate_in_captured_content_is_exported_replaced_never_dropped
         **telemetry.providers(),
     )
     documents = [
-        Document(page_content="Python is a high-level programming language.\ud800", metadata={"source": "w\udcff"}),
+        Document(
+            page_content="Python is a high-level programming language.\ud800", metadata={"source": "w\udcff"}
+        ),
         Document(page_content="Guido van Rossum created Python."),
     ]
     try:

@@ -286,7 +286,10 @@ def test_a_lone_surrogate_in_any_text_is_judged_not_failed(where: str) -> None:
     # Python strings may hold lone surrogates (json.loads of "\ud800", os.fsdecode's surrogateescape); the
     # tokenizers library refuses them ("TextInputSequence must be str"), which failed the whole evaluation.
     # The other judges take them; so does this one, the surrogate read as an unknown character.
-    query, answer = "What are the benefits of green tea?", "Green tea has antioxidants that protect the heart."
+    query, answer = (
+        "What are the benefits of green tea?",
+        "Green tea has antioxidants that protect the heart.",
+    )
     chunks = ["Green tea has antioxidants that protect the heart.", "Tea originated in China."]
     bad = "\udcff"
     if where == "query":

@@ -59,19 +59,22 @@ def exportable(attributes: Mapping[str, AttributeValue]) -> dict[str, AttributeV
         elif not _fits(value):  # an int subclass
             continue
         out[key] = value
-    # One test over all the strings: the usual attribute set holds no secret, no surrogate, and is only
-    # copied.
-    if not texts:
-        return out
-    joined = "\n".join(texts)
-    secret = may_hold_secret(joined)
-    if secret or (not joined.isascii() and _SURROGATE.search(joined)):
-        for key, value in out.items():
-            if isinstance(value, str):
-                out[key] = _clean(value, secret)
-            elif isinstance(value, (tuple, list)):
-                out[key] = [_clean(v, secret) if isinstance(v, str) else v for v in value]
+    if texts:
+        _clean_strings(out, "\n".join(texts))
     return out
+
+
+def _clean_strings(out: dict[str, AttributeValue], joined: str) -> None:
+    """Redact and make encodable the strings of ``out`` in place, when ``joined`` (all of them) says it is
+    needed: one test over all the strings, as the usual attribute set holds no secret and no surrogate."""
+    secret = may_hold_secret(joined)
+    if not secret and (joined.isascii() or not _SURROGATE.search(joined)):
+        return
+    for key, value in out.items():
+        if isinstance(value, str):
+            out[key] = _clean(value, secret)
+        elif isinstance(value, (tuple, list)):
+            out[key] = [_clean(v, secret) if isinstance(v, str) else v for v in value]
 
 
 def _clean(text: str, secret: bool) -> str:
