@@ -36,8 +36,8 @@ class SemanticExtraMissingError(ImportError):
 
 def _missing(what: str) -> SemanticExtraMissingError:
     return SemanticExtraMissingError(
-        f"the semantic judge needs {what}: pip install 'ctxutil-otel[{EXTRA}]' "
-        "(or choose judge='learned' or 'lexical')"
+        f"the semantic judge needs {what}: pip install 'ctxutil-otel[{EXTRA}]', or choose another judge: "
+        "judge='learned', CTXUTIL_JUDGE=learned or --judge learned"
     )
 
 
