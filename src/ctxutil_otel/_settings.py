@@ -9,6 +9,7 @@ Rate and budget limits use ``0`` (or ``None``) for *unlimited*.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import SecretStr, ValidationError, field_validator
@@ -104,7 +105,9 @@ class Settings(SettingsFields):
     )
     @classmethod
     def _key_list(cls, value: object) -> object:
-        if isinstance(value, str):  # the environment's comma-separated form
+        if isinstance(value, str):  # the environment's form: comma-separated, or a JSON array of strings
+            if value.lstrip().startswith("["):
+                return _json_names(value)
             return tuple(key.strip() for key in value.split(",") if key.strip())
         return value
 
@@ -176,3 +179,19 @@ class Settings(SettingsFields):
         data.update(overrides)
         # Every field is passed explicitly, so the environment cannot change anything here.
         return type(self)(**data)
+
+
+def _json_names(text: str) -> tuple[str, ...]:
+    """The names of a JSON array of strings (pydantic-settings' form for a list: split at its commas it
+    gave names nothing has, ``'["search_docs"'``, and the setting silently matched nothing).
+
+    Raises:
+        ValueError: when ``text`` is not a JSON array of strings.
+    """
+    try:
+        names = json.loads(text)
+    except ValueError:
+        names = None
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise ValueError("expected comma-separated names or a JSON array of strings")
+    return tuple(name.strip() for name in names if name.strip())

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -56,3 +60,48 @@ def test_dataset_path_names_the_sets_it_has() -> None:
     assert set(DATASETS) == {"sample", "seed", "design"}
     with pytest.raises(ValueError, match="one of: sample, seed, design"):
         dataset_path("seeds")
+
+
+@pytest.mark.parametrize(
+    ("command", "how"),
+    [("bench", "option"), ("evaluate", "option"), ("bench", "variable")],
+)
+def test_an_explicit_semantic_judge_without_its_extra_is_refused_not_replaced(
+    command: str, how: str, tmp_path: Path
+) -> None:
+    # `bench --judge semantic` without the extra measured the learned judge instead (exit 0, the default
+    # judge's fallback warning): a comparison of judges silently compared another one. Only the default
+    # falls back; a judge the user names is refused before any row is judged, naming the extra.
+    code = (
+        "import sys\n"
+        "for name in ('tokenizers', 'safetensors'): sys.modules[name] = None\n"
+        "from ctxutil_otel.cli import main\n"
+        "raise SystemExit(main(sys.argv[1:]))\n"
+    )
+    args = [command, dataset_path("seed")] + (["--judge", "semantic"] if how == "option" else [])
+    if command == "evaluate":
+        args += ["--out", str(tmp_path / "out.jsonl")]
+    env = {**os.environ, "CTXUTIL_JUDGE": "semantic"} if how == "variable" else dict(os.environ)
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "pip install 'ctxutil-otel[semantic]'" in done.stderr
+    assert "judging with 'learned'" not in done.stderr
+
+
+def test_the_default_judge_still_falls_back_to_learned_without_the_extra() -> None:
+    code = (
+        "import sys\n"
+        "for name in ('tokenizers', 'safetensors'): sys.modules[name] = None\n"
+        "from ctxutil_otel.cli import main\n"
+        "raise SystemExit(main(sys.argv[1:]))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "CTXUTIL_JUDGE"}
+    done = subprocess.run(
+        [sys.executable, "-c", code, "bench", "--data", "seed", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["judge"] == "learned"
+    assert "judging with 'learned'" in done.stderr

@@ -279,3 +279,25 @@ def test_a_chunk_that_states_what_the_query_asks_is_relevant(query: str) -> None
     verdicts = SemanticJudge().judge_sync(query, answer, chunks, reasons=False)
     assert verdicts[0].is_relevant and verdicts[0].is_utilized
     assert not verdicts[2].is_relevant
+
+
+@pytest.mark.parametrize("where", ["query", "answer", "chunk"])
+def test_a_lone_surrogate_in_any_text_is_judged_not_failed(where: str) -> None:
+    # Python strings may hold lone surrogates (json.loads of "\ud800", os.fsdecode's surrogateescape); the
+    # tokenizers library refuses them ("TextInputSequence must be str"), which failed the whole evaluation.
+    # The other judges take them; so does this one, the surrogate read as an unknown character.
+    query, answer = (
+        "What are the benefits of green tea?",
+        "Green tea has antioxidants that protect the heart.",
+    )
+    chunks = ["Green tea has antioxidants that protect the heart.", "Tea originated in China."]
+    bad = "\udcff"
+    if where == "query":
+        query += bad
+    elif where == "answer":
+        answer += bad
+    else:
+        chunks[0] += bad
+    verdicts = SemanticJudge().judge_sync(query, answer, chunks, reasons=True)
+    assert verdicts[0].is_relevant and verdicts[0].is_utilized
+    assert not verdicts[1].is_utilized

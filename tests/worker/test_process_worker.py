@@ -279,3 +279,19 @@ def test_the_worker_setting_reads_its_variable(monkeypatch: pytest.MonkeyPatch) 
     with pytest.raises(SettingsError) as info:
         Settings()
     assert "worker" in str(info.value) and "CTXUTIL_WORKER" in str(info.value)
+
+
+def test_one_interaction_the_child_cannot_read_fails_alone_never_its_batch(
+    make_evaluator: MakeEvaluator,
+) -> None:
+    # An interaction id that is not a string (Interaction is a plain dataclass: nothing checks it before the
+    # child) raised in the child's reader while it built the invalid_input failure: the interactions after
+    # it in the same message never started, force_flush timed out, and shutdown counted them dropped.
+    evaluator = make_evaluator(max_worker_cpu_fraction=0)
+    items = [interaction(), interaction(id=5), interaction(), interaction()]  # type: ignore[arg-type]
+    for item in items:
+        assert evaluator.admit(item.trace_id).submit(item)
+    assert evaluator.force_flush(30_000)
+    stats = evaluator.stats()
+    assert stats.evaluated + sum(stats.failed.values()) == 4 and stats.dropped == {}, stats
+    assert stats.evaluated >= 3, stats

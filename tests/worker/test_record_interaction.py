@@ -149,6 +149,30 @@ def test_wrong_arguments_never_raise_and_are_counted(telemetry: Telemetry) -> No
     evaluator.shutdown(5_000)
 
 
+@pytest.mark.parametrize("worker", ["thread", "process"])
+def test_an_integer_id_and_a_non_string_name_are_taken_not_failed_or_sampled_out(
+    telemetry: Telemetry, worker: str
+) -> None:
+    # An application's own ids are often integers (a database row). interaction_id=5 failed that evaluation
+    # internal_error with an ERROR traceback (thread worker) or, in the process worker's child, raised in
+    # the middle of a batch: the evaluations after it in the batch never ran, force_flush timed out, and
+    # shutdown counted them dropped. name=5 broke the selection rules' match: counted sampled_out at
+    # sample_rate 1.0. An integer id is its decimal text; a name that is not a string is no name.
+    evaluator = _evaluator(
+        telemetry, worker=worker, selection_rules=[{"root_name": "checkout", "sample_rate": 1.0}]
+    )
+    args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
+    assert evaluator.record_interaction(**args, interaction_id=12345)  # type: ignore[arg-type]
+    assert evaluator.record_interaction(**args, name=5)  # type: ignore[arg-type]
+    assert evaluator.record_interaction(**args, interaction_id="order-7")
+    assert evaluator.force_flush(30_000)
+    stats = evaluator.stats()
+    assert (stats.captured, stats.evaluated, stats.sampled_out, stats.failed) == (3, 3, 0, {}), stats
+    ids = {s.attributes.get(n.ATTR_INTERACTION_ID) for s in telemetry.spans(n.SPAN_EVALUATION)}  # type: ignore[union-attr]
+    assert {"12345", "order-7"} <= ids
+    evaluator.shutdown(5_000)
+
+
 def test_after_shutdown_it_is_refused_and_counted(telemetry: Telemetry) -> None:
     evaluator = _evaluator(telemetry)
     evaluator.shutdown(5_000)

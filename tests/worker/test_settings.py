@@ -309,3 +309,26 @@ def test_the_openai_judge_from_settings_is_the_one_its_constructor_builds(
     fields = ("max_retries", "max_retry_after_s", "max_context_tokens", "max_chunks_per_call", "temperature")
     assert [getattr(built, f) for f in fields] == [getattr(direct, f) for f in fields]
     assert build_judge(Settings(judge="openai", judge_api_key="k")).model == OpenAIJudge(api_key="k").model
+
+
+@pytest.mark.parametrize(
+    "variable", ["CTXUTIL_RETRIEVAL_TOOLS", "CTXUTIL_EXCLUDED_TOOLS", "CTXUTIL_CHUNK_METADATA_KEYS"]
+)
+def test_a_name_list_variable_takes_a_json_array_too(monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+    # pydantic-settings' own form for a list is JSON; ours is comma-separated. A JSON array was split at its
+    # commas into names no tool has ('["search_docs"', ' "kb"]'): with CTXUTIL_RETRIEVAL_TOOLS that silently
+    # left every tool result of every agent turn uncounted. Both forms now give the same names.
+    field = variable.removeprefix("CTXUTIL_").lower()
+    monkeypatch.setenv(variable, '["search_docs", "kb_*"]')
+    assert getattr(Settings(), field) == ("search_docs", "kb_*")
+    monkeypatch.setenv(variable, "search_docs, kb_*")
+    assert getattr(Settings(), field) == ("search_docs", "kb_*")
+
+
+@pytest.mark.parametrize("value", ['["search_docs", 3]', '["search_docs"', "[]x"])
+def test_a_name_list_variable_that_is_not_a_json_array_of_names_is_refused(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("CTXUTIL_RETRIEVAL_TOOLS", value)
+    with pytest.raises(SettingsError, match="CTXUTIL_RETRIEVAL_TOOLS"):
+        Settings()

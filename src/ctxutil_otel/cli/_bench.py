@@ -27,10 +27,17 @@ from pydantic import ValidationError
 
 from ..data import DATASETS, dataset_path
 from ..judges import TokenUsage
-from ..judges._from_settings import build_judge
 from ..metric import ContextualUtilization, MetricEvaluationResult, MetricRunner
 from ..metric._agreement import AgreementFigures, AgreementReport, LabelledRow, agreement
-from ._io import BadLine, Line, add_judge_options, read_items, report_bad_line, settings_from_args
+from ._io import (
+    BadLine,
+    Line,
+    add_judge_options,
+    batch_judge,
+    read_items,
+    report_bad_line,
+    settings_from_args,
+)
 from ._perturb import add_arguments as add_perturb_arguments
 from ._perturb import check_extras, extras
 
@@ -143,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     try:
         settings = settings_from_args(args)
-        judge = build_judge(settings)
+        judge = batch_judge(settings)
         metric = ContextualUtilization(judge=judge, threshold=settings.threshold, mode=settings.mode)
         parsed = list(_labelled(read_items(args.file), args.limit))
     except (ValueError, OSError, ImportError) as exc:

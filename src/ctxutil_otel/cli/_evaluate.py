@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..judges import TokenUsage
-from ..judges._from_settings import build_judge
 from ..metric import ContextualUtilization, MetricEvaluationResult, MetricRunner
 from ._io import (
     BadLine,
     Line,
     add_judge_options,
+    batch_judge,
     quiet_broken_pipe,
     read_items,
     report_bad_line,
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = settings_from_args(args)
         metric = ContextualUtilization(
-            judge=build_judge(settings), threshold=settings.threshold, mode=settings.mode
+            judge=batch_judge(settings), threshold=settings.threshold, mode=settings.mode
         )
         parsed = list(read_items(args.file))
     except (ValueError, OSError, ImportError) as exc:

@@ -17,12 +17,17 @@ from pydantic import ValidationError
 
 from .._item import DatasetItem
 from .._settings import Settings
+from ..judges._from_settings import build_judge
+
+if typing.TYPE_CHECKING:
+    from ..judges import Judge
 
 __all__ = [
     "FIELD_NAMES",
     "BadLine",
     "Line",
     "add_judge_options",
+    "batch_judge",
     "judge_choices",
     "quiet_broken_pipe",
     "read_items",
@@ -220,6 +225,18 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         if getattr(args, option, None) is not None
     }
     return Settings(**overrides)
+
+
+def batch_judge(settings: Settings) -> Judge:
+    """The judge a batch command measures or scores with: the configured one, except that a ``semantic``
+    judge named by ``--judge`` or ``CTXUTIL_JUDGE`` without its extra raises (an ``ImportError`` naming
+    the extra) instead of falling back to ``learned`` as the default does: ``bench --judge semantic``
+    reported the learned judge's figures with exit status 0."""
+    if settings.judge == "semantic" and "judge" in settings.model_fields_set:
+        from ..judges._semantic import SemanticJudge
+
+        return SemanticJudge()
+    return build_judge(settings)
 
 
 def quiet_broken_pipe(write: typing.Callable[[TextIO], None], stream: TextIO) -> bool:

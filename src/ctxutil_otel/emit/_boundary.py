@@ -6,11 +6,15 @@ metrics passes on its way to an exporter.
   dimension values alike;
 * an integer outside the signed 64-bit range OTLP encodes (a chunk's metadata value, a count) is left
   out: one such value fails the encoding of the whole export batch, the application's own spans or
-  metrics in it included.
+  metrics in it included;
+* a lone surrogate in a string (``json.loads`` of ``"\\ud800"``, ``os.fsdecode``'s surrogateescape: captured
+  content, chunk metadata) becomes U+FFFD: the OTLP encoder cannot write it as UTF-8 and logged an error
+  traceback for each such attribute on every export, leaving the attribute out.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from opentelemetry.util.types import AttributeValue
@@ -23,13 +27,22 @@ INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
 
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _encodable(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD (unchanged, uncopied, when it has none)."""
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
+
 def _fits(value: object) -> bool:
     return not isinstance(value, int) or isinstance(value, bool) or INT64_MIN <= value <= INT64_MAX
 
 
 def exportable(attributes: Mapping[str, AttributeValue]) -> dict[str, AttributeValue]:
     """A copy of ``attributes`` that every OTLP exporter can encode and that holds no secret: strings
-    redacted, integers out of the 64-bit range (alone or in a sequence) left out. Keys are ours, kept."""
+    redacted and lone surrogates replaced by U+FFFD, integers out of the 64-bit range (alone or in a
+    sequence) left out. Keys are ours, kept."""
     out: dict[str, AttributeValue] = {}
     texts: list[str] = []
     for key, value in attributes.items():
@@ -46,11 +59,23 @@ def exportable(attributes: Mapping[str, AttributeValue]) -> dict[str, AttributeV
         elif not _fits(value):  # an int subclass
             continue
         out[key] = value
-    # One test over all the strings: the usual attribute set holds no secret and is only copied.
-    if texts and may_hold_secret("\n".join(texts)):
-        for key, value in out.items():
-            if isinstance(value, str):
-                out[key] = redact(value)
-            elif isinstance(value, (tuple, list)):
-                out[key] = [redact(v) if isinstance(v, str) else v for v in value]
+    if texts:
+        _clean_strings(out, "\n".join(texts))
     return out
+
+
+def _clean_strings(out: dict[str, AttributeValue], joined: str) -> None:
+    """Redact and make encodable the strings of ``out`` in place, when ``joined`` (all of them) says it is
+    needed: one test over all the strings, as the usual attribute set holds no secret and no surrogate."""
+    secret = may_hold_secret(joined)
+    if not secret and (joined.isascii() or not _SURROGATE.search(joined)):
+        return
+    for key, value in out.items():
+        if isinstance(value, str):
+            out[key] = _clean(value, secret)
+        elif isinstance(value, (tuple, list)):
+            out[key] = [_clean(v, secret) if isinstance(v, str) else v for v in value]
+
+
+def _clean(text: str, secret: bool) -> str:
+    return _encodable(redact(text) if secret else text)

@@ -36,8 +36,8 @@ class SemanticExtraMissingError(ImportError):
 
 def _missing(what: str) -> SemanticExtraMissingError:
     return SemanticExtraMissingError(
-        f"the semantic judge needs {what}: pip install 'ctxutil-otel[{EXTRA}]' "
-        "(or choose judge='learned' or 'lexical')"
+        f"the semantic judge needs {what}: pip install 'ctxutil-otel[{EXTRA}]', or choose another judge: "
+        "judge='learned', CTXUTIL_JUDGE=learned or --judge learned"
     )
 
 
@@ -109,7 +109,7 @@ class StaticEmbedder:
         # library's own thread pool, whose CPU the worker's budget (its thread's CPU clock) cannot see, and
         # which the library disables, with a warning, in a child after os.fork().
         for k, text in enumerate(texts):
-            enc = self.tokenizer.encode(text, add_special_tokens=False)
+            enc = self.tokenizer.encode(_encodable(text), add_special_tokens=False)
             ids = enc.ids[: self.max_tokens]
             if ids:
                 v = self.table[ids].sum(axis=0)
@@ -117,3 +117,13 @@ class StaticEmbedder:
                 if norm > 0:
                     out[k] = v / norm
         return out
+
+
+def _encodable(text: str) -> str:
+    """``text`` as the tokenizers library takes it: a lone surrogate (``json.loads`` of ``"\\ud800"``,
+    ``os.fsdecode``'s surrogateescape) becomes ``?`` instead of failing the evaluation."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text

@@ -30,12 +30,13 @@ from multiprocessing.connection import Connection
 
 from pydantic import ValidationError
 
+from .._accounting import ERROR_TYPE_OTHER
 from .._item import DatasetItem
 from ..judges._from_settings import build_judge
 from ..metric._contextual_utilization import ContextualUtilization
 from ._convert import MetricInfo, describe
 from ._evaluate import evaluate_item
-from ._pipe import Answer, ChildConfig, encode_result
+from ._pipe import Answer, ChildConfig, Request, encode_result
 
 __all__ = ["child_main"]
 
@@ -136,8 +137,7 @@ async def _serve(conn: Connection, metric: ContextualUtilization, info: MetricIn
                 if message[0] == "stop":
                     end()
                     return
-                for seq, query, answer, chunks, item_id in message[1]:
-                    start(seq, query, answer, chunks, item_id)
+                _start_each(message[1], start, lambda seq, exc: outbox.put(_unstarted(info, seq, exc)))
         except (EOFError, OSError):
             end()
 
@@ -152,6 +152,30 @@ async def _serve(conn: Connection, metric: ContextualUtilization, info: MetricIn
         outbox.put(None)
         writer.join(_WRITER_JOIN_S)
         conn.close()
+
+
+def _start_each(
+    batch: list[Request],
+    start: Callable[[int, str, str, list[str], str | None], None],
+    failed: Callable[[int, Exception], None],
+) -> None:
+    """``start`` each evaluation of one message; one that raises fails alone (``failed``), never the rest
+    of its batch (an id that was not a string once stranded them: never started, never answered)."""
+    for seq, query, answer, chunks, item_id in batch:
+        try:
+            start(seq, query, answer, chunks, item_id)
+        except Exception as exc:
+            failed(seq, exc)
+
+
+def _unstarted(info: MetricInfo, seq: int, exc: Exception) -> Answer:
+    """The answer for an evaluation that could not be started: failed ``_OTHER``, its class named."""
+    explanation = f"Evaluation raised ({type(exc).__name__})."
+    return (
+        seq,
+        encode_result(info.failure(ERROR_TYPE_OTHER, explanation, total_chunks=0, item_id=None)),
+        0.0,
+    )
 
 
 def _write(

@@ -20,6 +20,7 @@ from .._item import DatasetItem
 from ..metric._contextual_utilization import ContextualUtilization
 from ..metric._results import MetricEvaluationResult
 from ._convert import MetricInfo, Rejection, to_dataset_item
+from ._pipe import cap_texts, note_cut
 
 __all__ = ["InThreadJudging", "evaluate", "evaluate_item"]
 
@@ -67,7 +68,21 @@ async def evaluate(
     converted = convert(interaction, info)
     if not isinstance(converted, DatasetItem):
         return converted
-    return await evaluate_item(metric, converted, timeout_s, info)
+    item, cut = _capped(converted)
+    result = await evaluate_item(metric, item, timeout_s, info)
+    note_cut(result, cut)
+    return result
+
+
+def _capped(item: DatasetItem) -> tuple[DatasetItem, list[str]]:
+    """``item`` with each text cut as the process worker cuts what it sends its child (``_pipe.py``), and
+    the names of the texts cut: the metric's whitespace normalisation of a 64 MB chunk held the GIL for
+    1.4 s on this worker's thread, stalling the application's."""
+    (query, answer, chunks), cut = cap_texts(item.query, item.actual_output, item.retrieved_content)
+    if not cut:
+        return item, cut
+    update = {"query": query, "actual_output": answer, "retrieved_content": chunks}
+    return item.model_copy(update=update), cut
 
 
 class InThreadJudging:

@@ -210,7 +210,7 @@ class Evaluator:
                 dimensions ``ctxutil.metadata.<key>``.
             span_context: The span to evaluate under; default: the current OpenTelemetry span (the
                 evaluation span becomes its child, in its trace), else a new ``rag.interaction`` root span.
-            interaction_id: ``ctxutil.interaction.id`` of the result.
+            interaction_id: ``ctxutil.interaction.id`` of the result (an integer as its decimal text).
 
         Returns ``True`` when queued for evaluation; ``False`` when not selected, sampled out or refused
         (each counted in :meth:`stats`, as for the capture paths: same selection rules, sampling, rate

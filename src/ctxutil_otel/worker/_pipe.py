@@ -101,7 +101,8 @@ def decode_result(raw: str, chunks: Sequence[str]) -> MetricEvaluationResult:
 # --- what may go down the pipe ---------------------------------------------------------------
 
 MAX_SENT_TEXT_CHARS = 100_000
-"""Characters of one text (query, answer, chunk) the process worker sends its child; the rest is cut."""
+"""Characters of one text (query, answer, chunk) the process worker sends its child, and the thread worker
+judges (``_evaluate.py``); the rest is cut."""
 
 
 def cap_texts(

@@ -68,14 +68,27 @@ def interaction_of_call(
         start_time_ns=now,
         end_time_ns=now,
         source=SOURCE,
-        id=interaction_id,
+        id=_id_text(interaction_id),
         dimensions=_dimensions(model, provider, retriever_name, name, metadata, metric_dimensions) or None,
     )
 
 
 def facts_of_call(name: str | None, metadata: Mapping[str, object] | None) -> SelectionFacts:
-    """What the selection rules see of the call: ``name`` as the root name, ``metadata``."""
-    return SelectionFacts(root_name=name, metadata=dict(metadata) if metadata else None)
+    """What the selection rules see of the call: ``name`` as the root name (a name that is not a string
+    is no name: the rules' match would fail, counted ``sampled_out``), ``metadata``."""
+    root_name = name if isinstance(name, str) else None
+    return SelectionFacts(root_name=root_name, metadata=dict(metadata) if metadata else None)
+
+
+def _id_text(interaction_id: object) -> str | None:
+    """``interaction_id`` as ``ctxutil.interaction.id`` takes it: an integer (a database row's id) as its
+    decimal text; anything else that is not a string is left out (it failed the evaluation, or, in the
+    process worker's child, the rest of its batch)."""
+    if isinstance(interaction_id, str):
+        return interaction_id
+    if isinstance(interaction_id, int) and not isinstance(interaction_id, bool):
+        return str(interaction_id)
+    return None
 
 
 def _dimensions(
