@@ -6,6 +6,10 @@ Real parts: the real Evaluator with the lexical judge; nothing is submitted (adm
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from ctxutil_otel import ContextualUtilization
 from ctxutil_otel._selection import SelectionFacts, SelectionRule
 from ctxutil_otel.sampling import TraceIdRatioSampler
@@ -58,3 +62,30 @@ def test_the_selection_bound_is_the_highest_rate() -> None:
     finally:
         ev.shutdown(5_000)
         plain.shutdown(5_000)
+
+
+class Unprintable:
+    """A metadata value whose ``str()`` raises: the rule's match cannot be decided."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+def test_a_rule_match_that_raises_is_a_capture_error_not_a_sampling_decision(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ev = evaluator(sample_rate=1.0, selection_rules=[{"metadata": {"team": "a"}, "sample_rate": 1.0}])
+    broken = SelectionFacts(root_name="x", metadata={"team": Unprintable()})
+    try:
+        with caplog.at_level(logging.ERROR, logger="ctxutil_otel.worker"):
+            assert not ev.would_sample(1, broken)
+            assert ev.admit(1, broken).refused == "capture_error"
+            assert ev.admit(2, broken).refused == "capture_error"
+        stats = ev.stats()
+        assert (stats.captured, stats.sampled_out, stats.not_selected) == (2, 0, 0), stats
+        assert dict(stats.dropped) == {"capture_error": 2}
+        assert_accounted(stats)
+        failures = [r for r in caplog.records if "selection failed" in r.getMessage()]
+        assert len(failures) == 1, [r.getMessage() for r in caplog.records]
+    finally:
+        ev.shutdown(5_000)

@@ -4,6 +4,7 @@ alone needs no lock)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
@@ -14,8 +15,12 @@ from ..sampling._rules import SelectionRules
 
 __all__ = ["AdmissionChain", "Unselected"]
 
-#: Why an interaction is not evaluated before admission: the fallback rate, or a matching rule's rate.
-Unselected = Literal["sampled_out", "not_selected"]
+_log = logging.getLogger("ctxutil_otel.worker")
+
+#: Why an interaction is not evaluated before admission: the fallback rate, a matching rule's rate, or
+#: ``capture_error``: deciding raised (a bug of ours or a fact that cannot be compared), counted a drop
+#: with that reason, never as a sampling decision.
+Unselected = Literal["sampled_out", "not_selected", "capture_error"]
 
 
 class AdmissionChain:
@@ -34,6 +39,7 @@ class AdmissionChain:
         self.selection = SelectionRules(selection_rules, sample_rate=sample_rate) if selection_rules else None
         self._rate_limit = rate_limit
         self._token_budget = token_budget
+        self._logged_error = False
         self.reset()
 
     def reset(self) -> None:
@@ -50,8 +56,11 @@ class AdmissionChain:
             if decision.selected:
                 return None
             return "sampled_out" if decision.rule is None else "not_selected"
-        except Exception:  # a non-int trace id from a capture bug: not sampled, still counted
-            return "sampled_out"
+        except Exception:  # a rule that cannot match these facts, a non-int trace id: a capture bug
+            if not self._logged_error:  # once: it may recur on every request
+                self._logged_error = True
+                _log.exception("ctxutil evaluator: selection failed (counted dropped capture_error)")
+            return "capture_error"
 
     def limits(self, *, at_capture: bool) -> tuple[DropReason | None, float | None]:
         """``(reason refused, None)`` or ``(None, judge tokens reserved)``: at capture the rate-cap token

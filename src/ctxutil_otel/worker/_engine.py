@@ -158,6 +158,9 @@ class Engine:
         unselected = self.unselected(trace_id, facts)
         with self._lock:
             self._tally.captured += 1
+            if unselected == "capture_error":
+                self._tally.count(("dropped", unselected))
+                return refused(unselected)
             if unselected is not None:
                 self._tally.count((unselected, None))
                 return refused(unselected)
@@ -180,7 +183,8 @@ class Engine:
     def unselected(self, trace_id: int, facts: SelectionFacts | None = None) -> Unselected | None:
         """``None`` when the interaction is selected, else the outcome it would be counted in: the first
         selection rule matching ``facts`` decides (``not_selected``), with none the ``sample_rate`` does
-        (``sampled_out``). Without rules or facts: the trace-id ratio alone (the fast path)."""
+        (``sampled_out``); ``capture_error`` when deciding raised (counted dropped). Without rules or
+        facts: the trace-id ratio alone (the fast path)."""
         return self._chain.unselected(trace_id, facts)
 
     @property
