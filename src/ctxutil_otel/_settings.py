@@ -9,8 +9,9 @@ Rate and budget limits use ``0`` (or ``None``) for *unlimited*.
 
 from __future__ import annotations
 
+import enum
 import json
-from typing import Any
+from typing import Any, Literal, get_origin
 
 from pydantic import SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -38,6 +39,20 @@ __all__ = [
     "SettingsError",
     "env_var",
 ]
+
+
+def _enumerated(fields: type[SettingsFields]) -> tuple[str, ...]:
+    """The settings that take one of a fixed set of words (a ``Literal`` or a string enum): each is
+    read case-insensitively and normalised, so ``Process`` and ``Semantic`` behave alike."""
+    return tuple(
+        name
+        for name, field in fields.model_fields.items()
+        if get_origin(field.annotation) is Literal
+        or (isinstance(field.annotation, type) and issubclass(field.annotation, enum.Enum))
+    )
+
+
+_ENUMERATED = _enumerated(SettingsFields)
 
 
 class Settings(SettingsFields):
@@ -86,7 +101,7 @@ class Settings(SettingsFields):
             OTelCaptureContentSource(settings_cls),
         )
 
-    @field_validator("judge", "mode", "judge_response_format", mode="before")
+    @field_validator(*_ENUMERATED, mode="before")
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import enum
+import typing
+
 import pytest
 
 from ctxutil_otel._settings import Settings, SettingsError, env_var
@@ -332,3 +335,35 @@ def test_a_name_list_variable_that_is_not_a_json_array_of_names_is_refused(
     monkeypatch.setenv("CTXUTIL_RETRIEVAL_TOOLS", value)
     with pytest.raises(SettingsError, match="CTXUTIL_RETRIEVAL_TOOLS"):
         Settings()
+
+
+def _choices(name: str) -> tuple[str, ...]:
+    """The accepted values of an enumerated setting (a ``Literal`` of strings or a string enum)."""
+    annotation = Settings.model_fields[name].annotation
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return tuple(str(member.value) for member in annotation)
+    return tuple(str(arg) for arg in typing.get_args(annotation))
+
+
+ENUMERATED = sorted(
+    name
+    for name, field in Settings.model_fields.items()
+    if typing.get_origin(field.annotation) is typing.Literal
+    or (isinstance(field.annotation, type) and issubclass(field.annotation, enum.Enum))
+)
+
+
+def test_the_enumerated_settings_are_found() -> None:
+    assert {"judge", "judge_response_format", "mode", "worker"} <= set(ENUMERATED)
+
+
+@pytest.mark.parametrize("name", ENUMERATED)
+def test_every_enumerated_setting_takes_any_case_and_normalises_it(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    for value in _choices(name):
+        monkeypatch.setenv(f"CTXUTIL_{name.upper()}", f" {value.title()} ")
+        from_env = getattr(Settings(), name)
+        from_argument = getattr(Settings(**{name: value.upper()}), name)
+        for got in (from_env, from_argument):
+            assert (got.value if isinstance(got, enum.Enum) else got) == value
