@@ -335,3 +335,40 @@ def test_a_langchain_agent_executor_retriever_tool_is_judged_once(make_rig: Call
     rig.only()
     assert judged(rig) == [list(CHUNKS)]
     assert_accounted(rig)
+
+
+@tool
+def search_nothing(query: str) -> list[str]:
+    """Search the product documentation; nothing matches."""
+    return []
+
+
+@tool
+def search_blank(query: str) -> str:
+    """Search the product documentation; nothing matches (an empty text)."""
+    return ""
+
+
+@pytest.mark.parametrize("empty_tool", [search_nothing, search_blank])
+def test_a_counted_tool_with_an_empty_result_is_an_empty_retrieval(
+    make_rig: Callable[..., Rig], empty_tool: Any
+) -> None:
+    """Like a retriever returning ``[]``: captured and counted ``not_applicable``, not ignored."""
+    rig = make_rig()
+    agent = create_react_agent(
+        model(calls((empty_tool.name, {"query": "green tea"})), AIMessage(ANSWER)), [empty_tool]
+    )
+    agent.invoke(ask(), config={"callbacks": [rig.handler]})
+    interaction, result = rig.only()
+    assert interaction.documents == []
+    assert result.label == "not_applicable"
+    assert rig.handler.stats().not_applicable == 1
+    assert_accounted(rig)
+
+
+def test_an_empty_result_of_a_tool_that_does_not_count_is_not_captured(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig()
+    agent = create_react_agent(model(calls(("multiply", {"a": 0, "b": 0})), AIMessage(ANSWER)), [multiply])
+    agent.invoke(ask(), config={"callbacks": [rig.handler]})
+    rig.flush()
+    assert rig.emitter.emitted == [] and rig.handler.stats().captured == 0

@@ -104,13 +104,14 @@ class RootAccounting:
                 self.evaluator.admit(root.trace_id, root.facts, lost=reason)
         return captured
 
-    def _prompt_tools(self, root: RootRun) -> list[object]:
-        """The chunks of the tool results in the answering generation's prompt (``_tools.py``); also drops
-        the retrievals made inside a tool call whose result never reached that prompt. ``[]`` when the
+    def _prompt_tools(self, root: RootRun) -> list[object] | None:
+        """The chunks of the tool results in the answering generation's prompt (``_tools.py``; ``[]``
+        when the counted ones were empty, an empty retrieval); also drops the retrievals made inside a
+        tool call whose result never reached that prompt. ``None`` when no tool result counted or the
         answer came from no chat model run (no messages to read)."""
         prompt = root.llm_prompt
         if prompt is None:
-            return []
+            return None
         try:
             calls = {
                 call_id: (_text(name), _text(description), any(key in lineage for lineage in root.lineage))
@@ -126,7 +127,7 @@ class RootAccounting:
             return chunks
         except Exception as exc:
             self._failed("prompt_tools", exc)
-            return []
+            return None
 
     def finished(self, root: RootRun, outputs: object, end_inputs: object) -> None:
         """The root (already removed from the table) ended with ``outputs`` (``end_inputs``: the inputs
@@ -141,7 +142,7 @@ class RootAccounting:
             except Exception as exc:
                 self._failed("documents_from_output", exc)
                 return
-            if documents is None and not tools:
+            if documents is None and tools is None:
                 return
             adopt_run_span(root)
             if not self.evaluator.would_sample(root.trace_id, root.facts):

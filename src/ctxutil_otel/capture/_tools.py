@@ -207,8 +207,8 @@ def _json_items(content: str) -> list[str] | None:
         items = json.loads(stripped)
     except ValueError:
         return None
-    if not isinstance(items, list) or not items:
-        return None
+    if not isinstance(items, list):
+        return None  # ``[]`` is an empty result (``ToolNode`` sends a tool's empty list so), not a text
     texts = [_item_text(item) for item in items]
     return None if any(text is None for text in texts) else [t for t in texts if t is not None]
 
@@ -226,9 +226,10 @@ def prompt_tool_chunks(
     rules: ToolRules,
     calls: Mapping[str, tuple[str | None, str | None, bool]],
     retrieving: frozenset[str] = frozenset(),
-) -> tuple[list[object], set[str]]:
+) -> tuple[list[object] | None, set[str]]:
     """The chunks of the counted tool messages of ``prompt`` (the answering run's input messages), in
-    prompt order, and the tool call ids the prompt holds (whatever their count).
+    prompt order (``[]`` when counted messages were all empty, an empty retrieval; ``None`` when none
+    counted), and the tool call ids the prompt holds (whatever their count).
 
     ``calls``: this root's tool calls, ``tool_call_id`` -> (name, description, held a retriever run).
     A message of a call that held a retriever run gives no chunk (its retriever's documents are counted);
@@ -236,6 +237,7 @@ def prompt_tool_chunks(
     retriever run, when LangChain gave the runs no call id: ``AgentExecutor``).
     """
     chunks: list[object] = []
+    counted = False
     seen: set[str] = set()
     for message, name in tool_messages(prompt):
         call_id = getattr(message, "tool_call_id", None)
@@ -253,5 +255,6 @@ def prompt_tool_chunks(
         name = name if isinstance(name, str) else None
         texts, listed = content_texts(getattr(message, "content", None))
         if rules.counts(message, name, description, listed):
+            counted = True
             chunks.extend(chunks_of(message, name, texts))
-    return chunks, seen
+    return (chunks if counted else None), seen
