@@ -249,6 +249,32 @@ def report_cosines(examples: list[Any], vecs: dict[int, tuple], folds: list[str]
         )
 
 
+def report_loso(
+    examples: list[Any],
+    vecs: dict[int, tuple],
+    oof_rel: list[list[float]],
+    oof_use: list[list[float]],
+    folds: list[str],
+    title: str,
+) -> None:
+    """Fill the answer-only copies' relevance from their source example, choose the decision on the pooled
+    out-of-fold predictions and print the leave-one-domain-out figures under ``title``."""
+    # Copies that change only the answer share their source example's chunks, so its relevance predictions.
+    by_row = {(ex.row_index, ex.kind): k for k, ex in enumerate(examples) if k in vecs}
+    for k, ex in enumerate(examples):
+        if k not in vecs:
+            oof_rel[k] = oof_rel[
+                by_row[(ex.row_index, "appended" if ex.kind == "wrong_source" else "natural")]
+            ]
+    decision = ts.choose_decision(examples, oof_rel, oof_use)
+    print(f"decision: {decision.as_dict()}")
+    nat = [ex.score for ex in examples if ex.kind == "natural" and ex.score is not None]
+    figures = ts.measure(examples, oof_rel, oof_use, decision, [*folds, "all"])
+    print(f"leave one domain out, {title}:")
+    for key in [*folds, "all"]:
+        print(f"  {key:10s} {figures[key].line(math.fsum(nat) / len(nat))}")
+
+
 def loso(examples: list[Any], vecs: dict[int, tuple], folds: list[str], proj: Projections) -> None:
     """train_semantic.py's leave-one-domain-out figures with the projected features in the relevance rows:
     the held-out fold's from W without it, each training fold's from W without both."""
@@ -272,20 +298,7 @@ def loso(examples: list[Any], vecs: dict[int, tuple], folds: list[str], proj: Pr
                 if k in vecs:
                     oof_rel[k] = [float(p) for p in rel.predict_proba(ex.rel_rows)[:, 1]]
         print(f"fold {fold} done at {time.perf_counter() - started:.0f} s", flush=True)
-    # Copies that change only the answer share their source example's chunks, so its relevance predictions.
-    by_row = {(ex.row_index, ex.kind): k for k, ex in enumerate(examples) if k in vecs}
-    for k, ex in enumerate(examples):
-        if k not in vecs:
-            oof_rel[k] = oof_rel[
-                by_row[(ex.row_index, "appended" if ex.kind == "wrong_source" else "natural")]
-            ]
-    decision = ts.choose_decision(examples, oof_rel, oof_use)
-    print(f"decision: {decision.as_dict()}")
-    nat = [ex.score for ex in examples if ex.kind == "natural" and ex.score is not None]
-    figures = ts.measure(examples, oof_rel, oof_use, decision, [*folds, "all"])
-    print(f"leave one domain out, projection {vars(proj.cli)}:")
-    for key in [*folds, "all"]:
-        print(f"  {key:10s} {figures[key].line(math.fsum(nat) / len(nat))}")
+    report_loso(examples, vecs, oof_rel, oof_use, folds, f"projection {vars(proj.cli)}")
 
 
 def main() -> int:

@@ -27,7 +27,6 @@ import argparse
 import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-import math
 import sys
 import time
 from pathlib import Path
@@ -122,20 +121,9 @@ def loso(examples: list[Any], vecs: dict[int, tuple], folds: list[str], modes: l
                 if k in vecs:
                     oof_rel[k] = [float(p) for p in rel.predict_proba(ex.rel_rows)[:, 1]]
         print(f"fold {fold} done at {time.perf_counter() - started:.0f} s", flush=True)
-    # Copies that change only the answer share their source example's chunks, so its relevance predictions.
-    by_row = {(ex.row_index, ex.kind): k for k, ex in enumerate(examples) if k in vecs}
-    for k, ex in enumerate(examples):
-        if k not in vecs:
-            oof_rel[k] = oof_rel[
-                by_row[(ex.row_index, "appended" if ex.kind == "wrong_source" else "natural")]
-            ]
-    decision = ts.choose_decision(examples, oof_rel, oof_use)
-    print(f"decision: {decision.as_dict()}")
-    nat = [ex.score for ex in examples if ex.kind == "natural" and ex.score is not None]
-    figures = ts.measure(examples, oof_rel, oof_use, decision, [*folds, "all"])
-    print(f"leave one domain out, topic-removed features {modes or 'none (baseline)'}:")
-    for key in [*folds, "all"]:
-        print(f"  {key:10s} {figures[key].line(math.fsum(nat) / len(nat))}")
+    ps.report_loso(
+        examples, vecs, oof_rel, oof_use, folds, f"topic-removed features {modes or 'none (baseline)'}"
+    )
 
 
 def main() -> int:
