@@ -22,12 +22,13 @@ import contextlib
 import heapq
 import io
 import math
-import select
 import socket
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, Final, Literal
+
+from .._poll import wait_readable
 
 __all__ = [
     "HEALTH_RESERVED_CONNECTIONS",
@@ -41,7 +42,6 @@ __all__ = [
     "DeadlineReader",
     "RequestPace",
     "Slot",
-    "wait_readable",
 ]
 
 #: Connections kept, beyond ``max_connections``, for ``GET /healthz`` (one request each, then closed).
@@ -338,23 +338,6 @@ def _idleness(connection: Any, idleness: Callable[[], int] | None) -> int:
     except (OSError, ValueError):  # already closed
         return level
     return IDLE_BUSY if readable else level
-
-
-def wait_readable(sock: Any, timeout_s: float | None) -> bool:
-    """Wait up to ``timeout_s`` seconds (``None``: no limit) until ``sock`` (a socket or a descriptor)
-    has something to read: data, its end, or an error. ``poll``, never ``select``: ``select`` refuses
-    descriptors >= 1024 (``FD_SETSIZE``), which a busy listener gives its connections (issue 24: with 1,030
-    senders every new export and probe was closed unanswered).
-
-    Raises:
-        ValueError: ``sock`` is closed (no descriptor).
-    """
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
-    events = poller.poll(None if timeout_s is None else math.ceil(max(timeout_s, 0.0) * 1000))
-    if events and events[0][1] & select.POLLNVAL:
-        raise ValueError("the socket is closed")
-    return bool(events)
 
 
 class CallDeadlines:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Final
 
-from ._limits import wait_readable
+from .._poll import wait_readable
 
 if TYPE_CHECKING:
     from ._server import TraceReceiver

@@ -40,13 +40,13 @@ import asyncio
 import contextlib
 import logging
 import multiprocessing
-import select
 import time
 from multiprocessing.context import ForkServerContext, SpawnContext
 from typing import Any
 
 from .._interaction import Interaction
 from .._item import DatasetItem
+from .._poll import wait_readable
 from .._settings import Settings
 from ..metric._contextual_utilization import METRIC_NAME, ContextualUtilization
 from ..metric._results import MetricEvaluationResult
@@ -152,7 +152,7 @@ class ChildProcessJudging:
         backstop = child.loop.call_later(self._backstop_s, self._expire, seq, child)
         if not child.outgoing:  # the first of this loop turn: send them all at its end, in one message
             child.loop.call_soon(self._send, child)
-            if not child.reading and _readable(child.conn.fileno()):
+            if not child.reading and wait_readable(child.conn.fileno(), 0.0):
                 self._read(child)  # the wake-up that starts evaluations also reads the results waiting
         child.outgoing.append((seq, *strings, interaction.id))
         try:
@@ -223,7 +223,7 @@ class ChildProcessJudging:
         try:
             while True:
                 self._on_message(child, child.conn.recv())
-                if child.lost or not _readable(fd):
+                if child.lost or not wait_readable(fd, 0.0):
                     break
         except Exception:  # EOF (the child died), a broken pipe or message
             self._lost(child)
@@ -327,12 +327,3 @@ class ChildProcessJudging:
             with contextlib.suppress(Exception):
                 child.conn.close()
         self._init_state()
-
-
-def _readable(fd: int) -> bool:
-    """Whether ``fd`` has something to read now (data, end of file or an error), without waiting.
-    ``poll``, not ``select``: ``select`` refuses descriptors >= 1024 (``FD_SETSIZE``), which an
-    application with many files or sockets open gives the pipe (issue 24)."""
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    return bool(poller.poll(0))
