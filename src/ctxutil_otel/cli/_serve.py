@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from .._settings import Settings
+    from ..emit._setup import TelemetryHandle
+    from ..serve import TLSFiles, TraceReceiver
+    from ..worker._evaluator import Evaluator
 
 __all__ = ["TLS_CERT_ENV", "TLS_KEY_ENV", "TOKEN_ENV", "register"]
 
@@ -207,35 +210,68 @@ def _settings() -> Settings:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..capture.spans import UtilizationSpanProcessor
+    """``ctxutil-otel serve``: resolve the options, build and start the receiver, serve until a signal;
+    the exit status is the module's (0, 1, 2 or ``128 + signal``)."""
     from ..emit._setup import configure_telemetry
-    from ..serve import TLSFiles, TraceReceiver, serve_until_signal
-    from ..worker._evaluator import Evaluator
+    from ..serve import serve_until_signal
 
-    if args.grpc_port == 0 and args.http_port == 0:
-        print("error: both listeners are disabled (--grpc-port 0 --http-port 0)", file=sys.stderr)
+    resolved = _resolve(args)
+    if resolved is None:
         return 2
-    try:
-        settings = _settings()
-        token = _token(args, settings)
-    except ValueError as exc:  # settings errors name the setting and its variable (never a secret)
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    cert = args.tls_cert or settings.serve_tls_cert
-    key = args.tls_key or settings.serve_tls_key
-    if (cert is None) != (key is None):
-        print("error: TLS needs both --tls-cert and --tls-key", file=sys.stderr)
-        return 2
-    tls = TLSFiles(cert_file=cert, key_file=key) if cert is not None and key is not None else None
-
+    settings, token, tls = resolved
     try:
         telemetry = configure_telemetry(console=True, console_format="compact")
     except ValueError as exc:  # unsupported OTEL_* exporter/protocol values, named
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    try:
-        from ..emit._from_settings import build_emitter
+    started = _start_receiver(args, settings, token, tls, telemetry)
+    if started is None:
+        return 2
+    receiver, evaluator = started
+    announcement = _announcement(args, settings, receiver, telemetry, tls=tls, token=token)
+    status = serve_until_signal(receiver, ready=lambda: print(announcement, file=sys.stderr, flush=True))
+    _report_stopped(receiver, evaluator)
+    return status
 
+
+def _resolve(args: argparse.Namespace) -> tuple[Settings, str | None, TLSFiles | None] | None:
+    """The settings, token and TLS files of ``serve``; ``None`` (after printing the error) for bad
+    options."""
+    from ..serve import TLSFiles
+
+    if args.grpc_port == 0 and args.http_port == 0:
+        print("error: both listeners are disabled (--grpc-port 0 --http-port 0)", file=sys.stderr)
+        return None
+    try:
+        settings = _settings()
+        token = _token(args, settings)
+    except ValueError as exc:  # settings errors name the setting and its variable (never a secret)
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+    cert = args.tls_cert or settings.serve_tls_cert
+    key = args.tls_key or settings.serve_tls_key
+    if (cert is None) != (key is None):
+        print("error: TLS needs both --tls-cert and --tls-key", file=sys.stderr)
+        return None
+    tls = TLSFiles(cert_file=cert, key_file=key) if cert is not None and key is not None else None
+    return settings, token, tls
+
+
+def _start_receiver(
+    args: argparse.Namespace,
+    settings: Settings,
+    token: str | None,
+    tls: TLSFiles | None,
+    telemetry: TelemetryHandle,
+) -> tuple[TraceReceiver, Evaluator] | None:
+    """Build the emitter, evaluator and receiver and start the receiver's listeners; ``None`` (after
+    printing the error and shutting down what was built) when that fails."""
+    from ..capture.spans import UtilizationSpanProcessor
+    from ..emit._from_settings import build_emitter
+    from ..serve import TraceReceiver
+    from ..worker._evaluator import Evaluator
+
+    try:
         emitter = build_emitter(
             settings,
             tracer_provider=telemetry.tracer_provider,
@@ -261,22 +297,34 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:  # settings errors name the setting and its variable (never a secret)
         print(f"error: {exc}", file=sys.stderr)
         telemetry.shutdown()
-        return 2
+        return None
     try:
         receiver.start()
     except (OSError, ValueError) as exc:
         print(f"error: cannot start the receiver: {exc}", file=sys.stderr)
         processor.shutdown(0)
         telemetry.shutdown()
-        return 2
+        return None
+    return receiver, evaluator
 
+
+def _announcement(
+    args: argparse.Namespace,
+    settings: Settings,
+    receiver: TraceReceiver,
+    telemetry: TelemetryHandle,
+    *,
+    tls: TLSFiles | None,
+    token: str | None,
+) -> str:
+    """The line printed once the listeners are up: addresses, limits, sampling and where results go."""
     listening = []
     if receiver.grpc_port is not None:
         listening.append(f"grpc={receiver.address(receiver.grpc_port)}")
     if receiver.http_port is not None:
         listening.append(f"http={receiver.address(receiver.http_port)}")
     results = ", ".join(f"{k}: {'+'.join(v) or 'nowhere'}" for k, v in telemetry.destinations.items())
-    announcement = (
+    return (
         f"ctxutil-otel serve: listening {' '.join(listening)} tls={'on' if tls else 'off'} "
         f"token={'on' if token else 'off'} max_connections={args.max_connections} "
         f"header_timeout={args.header_timeout:g}s request_timeout={args.request_timeout:g}s "
@@ -284,7 +332,10 @@ def run(args: argparse.Namespace) -> int:
         f"sample_rate={settings.sample_rate} judge={settings.judge}; "
         f"results -> {results}"
     )
-    status = serve_until_signal(receiver, ready=lambda: print(announcement, file=sys.stderr, flush=True))
+
+
+def _report_stopped(receiver: TraceReceiver, evaluator: Evaluator) -> None:
+    """Print the receiver's and the evaluator's counts once serving has stopped."""
     stats, evaluated = receiver.stats(), evaluator.stats()
     print(
         f"ctxutil-otel serve: stopped; spans accepted {stats.spans_accepted}, rejected "
@@ -296,4 +347,3 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    return status

@@ -226,29 +226,12 @@ def configure_telemetry(
     log_exporters: list[LogRecordExporter] = exporters["logs"]
 
     resource = _resource(service_name, resource_attributes)
-    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-    for span_exporter in span_exporters:
-        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
-    for processor in span_processors:
-        tracer_provider.add_span_processor(processor)
-
-    readers: list[MetricReader] = [
-        PeriodicExportingMetricReader(exporter, export_interval_millis=metric_export_interval_millis)
-        for exporter in metric_exporters
-    ]
-    readers.extend(metric_readers)
-    meter_provider = MeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=False)
-
-    logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
-    for log_exporter in log_exporters:
-        logger_provider.add_log_record_processor(BatchLogRecordProcessor(log_exporter))
-    for log_processor in log_record_processors:
-        logger_provider.add_log_record_processor(log_processor)
-
     handle = TelemetryHandle(
-        tracer_provider=tracer_provider,
-        meter_provider=meter_provider,
-        logger_provider=logger_provider,
+        tracer_provider=_tracer_provider(resource, span_exporters, span_processors),
+        meter_provider=_meter_provider(
+            resource, metric_exporters, metric_readers, metric_export_interval_millis
+        ),
+        logger_provider=_logger_provider(resource, log_exporters, log_record_processors),
         destinations=destinations,
         span_exporters=tuple(span_exporters),
         metric_exporters=tuple(metric_exporters),
@@ -260,6 +243,45 @@ def configure_telemetry(
         _install_globally(handle)
     atexit.register(handle.shutdown)
     return handle
+
+
+def _tracer_provider(
+    resource: Resource, exporters: Sequence[SpanExporter], processors: Sequence[SpanProcessor]
+) -> TracerProvider:
+    """A TracerProvider with a batch processor per exporter, then the caller's processors."""
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    for exporter in exporters:
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+    for processor in processors:
+        provider.add_span_processor(processor)
+    return provider
+
+
+def _meter_provider(
+    resource: Resource,
+    exporters: Sequence[MetricExporter],
+    extra_readers: Sequence[MetricReader],
+    export_interval_millis: float | None,
+) -> MeterProvider:
+    """A MeterProvider with a periodic exporting reader per exporter, then the caller's readers."""
+    readers: list[MetricReader] = [
+        PeriodicExportingMetricReader(exporter, export_interval_millis=export_interval_millis)
+        for exporter in exporters
+    ]
+    readers.extend(extra_readers)
+    return MeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=False)
+
+
+def _logger_provider(
+    resource: Resource, exporters: Sequence[LogRecordExporter], processors: Sequence[LogRecordProcessor]
+) -> LoggerProvider:
+    """A LoggerProvider with a batch processor per exporter, then the caller's processors."""
+    provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
+    for exporter in exporters:
+        provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
+    for processor in processors:
+        provider.add_log_record_processor(processor)
+    return provider
 
 
 def _exporters(
