@@ -117,8 +117,7 @@ class RootAccounting:
                 call_id: (_text(name), _text(description), any(key in lineage for lineage in root.lineage))
                 for call_id, (key, name, description) in root.tool_calls.items()
             }
-            retrieving = frozenset(name for name, _, held in calls.values() if held and name)
-            chunks, seen = prompt_tool_chunks(prompt, self._tools, calls, retrieving)
+            chunks, seen = prompt_tool_chunks(prompt, self._tools, calls)
             for call_id, (key, _, _) in root.tool_calls.items():
                 if call_id not in seen and not call_id.startswith("run:"):  # never reached the answer
                     for i, lineage in enumerate(root.lineage):

@@ -225,7 +225,6 @@ def prompt_tool_chunks(
     prompt: object,
     rules: ToolRules,
     calls: Mapping[str, tuple[str | None, str | None, bool]],
-    retrieving: frozenset[str] = frozenset(),
 ) -> tuple[list[object] | None, set[str]]:
     """The chunks of the counted tool messages of ``prompt`` (the answering run's input messages), in
     prompt order (``[]`` when counted messages were all empty, an empty retrieval; ``None`` when none
@@ -233,9 +232,10 @@ def prompt_tool_chunks(
 
     ``calls``: this root's tool calls, ``tool_call_id`` -> (name, description, held a retriever run).
     A message of a call that held a retriever run gives no chunk (its retriever's documents are counted);
-    so does a message of no known call whose tool is named in ``retrieving`` (tools whose runs held a
-    retriever run, when LangChain gave the runs no call id: ``AgentExecutor``).
+    so does a message of no known call whose tool is the name of such a call (LangChain gave the runs no
+    call id: ``AgentExecutor``).
     """
+    retrieving = {name for name, _, held in calls.values() if held and name}
     chunks: list[object] = []
     counted = False
     seen: set[str] = set()

@@ -41,14 +41,14 @@ REFUSAL = re.compile(
 """A sentence that declines to answer (case-insensitive, searched anywhere in the sentence)."""
 
 
+def _kept(keys: list[str]) -> set[str]:
+    """The words a restatement must match: one-letter tokens (a ``Q:`` label) aside, digits kept."""
+    return {k for k in keys if len(k) > 1 or k.isdigit()}
+
+
 def _restates(answer_keys: list[str], query_keys: list[str]) -> bool:
-    if not query_keys:
-        return False
-
-    def kept(keys: list[str]) -> set[str]:
-        return {k for k in keys if len(k) > 1 or k.isdigit()}
-
-    return bool(kept(query_keys)) and kept(answer_keys) == kept(query_keys)
+    query = _kept(query_keys)
+    return bool(query) and _kept(answer_keys) == query
 
 
 def non_answer(query: str, answer: str) -> str:

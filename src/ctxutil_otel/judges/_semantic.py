@@ -85,9 +85,7 @@ class SemanticJudge:
         self, query: str, answer: str, chunks: Sequence[str]
     ) -> tuple[list[float], list[float]]:
         """Per chunk P(relevant) (from the query and the chunks only) and P(utilized | relevant)."""
-        rows = self._rows(query, answer, chunks, False)
-        m = self.semantic_model
-        return [m.relevance(x) for x in rows.relevance], [m.utilization(x) for x in rows.utilization]
+        return self._probabilities(self._rows(query, answer, chunks, False))
 
     def judge_sync(
         self, query: str, answer: str, chunks: Sequence[str], *, reasons: bool = True
@@ -104,13 +102,16 @@ class SemanticJudge:
             query, answer, chunks, self.semantic_model.weights, self.embedder, reasons=reasons
         )
 
+    def _probabilities(self, rows: SemanticRows) -> tuple[list[float], list[float]]:
+        m = self.semantic_model
+        return [m.relevance(x) for x in rows.relevance], [m.utilization(x) for x in rows.utilization]
+
     def _judge_keyed(
         self, query: str, answer: str, chunks: Sequence[str], reasons: bool
     ) -> list[ChunkVerdict]:
         m = self.semantic_model
         rows = self._rows(query, answer, chunks, reasons)
-        p_rel = [m.relevance(x) for x in rows.relevance]
-        p_use = [m.utilization(x) for x in rows.utilization]
+        p_rel, p_use = self._probabilities(rows)
         nothing = non_answer(query, answer)
         if nothing:
             relevant = decide_relevant(
@@ -119,12 +120,8 @@ class SemanticJudge:
             utilized, expected = [False] * len(chunks), 0.0
         else:
             relevant, utilized, expected = decide(m.decision, p_rel, p_use, chunks)
-        if not reasons:
-            return [
-                ChunkVerdict(index=i, is_relevant=relevant[i], is_utilized=utilized[i])
-                for i in range(len(chunks))
-            ]
         n_rel = sum(relevant)
+        count = f"{expected:.2f} of the {n_rel} relevant chunk{'s' if n_rel != 1 else ''} expected used"
         return [
             ChunkVerdict(
                 index=i,
@@ -139,8 +136,10 @@ class SemanticJudge:
                     relevant[i],
                     utilized[i],
                     nothing,
-                    f"{expected:.2f} of the {n_rel} relevant chunk{'s' if n_rel != 1 else ''} expected used",
-                ),
+                    count,
+                )
+                if reasons
+                else "",
             )
             for i in range(len(chunks))
         ]
