@@ -134,6 +134,77 @@ def _split(text: str) -> list[str]:
     return parts or [text]
 
 
+def _sentence_cosines(
+    sentence_vectors: npt.NDArray[np.float32],
+    chunk_parts: list[list[str]],
+    q: npt.NDArray[np.float32],
+    av: npt.NDArray[np.float32],
+    has_answer: bool,
+) -> tuple[list[float], list[float], list[float], list[npt.NDArray[np.float32]]]:
+    """Per chunk (its sentences' vectors in ``sentence_vectors``, in order): the query's best sentence
+    cosine and its mean over the two best, the best (answer sentence, chunk sentence) cosine, and the
+    best chunk-sentence cosine per answer sentence."""
+    import numpy as np
+
+    q_sent: list[float] = []
+    q_top2: list[float] = []
+    a_sent: list[float] = []
+    per_answer: list[npt.NDArray[np.float32]] = []  # per chunk: best sentence cosine per answer sentence
+    at = 0
+    for parts in chunk_parts:
+        s = sentence_vectors[at : at + len(parts)]
+        at += len(parts)
+        sims = np.sort(s @ q)[::-1]
+        q_sent.append(float(sims[0]))
+        q_top2.append(float(sims[: min(2, len(sims))].mean()))
+        if has_answer:
+            pair = av @ s.T  # (answer sentences, chunk sentences)
+            best = pair.max(axis=1)
+            per_answer.append(best)
+            a_sent.append(float(best.max()))
+        else:
+            per_answer.append(np.zeros(0, dtype=np.float32))
+            a_sent.append(0.0)
+    return q_sent, q_top2, a_sent, per_answer
+
+
+def _answer_coverage(
+    per_answer: list[npt.NDArray[np.float32]], answer_sentences: int, n: int
+) -> tuple[list[float], list[float]]:
+    """Per chunk: the mean over answer sentences of their best sentence in the chunk, and the share of
+    answer sentences whose best source sentence is in this chunk (zeros without an answer)."""
+    import numpy as np
+
+    if not answer_sentences:
+        return [0.0] * n, [0.0] * n
+    stacked = np.stack(per_answer)  # (chunks, answer sentences)
+    a_cover = [float(x) for x in stacked.mean(axis=1)]
+    winners = stacked.argmax(axis=0)
+    a_src = [float((winners == i).sum()) / answer_sentences for i in range(n)]
+    return a_cover, a_src
+
+
+def _chunk_to_chunk(
+    c: npt.NDArray[np.float32], q_chunk: list[float], chunks: Sequence[str]
+) -> tuple[list[float], list[float]]:
+    """Each chunk's cosine with the chunk most like the query (with the next one, for that chunk itself),
+    and its mean cosine with the other chunks: what the chunks retrieved together share."""
+    n = len(chunks)
+    cc = c @ c.T
+    by_query = sorted(range(n), key=lambda i: (-q_chunk[i], chunks[i]))
+    c_top = [
+        float(cc[i, by_query[0] if i != by_query[0] else by_query[1]]) if n > 1 else 1.0 for i in range(n)
+    ]
+    c_mean = [float((cc[i].sum() - cc[i, i]) / (n - 1)) if n > 1 else 1.0 for i in range(n)]
+    return c_top, c_mean
+
+
+def _columns(values: list[list[float]], ranked: list[list[float]]) -> list[list[float]]:
+    """The value columns, then the ranks, the gaps and the z-scores of the ``ranked`` ones."""
+    extra = [_ranked(r) for r in ranked]
+    return values + [e[0] for e in extra] + [e[1] for e in extra] + [e[2] for e in extra]
+
+
 def semantic_features(
     query: str,
     answer: str,
@@ -144,8 +215,6 @@ def semantic_features(
     reasons: bool = False,
 ) -> SemanticRows:
     """The rows of one interaction (module docstring); ``reasons`` fills the evidence's top terms."""
-    import numpy as np
-
     lexical, evidence = chunk_features(query, answer, chunks, weights, evidence=True, reasons=reasons)
     chunk_parts = [_split(c) for c in chunks]
     answer_parts = _split(answer) if answer.strip() else []
@@ -157,67 +226,22 @@ def semantic_features(
     q, a = v[0], v[1]
     c = v[2 : 2 + n]
     av: npt.NDArray[np.float32] = v[2 + n : 2 + n + len(answer_parts)]
-    at = 2 + n + len(answer_parts)
     q_chunk = [float(x) for x in c @ q]
     a_chunk = [float(x) for x in c @ a] if answer_parts else [0.0] * n
-    q_sent: list[float] = []
-    q_top2: list[float] = []
-    a_sent: list[float] = []
-    per_answer: list[npt.NDArray[np.float32]] = []  # per chunk: best sentence cosine per answer sentence
-    for parts in chunk_parts:
-        s = v[at : at + len(parts)]
-        at += len(parts)
-        sims = np.sort(s @ q)[::-1]
-        q_sent.append(float(sims[0]))
-        q_top2.append(float(sims[: min(2, len(sims))].mean()))
-        if answer_parts:
-            pair = av @ s.T  # (answer sentences, chunk sentences)
-            best = pair.max(axis=1)
-            per_answer.append(best)
-            a_sent.append(float(best.max()))
-        else:
-            per_answer.append(np.zeros(0, dtype=np.float32))
-            a_sent.append(0.0)
-    if answer_parts:
-        stacked = np.stack(per_answer)  # (chunks, answer sentences)
-        a_cover = [float(x) for x in stacked.mean(axis=1)]
-        winners = stacked.argmax(axis=0)
-        a_src = [float((winners == i).sum()) / len(answer_parts) for i in range(n)]
-    else:
-        a_cover = [0.0] * n
-        a_src = [0.0] * n
-    q_values = [q_chunk, q_sent, q_top2]
-    q_extra = [_ranked(q_chunk), _ranked(q_sent)]
-    a_values = [a_chunk, a_sent, a_cover, a_src]
-    a_extra = [_ranked(a_chunk), _ranked(a_sent), _ranked(a_cover)]
+    q_sent, q_top2, a_sent, per_answer = _sentence_cosines(
+        v[2 + n + len(answer_parts) :], chunk_parts, q, av, bool(answer_parts)
+    )
+    a_cover, a_src = _answer_coverage(per_answer, len(answer_parts), n)
+    q_columns = _columns([q_chunk, q_sent, q_top2], [q_chunk, q_sent])
+    a_columns = _columns([a_chunk, a_sent, a_cover, a_src], [a_chunk, a_sent, a_cover])
     q_any = [max(q_sent), sum(q_chunk) / n]
-    # Each chunk's cosine with the chunk most like the query (with the next one, for that chunk itself),
-    # and its mean cosine with the other chunks: what the chunks retrieved together share.
-    cc = c @ c.T
-    by_query = sorted(range(n), key=lambda i: (-q_chunk[i], chunks[i]))
-    c_top = [
-        float(cc[i, by_query[0] if i != by_query[0] else by_query[1]]) if n > 1 else 1.0 for i in range(n)
-    ]
-    c_mean = [float((cc[i].sum() - cc[i, i]) / (n - 1)) if n > 1 else 1.0 for i in range(n)]
+    c_top, c_mean = _chunk_to_chunk(c, q_chunk, chunks)
     a_any = [float(a @ q) if answer_parts else 0.0, max(a_sent)]
     relevance: list[list[float]] = []
     utilization: list[list[float]] = []
     for i in range(n):
-        q_row = (
-            [vals[i] for vals in q_values]
-            + [e[0][i] for e in q_extra]
-            + [e[1][i] for e in q_extra]
-            + [e[2][i] for e in q_extra]
-            + q_any
-            + [c_top[i], c_mean[i]]
-        )
-        a_row = (
-            [vals[i] for vals in a_values]
-            + [e[0][i] for e in a_extra]
-            + [e[1][i] for e in a_extra]
-            + [e[2][i] for e in a_extra]
-            + a_any
-        )
+        q_row = [col[i] for col in q_columns] + q_any + [c_top[i], c_mean[i]]
+        a_row = [col[i] for col in a_columns] + a_any
         relevance.append([lexical[i][k] for k in _LEXICAL_AT] + q_row)
         utilization.append(lexical[i] + q_row + a_row)
     return SemanticRows(relevance, utilization, evidence, q_sent, a_sent)
