@@ -136,18 +136,26 @@ def words(text: str) -> list[str]:
 def sentence_words(text: str) -> list[list[str]]:
     """:func:`words` of each of :func:`sentences` of ``text`` (sentences without words dropped); their
     concatenation is ``words(text)``. The text is scanned once."""
-    folded = text.casefold()
+    return _split_at_ends(_keys_and_ends(text.casefold()))
+
+
+def _keys_and_ends(folded: str) -> list[str]:
+    """The word keys of ``folded`` text, with its sentence-end marks kept in place."""
     if folded.isascii():
-        keys = list(map(stem, _TOKEN_OR_END.findall(folded)))
-    else:  # as words() does it, token by token (sentence ends pass through unchanged)
-        keys = []
-        for raw in _TOKEN_OR_END.findall(folded):
-            if raw.isascii():
-                keys.append(stem(raw))
-            elif _CJK.search(raw):
-                keys.extend(_split_cjk(raw))
-            else:
-                keys.append(raw)
+        return list(map(stem, _TOKEN_OR_END.findall(folded)))
+    keys: list[str] = []
+    for raw in _TOKEN_OR_END.findall(folded):  # as words() does it, token by token (ends pass unchanged)
+        if raw.isascii():
+            keys.append(stem(raw))
+        elif _CJK.search(raw):
+            keys.extend(_split_cjk(raw))
+        else:
+            keys.append(raw)
+    return keys
+
+
+def _split_at_ends(keys: list[str]) -> list[list[str]]:
+    """``keys`` cut at its sentence-end marks (dropped), empty sentences left out."""
     ends: list[int] = []
     for mark in _ENDS:  # list.index scans in C: one Python step per sentence, not per word
         at = keys.index(mark) if mark in keys else -1
