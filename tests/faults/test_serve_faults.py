@@ -404,6 +404,8 @@ def test_stalled_and_hostile_senders_then_stop(
     stalled_sockets = _stalled_http(served.http_port, 3)
     stalled_calls = StalledCalls(served.grpc_target, 3)
     hostile_answers: list[int] = []
+    late_answers: list[tuple[int, str | None]] = []  # answered once stop() had begun
+    stopping = threading.Event()
     stop_hostile = threading.Event()
 
     def hostile() -> None:
@@ -413,7 +415,11 @@ def test_stalled_and_hostile_senders_then_stop(
                 connection = http.client.HTTPConnection("127.0.0.1", served.http_port, timeout=30)
                 try:
                     connection.request("POST", "/v1/traces", body=body, headers=headers)
-                    hostile_answers.append(connection.getresponse().status)
+                    response = connection.getresponse()
+                    if stopping.is_set():
+                        late_answers.append((response.status, response.getheader("Retry-After")))
+                    else:
+                        hostile_answers.append(response.status)
                 except (OSError, http.client.HTTPException):
                     return  # the receiver stopped
                 finally:
@@ -426,6 +432,7 @@ def test_stalled_and_hostile_senders_then_stop(
     try:
         assert senders.ready.wait(60), "well-behaved senders got no answer beside the stalled ones"
         grpc_export(served.grpc_target, rag_trace.request_bytes())  # gRPC served beside stalled calls
+        stopping.set()
         assert served.receiver.stop(20.0)  # everything flushed within the deadline
     finally:
         stop_hostile.set()
@@ -436,6 +443,10 @@ def test_stalled_and_hostile_senders_then_stop(
         hostile_thread.join(30)
     assert not hostile_thread.is_alive()
     assert set(hostile_answers) <= {400, 413}  # refused, never a 500
+    # A request that reached the shutdown gate may get its retryable 503 instead, never anything else.
+    assert all(
+        status in {400, 413} or (status == 503 and retry_after) for status, retry_after in late_answers
+    ), late_answers
     # No thread of the receiver left blocked: stalled connections were cut at stop, not at their deadline.
     for thread in _serve_threads() - before:
         thread.join(10)
