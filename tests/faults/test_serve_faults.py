@@ -374,6 +374,54 @@ def _hostile_bodies() -> list[tuple[bytes, dict[str, str]]]:
     ]
 
 
+@dataclass
+class HostileSender:
+    """One HTTP sender posting :func:`_hostile_bodies` until stopped or the server goes away; answers
+    given before ``stopping`` is set go to ``answers``, later ones (with ``Retry-After``) to ``late``."""
+
+    port: int
+    answers: list[int] = field(default_factory=list)
+    late: list[tuple[int, str | None]] = field(default_factory=list)
+    stopping: threading.Event = field(default_factory=threading.Event)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._send, daemon=True)
+        self._thread.start()
+
+    def _send(self) -> None:
+        bodies = _hostile_bodies()
+        while not self._stop.is_set():
+            for body, headers in bodies:
+                connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+                try:
+                    connection.request("POST", "/v1/traces", body=body, headers=headers)
+                    response = connection.getresponse()
+                    if self.stopping.is_set():
+                        self.late.append((response.status, response.getheader("Retry-After")))
+                    else:
+                        self.answers.append(response.status)
+                except (OSError, http.client.HTTPException):
+                    return  # the receiver stopped
+                finally:
+                    connection.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join(30)
+        assert not self._thread.is_alive()
+
+    def check_answers(self) -> None:
+        """Refused, never a 500: 400/413 before the stop; once stop() has begun a request may instead
+        reach the shutdown gate and get its retryable 503 (with ``Retry-After``)."""
+        assert set(self.answers) <= {400, 413}, self.answers
+        assert all(
+            status in {400, 413} or (status == 503 and retry_after) for status, retry_after in self.late
+        ), self.late
+
+
 def _stalled_http(port: int, count: int) -> list[socket.socket]:
     """Connections that sent headers and part of the body, then nothing."""
     stalled = []
@@ -403,50 +451,22 @@ def test_stalled_and_hostile_senders_then_stop(
     served = make_served(max_connections=16, header_timeout_s=60.0, request_timeout_s=60.0)
     stalled_sockets = _stalled_http(served.http_port, 3)
     stalled_calls = StalledCalls(served.grpc_target, 3)
-    hostile_answers: list[int] = []
-    late_answers: list[tuple[int, str | None]] = []  # answered once stop() had begun
-    stopping = threading.Event()
-    stop_hostile = threading.Event()
-
-    def hostile() -> None:
-        bodies = _hostile_bodies()
-        while not stop_hostile.is_set():
-            for body, headers in bodies:
-                connection = http.client.HTTPConnection("127.0.0.1", served.http_port, timeout=30)
-                try:
-                    connection.request("POST", "/v1/traces", body=body, headers=headers)
-                    response = connection.getresponse()
-                    if stopping.is_set():
-                        late_answers.append((response.status, response.getheader("Retry-After")))
-                    else:
-                        hostile_answers.append(response.status)
-                except (OSError, http.client.HTTPException):
-                    return  # the receiver stopped
-                finally:
-                    connection.close()
-
-    hostile_thread = threading.Thread(target=hostile, daemon=True)
-    hostile_thread.start()
+    hostile = HostileSender(served.http_port)
+    hostile.start()
     senders = Senders(served.http_port)
     senders.start()
     try:
         assert senders.ready.wait(60), "well-behaved senders got no answer beside the stalled ones"
         grpc_export(served.grpc_target, rag_trace.request_bytes())  # gRPC served beside stalled calls
-        stopping.set()
+        hostile.stopping.set()
         assert served.receiver.stop(20.0)  # everything flushed within the deadline
     finally:
-        stop_hostile.set()
         senders.stop()
         stalled_calls.close()
         for sock in stalled_sockets:
             sock.close()
-        hostile_thread.join(30)
-    assert not hostile_thread.is_alive()
-    assert set(hostile_answers) <= {400, 413}  # refused, never a 500
-    # A request that reached the shutdown gate may get its retryable 503 instead, never anything else.
-    assert all(
-        status in {400, 413} or (status == 503 and retry_after) for status, retry_after in late_answers
-    ), late_answers
+        hostile.stop()
+    hostile.check_answers()
     # No thread of the receiver left blocked: stalled connections were cut at stop, not at their deadline.
     for thread in _serve_threads() - before:
         thread.join(10)
