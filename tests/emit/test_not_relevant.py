@@ -71,13 +71,12 @@ def test_every_chunk_relevant_is_an_empty_list_and_no_ids_without_metadata_keys(
 
 
 def test_pretty_gives_every_retrieved_index_a_line_duplicates_included() -> None:
-    # Chunks 2 and 4 repeat chunk 0 (4 after whitespace normalisation), chunk 5 repeats chunk 3, the one judged
-    # not relevant. The judge sees the four distinct chunks; a duplicate takes its original's verdict and is
-    # not counted. Before, pretty() printed no line for 2, 4 or 5: their indexes vanished from the report.
+    # Chunks 2 and 4 repeat chunk 0 (4 after whitespace normalisation), chunk 5 repeats chunk 3, the one
+    # judged not relevant. The judge sees the three distinct chunks; a duplicate takes its original's verdict
+    # and is not counted. Before, pretty() printed no line for 2, 4 or 5: their indexes vanished.
     chunks = list(GREEN_TEA.retrieved_content)
-    item = GREEN_TEA.model_copy(
-        update={"retrieved_content": [chunks[0], chunks[1], chunks[0], chunks[3], f"  {chunks[0]} ", chunks[3]]}
-    )
+    repeated = [chunks[0], chunks[1], chunks[0], chunks[3], f"  {chunks[0]} ", chunks[3]]
+    item = GREEN_TEA.model_copy(update={"retrieved_content": repeated})
     result = evaluate(item, ["RU", "R", ""])
     lines = result.pretty().splitlines()
     indexes = [int(line.split("]")[0].split("[")[1]) for line in lines if line.startswith("  [")]
