@@ -14,8 +14,27 @@ from ..support.otlp_receiver import OTLPReceiver, attributes_of
 from .conftest import run_demo
 
 
-def test_demo_prints_telemetry_and_a_summary_on_the_console() -> None:
+def test_demo_shows_the_results_not_the_telemetry_by_default() -> None:
+    # A first run (the README's first command) must show its result: before, about 110 lines of telemetry
+    # came first. Now none is printed, the table is headed, and the last line says what was made.
     proc = run_demo("--limit", "8")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert not any(line.startswith(("[span]", "[event]", "[metric]")) for line in lines)
+    assert lines[1].startswith("Results: Contextual Utilization per question (score = used / relevant chunks")
+    assert lines[3].startswith("  #  id")
+    for row in load_sample()[:8]:
+        assert row["id"][:22] in proc.stdout
+    # Per question: the rag.interaction span and its evaluation span; two events per result (docs/slices.md).
+    assert lines[-1] == (
+        "telemetry: 16 spans, 16 log events and the metrics made, not printed or sent (--show-telemetry "
+        "prints it; OTEL_EXPORTER_OTLP_ENDPOINT sends it over OTLP)"
+    )
+    assert "telemetry -> not printed or sent" in proc.stderr
+
+
+def test_demo_show_telemetry_prints_it_before_the_results() -> None:
+    proc = run_demo("--limit", "8", "--show-telemetry")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.count("[span] contextual_utilization") == 8
@@ -23,7 +42,8 @@ def test_demo_prints_telemetry_and_a_summary_on_the_console() -> None:
     assert out.count("[event] gen_ai.evaluation.result") == 16
     assert "[metric] gen_ai.evaluation.score" in out
     rows = load_sample()[:8]
-    summary = out[out.index("  #  id") :]
+    summary = out[out.index("Results: ") :]
+    assert not any(tag in summary for tag in ("[span]", "[event]", "[metric]"))  # the results come last
     for row in rows:
         assert row["id"][:22] in summary
     assert "evaluator: captured 8, sampled out 0, not selected 0, evaluated" in summary
@@ -31,13 +51,18 @@ def test_demo_prints_telemetry_and_a_summary_on_the_console() -> None:
     assert sum("evaluation=contextual_relevancy" in line for line in events) == 8
     assert sum("evaluation=contextual_utilization" in line for line in events) == 8
     assert "agreement with the labels" in summary and "mean utilization" in summary
+    assert summary.splitlines()[-1] == (
+        "telemetry (traces: console, metrics: console, logs: console): 16 spans, 16 log events and the "
+        "metrics; export finished within 5 s"
+    )
 
 
 def test_demo_quiet_prints_only_the_summary() -> None:
-    proc = run_demo("--limit", "3", "--quiet")
+    proc = run_demo("--limit", "3", "--quiet")  # the default now; kept for existing scripts
     assert proc.returncode == 0, proc.stderr
     assert "[span]" not in proc.stdout and "[metric]" not in proc.stdout
     assert "questions run: 3 in " in proc.stdout and "distinct questions evaluated: 3" in proc.stdout
+    assert run_demo("--limit", "1", "--quiet", "--show-telemetry").returncode == 2  # one or the other
 
 
 def test_demo_sample_rate_zero_evaluates_nothing_and_says_so() -> None:

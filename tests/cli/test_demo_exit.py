@@ -27,7 +27,7 @@ def listening_port() -> Iterator[int]:
 
 
 def test_console_shows_each_metric_point_once() -> None:
-    proc = run_demo("--limit", "3")
+    proc = run_demo("--limit", "3", "--show-telemetry")
     assert proc.returncode == 0, proc.stderr
     metric_lines = [line for line in proc.stdout.splitlines() if line.startswith("[metric] ")]
     # The demo replays the same answers every run, so each point's line is fully deterministic.
@@ -39,9 +39,10 @@ def test_console_shows_each_metric_point_once() -> None:
     ]
     assert score_lines and sum(int(line.split("count=")[1].split()[0]) for line in score_lines) == 3
     assert len(metric_lines) == len(set(metric_lines))  # the old exit printed the whole block twice
-    assert "telemetry (traces: console, metrics: console, logs: console): export finished within 5 s" in (
+    assert "telemetry (traces: console, metrics: console, logs: console): 6 spans, 6 log events and the " in (
         proc.stdout
     )
+    assert "export finished within 5 s" in proc.stdout
 
 
 def test_otlp_backend_receives_one_metrics_export() -> None:

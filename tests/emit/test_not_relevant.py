@@ -68,3 +68,22 @@ def test_every_chunk_relevant_is_an_empty_list_and_no_ids_without_metadata_keys(
     assert span.attributes is not None
     assert span.attributes[n.ATTR_NOT_RELEVANT_INDEX] == ()
     assert n.ATTR_NOT_RELEVANT_ID not in span.attributes
+
+
+def test_pretty_gives_every_retrieved_index_a_line_duplicates_included() -> None:
+    # Chunks 2 and 4 repeat chunk 0 (4 after whitespace normalisation), chunk 5 repeats chunk 3, the one
+    # judged not relevant. The judge sees the three distinct chunks; a duplicate takes its original's verdict
+    # and is not counted. Before, pretty() printed no line for 2, 4 or 5: their indexes vanished.
+    chunks = list(GREEN_TEA.retrieved_content)
+    repeated = [chunks[0], chunks[1], chunks[0], chunks[3], f"  {chunks[0]} ", chunks[3]]
+    item = GREEN_TEA.model_copy(update={"retrieved_content": repeated})
+    result = evaluate(item, ["RU", "R", ""])
+    lines = result.pretty().splitlines()
+    indexes = [int(line.split("]")[0].split("[")[1]) for line in lines if line.startswith("  [")]
+    assert sorted(indexes) == [0, 1, 2, 3, 4, 5]
+    assert lines[-4:] == [  # what the score leaves out, in retrieval order
+        "  [2] duplicate of [0], not counted",
+        "  [3] not relevant, not counted (verdict - on chunk 2)",  # the judge saw it third
+        "  [4] duplicate of [0], not counted",
+        "  [5] duplicate of [3], not counted",
+    ]

@@ -10,8 +10,11 @@ set-up. Real parts throughout; the instrumentation is a test dependency.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
+import wrapt
 from opentelemetry.instrumentation.langchain import LangchainInstrumentor
 from opentelemetry.sdk.trace import ReadableSpan
 
@@ -22,16 +25,57 @@ from tests.capture.conftest import QUESTION, rag_chain
 
 from .conftest import Telemetry, make_telemetry
 
+_ABSENT = object()
+Patch = tuple[Any, str, Any]  # (owner, attribute, what the owner held before: a function or _ABSENT)
+
+
+@contextmanager
+def _recording_patches() -> Iterator[list[Patch]]:
+    """Record the wrapt patches OpenLLMetry's ``instrument()`` makes inside the block, for :func:`_undo`.
+
+    Its ``uninstrument()`` (0.62.4) undoes none of them: it passes dotted names such as
+    ``unwrap("langchain_core.callbacks", "BaseCallbackManager.__init__")`` to
+    ``opentelemetry.instrumentation.utils.unwrap``, which resolves no dotted attribute and silently does
+    nothing. Left behind, the ``BaseCallbackManager.__init__`` wrapper adds OpenLLMetry's handler to every
+    later callback manager in the process: it traces onto this module's shut-down provider ("Processor is
+    already shutdown") and attaches its spans to the context, so the chains of later tests (OpenInference's
+    in tests/capture/spans) got a foreign parent; and a second ``instrument()`` never traces. The recorder
+    only observes: wrapt still makes each patch, with OpenLLMetry's own wrapper.
+    """
+    import opentelemetry.instrumentation.langchain as openllmetry
+
+    made: list[Patch] = []
+
+    def recording(target: Any, name: str, wrapper: Any) -> Any:
+        owner, attribute, _ = wrapt.resolve_path(target, name)
+        made.append((owner, attribute, vars(owner).get(attribute, _ABSENT)))
+        return wrapt.wrap_function_wrapper(target, name, wrapper)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(openllmetry, "wrap_function_wrapper", recording)
+        yield made
+
+
+def _undo(made: list[Patch]) -> None:
+    for owner, attribute, before in reversed(made):
+        if before is _ABSENT:
+            delattr(owner, attribute)
+        else:
+            setattr(owner, attribute, before)
+
 
 @pytest.fixture(scope="module")
 def _instrumented() -> Iterator[Telemetry]:
-    """OpenLLMetry's instrumentor does not trace again after ``uninstrument()`` + ``instrument()`` in one
-    process, so it is instrumented once for this module, on providers of its own."""
+    """OpenLLMetry instrumented once for this module, on providers of its own, and every patch it made
+    undone afterwards (its ``uninstrument()`` undoes none: :func:`_recording_patches`)."""
     providers = make_telemetry()
     instrumentor = LangchainInstrumentor()
-    instrumentor.instrument(tracer_provider=providers.tracer_provider)
+    with _recording_patches() as made:
+        instrumentor.instrument(tracer_provider=providers.tracer_provider)
+    assert made, "OpenLLMetry patched nothing: the recorder no longer sees its patches"
     yield providers
     instrumentor.uninstrument()
+    _undo(made)
     providers.tracer_provider.shutdown()
     providers.meter_provider.shutdown()
     providers.logger_provider.shutdown()

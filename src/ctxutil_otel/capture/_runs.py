@@ -178,11 +178,6 @@ class RunTable:
         """Tracked runs (roots and descendants)."""
         return len(self._owner)
 
-    @property
-    def pending_roots(self) -> int:
-        """Root runs started and not yet finished, dropped or evicted."""
-        return len(self._roots)
-
     def root_of(self, run_id: UUID | None) -> RootRun | None:
         """The root ``run_id`` belongs to, or ``None`` when it is not tracked (lock-free)."""
         return None if run_id is None else self._owner.get(run_id.int)

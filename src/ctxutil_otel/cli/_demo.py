@@ -3,9 +3,11 @@
 A real LangChain LCEL RAG chain (recorded retriever -> prompt -> replaying chat model -> parser) runs
 over the sample with :class:`~ctxutil_otel.UtilizationCallbackHandler` attached. The evaluator judges
 each interaction off the request path and emits OpenTelemetry telemetry: over OTLP when
-``OTEL_EXPORTER_OTLP_ENDPOINT`` (or a per-signal endpoint) is set, otherwise to the console. The demo
-ends with a summary table: per-question score and chunk counts, mean utilization, pass rate, agreement
-with the labels, and the evaluator's accounting (dropped / failed).
+``OTEL_EXPORTER_OTLP_ENDPOINT`` (or a per-signal endpoint) is set; printed to the console, one line per
+span, log event and metric point, only with ``--show-telemetry`` (or ``OTEL_*_EXPORTER=console``), so what
+a first run shows is the result. The demo ends with that result, headed ``Results``: per-question score and
+chunk counts, mean utilization, pass rate, agreement with the labels, the evaluator's accounting (dropped /
+failed), and a last line saying how much telemetry was made and where it went.
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ def register(subparsers: Any) -> None:
         help="run a LangChain RAG chain over the bundled sample with live evaluation (the main job)",
         description="Run a real LangChain LCEL RAG chain over the bundled RAGBench sample with the "
         "UtilizationCallbackHandler attached; evaluate off the request path; export telemetry over OTLP "
-        "when OTEL_EXPORTER_OTLP_ENDPOINT is set, else print it to the console; end with a summary table. "
-        "Evaluator settings (sample rate, queue, concurrency, ...) come from CTXUTIL_* variables.",
+        "when OTEL_EXPORTER_OTLP_ENDPOINT is set (printed with --show-telemetry); end with the results "
+        "table. Evaluator settings (sample rate, queue, concurrency, ...) come from CTXUTIL_* variables.",
     )
     parser.add_argument(
         "--limit",
@@ -69,8 +71,17 @@ def register(subparsers: Any) -> None:
         "dashboards: rate() needs a long-running process)",
     )
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between passes with --loop")
-    parser.add_argument(
-        "--quiet", action="store_true", help="print no telemetry to the console (OTLP export is unaffected)"
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--show-telemetry",
+        action="store_true",
+        help="also print the telemetry (one line per span, log event and metric point) to stdout, before "
+        "the results, for each signal that has no OTLP endpoint",
+    )
+    shown.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print no telemetry to the console: the default (kept for existing scripts)",
     )
     parser.set_defaults(func=run)
 
@@ -177,15 +188,32 @@ def _settings(args: argparse.Namespace) -> Settings:
     )
 
 
-def _telemetry_line(destinations: str, exported: bool, budget_s: float, unreachable: Sequence[str]) -> str:
-    """The summary's last line: where telemetry went and how its export at exit ended."""
+_NOT_EXPORTED = (
+    "not printed or sent (--show-telemetry prints it; OTEL_EXPORTER_OTLP_ENDPOINT sends it over OTLP)"
+)
+
+
+def _destinations(destinations: Mapping[str, Sequence[str]]) -> str | None:
+    """``"traces: console, metrics: otlp/grpc, logs: nowhere"``; ``None`` when every signal goes nowhere."""
+    if not any(destinations.values()):
+        return None
+    return ", ".join(f"{k}: {'+'.join(v) or 'nowhere'}" for k, v in destinations.items())
+
+
+def _telemetry_line(
+    destinations: str | None, made: str, exported: bool, budget_s: float, unreachable: Sequence[str]
+) -> str:
+    """The summary's last line: how much telemetry was made, where it went and how its export at exit
+    ended (``destinations`` ``None``: nowhere)."""
+    if destinations is None:
+        return f"telemetry: {made} made, {_NOT_EXPORTED}"
     if unreachable:
         state = "an OTLP endpoint did not accept a connection at the start: probably not delivered"
     elif exported:
         state = f"export finished within {budget_s:g} s"
     else:
         state = f"export unfinished after {budget_s:g} s: what was still being sent is lost"
-    return f"telemetry ({destinations}): {state}"
+    return f"telemetry ({destinations}): {made}; {state}"
 
 
 def render_summary(
@@ -196,9 +224,15 @@ def render_summary(
     elapsed_s: float,
     passes: int = 1,
 ) -> str:
-    """The demo's closing table and totals (plain text); ``passes``: how often the questions ran
-    (``--loop``), the table showing the last result of each."""
-    out = ["", _ROW.format("#", "id", "chunks", "relevant", "used", "score", "label", "labelled")]
+    """The demo's closing table and totals (plain text), headed ``Results``; ``passes``: how often the
+    questions ran (``--loop``), the table showing the last result of each."""
+    out = [
+        "",
+        "Results: Contextual Utilization per question (score = used / relevant chunks; label: pass when "
+        f"score >= {_threshold(results)})",
+        "",
+        _ROW.format("#", "id", "chunks", "relevant", "used", "score", "label", "labelled"),
+    ]
     for i, row in enumerate(rows, start=1):
         result = results.get(row["query"])
         expected = row.get("expected_score")
@@ -249,6 +283,10 @@ def render_summary(
     return "\n".join(out)
 
 
+def _threshold(results: Mapping[str, MetricEvaluationResult]) -> str:
+    return f"{next(iter(results.values())).threshold:g}" if results else "the threshold"
+
+
 def _agreement(
     rows: Sequence[Mapping[str, Any]], results: Mapping[str, MetricEvaluationResult]
 ) -> AgreementReport | None:
@@ -271,6 +309,7 @@ def run(args: argparse.Namespace) -> int:
     from ..demo import build_rag_chain, replay_parts
     from ..emit._setup import configure_telemetry
     from ..worker._evaluator import Evaluator
+    from ._demo_count import TelemetryCount
 
     if args.limit < 0 or args.interval < 0:
         print("error: --limit and --interval must be >= 0", file=sys.stderr)
@@ -288,11 +327,14 @@ def run(args: argparse.Namespace) -> int:
     # OTLP export requests time out with the shutdown deadline unless OTEL_EXPORTER_OTLP_*TIMEOUT says
     # otherwise, so an unreachable backend costs the exit at most that long (the SDK's default is 10 s per
     # signal, with retries).
+    count = TelemetryCount()
     try:
         telemetry = configure_telemetry(
-            console=not args.quiet,
+            console=args.show_telemetry,
             console_format="compact",
             otlp_timeout_s=max(1.0, settings.shutdown_timeout_s),
+            span_processors=[count.span_processor],
+            log_record_processors=[count.log_record_processor],
         )
     except ValueError as exc:  # unsupported OTEL_* exporter/protocol values, named
         print(f"error: {exc}", file=sys.stderr)
@@ -311,10 +353,10 @@ def run(args: argparse.Namespace) -> int:
     stop = _stop_on_signals() if args.loop else None  # before the banner: a signal from now on is handled
     retriever, model = replay_parts(rows)
     chain = build_rag_chain(retriever, model)
-    destinations = ", ".join(f"{k}: {'+'.join(v) or 'nowhere'}" for k, v in telemetry.destinations.items())
+    destinations = _destinations(telemetry.destinations)
     print(
         f"ctxutil-otel demo: {len(rows)} questions through an LCEL RAG chain; judge "
-        f"{evaluator.metric.judge.name}; telemetry -> {destinations}",
+        f"{evaluator.metric.judge.name}; telemetry -> {destinations or _NOT_EXPORTED}",
         file=sys.stderr,
     )
     unreachable = unreachable_otlp_endpoints(telemetry.destinations)
@@ -341,7 +383,7 @@ def run(args: argparse.Namespace) -> int:
     exported = telemetry.shutdown(int(export_budget_s * 1000))
     stats = evaluator.stats()
     print(render_summary(rows, emitter.results, stats, _agreement(rows, emitter.results), elapsed, passes))
-    print(_telemetry_line(destinations, exported, export_budget_s, unreachable))
+    print(_telemetry_line(destinations, count.describe(), exported, export_budget_s, unreachable))
     if not flushed:
         print("warning: evaluations were still pending at the flush deadline", file=sys.stderr)
     return 0 if flushed and not stats.failed and not bad_lines else 1

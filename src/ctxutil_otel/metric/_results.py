@@ -154,8 +154,10 @@ class MetricEvaluationResult(BaseModel):
 
     def pretty(self, max_chunk_chars: int = 80) -> str:
         """Return a multi-line, human-readable report: score, label, one line per relevant chunk (used or
-        ignored, its text and the judge's reason), then one line per chunk judged NOT relevant, which the
-        score leaves out (its index and the judge's reason; its text is not in the result)."""
+        ignored, its text and the judge's reason), then, in retrieval order, one line per chunk the score
+        leaves out: judged NOT relevant (its index and the judge's reason; its text is not in the result) or
+        a duplicate of an earlier chunk (``[4] duplicate of [1], not counted``). Every retrieved index gets
+        exactly one line."""
         s = self.signals
         score = "n/a" if self.score is None else f"{self.score:.2f}"
         lines = [
@@ -174,7 +176,9 @@ class MetricEvaluationResult(BaseModel):
             reason = f" ({chunk.reason})" if chunk.reason else ""
             lines.append(f"  [{chunk.index}] {mark} {text}{reason}")
         for verdict in s.verdicts:
-            if not verdict.is_relevant and verdict.duplicate_of is None:
+            if verdict.duplicate_of is not None:
+                lines.append(f"  [{verdict.index}] duplicate of [{verdict.duplicate_of}], not counted")
+            elif not verdict.is_relevant:
                 reason = f" ({verdict.reason})" if verdict.reason else ""
                 lines.append(f"  [{verdict.index}] not relevant, not counted{reason}")
         return "\n".join(lines)
