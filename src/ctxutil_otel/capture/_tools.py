@@ -22,6 +22,10 @@ and metadata kept); else each string (or text block) of a list content; else a s
 JSON array of strings or of objects with ``page_content``/``content``/``text``, each item a chunk; else the
 whole text, one chunk. A chunk that is not a ``Document`` is a mapping ``{"text", "id", "metadata":
 {"source": "tool:<name>"}}`` (the tool call id as its id).
+
+A root that never retrieved is first only asked whether a tool message counts (:func:`prompt_counts_tools`:
+no chunk made, the content read only when the name, description and artifact cannot tell); its chunks are
+made (:func:`prompt_tool_chunks`) only for a root that will be evaluated (in the sample, its answer ended).
 """
 
 from __future__ import annotations
