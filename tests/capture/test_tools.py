@@ -372,3 +372,80 @@ def test_an_empty_result_of_a_tool_that_does_not_count_is_not_captured(make_rig:
     agent.invoke(ask(), config={"callbacks": [rig.handler]})
     rig.flush()
     assert rig.emitter.emitted == [] and rig.handler.stats().captured == 0
+
+
+# --- request-path cost: an unsampled root's tool results are never parsed into chunks ------------------
+
+#: A large tool result: 2,000 passages (ToolNode sends a list as a JSON array, ~190 kB of text).
+MANY_PASSAGES = [f"Passage {i}: green tea contains catechins that reduce inflammation." for i in range(2000)]
+
+
+@tool
+def search_corpus(query: str) -> list[str]:
+    """Search the whole corpus (a large result)."""
+    return list(MANY_PASSAGES)
+
+
+ARGS: dict[str, dict[str, Any]] = {
+    "search_corpus": {"query": "tea"},
+    "get_notes": {"topic": "tea"},
+    "multiply": {"a": 2, "b": 3},
+}
+
+
+class ParserSpy:
+    """Calls through to ``prompt_tool_chunks`` (the parser of tool messages into chunks) and counts the
+    calls: a spy on a real function, not a mock; the agent, handler and evaluator are real."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from ctxutil_otel.capture import _root_accounting
+
+        self.calls = 0
+        self._real = _root_accounting.prompt_tool_chunks
+        monkeypatch.setattr(_root_accounting, "prompt_tool_chunks", self)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        return self._real(*args, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("tools", "captured"),
+    [
+        ([search_corpus, multiply], 1),  # a retrieval name counts: decided without reading the content
+        ([get_notes], 1),  # a list result counts: its content is looked at, never made chunks
+        ([multiply], 0),  # nothing counts: not captured, as when sampled
+    ],
+    ids=["retrieval-name", "list-content", "calculator"],
+)
+def test_an_unsampled_agent_turn_never_parses_its_tool_results_into_chunks(
+    make_rig: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch, tools: list[Any], captured: int
+) -> None:
+    # Before, RootAccounting.finished parsed the answering prompt's tool messages into chunks (2,000 here)
+    # before asking whether the root was in the sample: work on the application's thread for the ~90% of
+    # turns a 10% sample leaves out. The accounting is unchanged: counted captured, then sampled_out.
+    spy = ParserSpy(monkeypatch)
+    rig = make_rig(sample_rate=0.0)
+    named = [(t.name, ARGS[t.name]) for t in tools]
+    create_react_agent(model(calls(*named), AIMessage(ANSWER)), tools).invoke(
+        ask(), config={"callbacks": [rig.handler]}
+    )
+    rig.flush()
+    stats = rig.handler.stats()
+    assert (stats.captured, stats.sampled_out, spy.calls) == (captured, captured, 0)
+    assert rig.judge.calls == []
+    assert_accounted(rig)  # includes: no callback errors
+
+
+def test_a_sampled_agent_turn_parses_its_tool_results_once(
+    make_rig: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spy = ParserSpy(monkeypatch)  # the control for the test above: the spy sees the parser when it runs
+    rig = make_rig(sample_rate=1.0)
+    agent = create_react_agent(
+        model(calls(("search_corpus", ARGS["search_corpus"])), AIMessage(ANSWER)), [search_corpus]
+    )
+    agent.invoke(ask(), config={"callbacks": [rig.handler]})
+    assert judged(rig) == [MANY_PASSAGES]
+    assert spy.calls == 1
+    assert_accounted(rig)

@@ -18,8 +18,13 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 from ctxutil_otel import Settings, SettingsError
+from ctxutil_otel.emit import Emitter
 from ctxutil_otel.judges import ChunkVerdict, JudgeResult
 from ctxutil_otel.metric import ContextualUtilization
 from ctxutil_otel.sampling._cpu_budget import DEFAULT_CPU_BURST_S
@@ -147,11 +152,11 @@ class BusyJudge:
 
 @pytest.fixture
 def make_engine() -> Iterator[Any]:
-    """Build engines (the Evaluator's, with injectable clocks) on a :class:`RecordingEmitter`; at
-    teardown shut each down and check the accounting invariant."""
+    """Build engines (the Evaluator's, with injectable clocks) on a :class:`RecordingEmitter` (or the
+    ``emitter`` given); at teardown shut each down and check the accounting invariant."""
     made: list[Engine] = []
 
-    def make(judge: Any, *, cpu_fraction: float | None, **kwargs: Any) -> Engine:
+    def make(judge: Any, *, cpu_fraction: float | None, emitter: Any = None, **kwargs: Any) -> Engine:
         params: dict[str, Any] = {
             "sample_rate": 1.0,
             "max_queue_size": 100,
@@ -162,7 +167,10 @@ def make_engine() -> Iterator[Any]:
         }
         params.update(kwargs)
         engine = Engine(
-            ContextualUtilization(judge=judge), RecordingEmitter(), cpu_fraction=cpu_fraction, **params
+            ContextualUtilization(judge=judge),
+            emitter or RecordingEmitter(),
+            cpu_fraction=cpu_fraction,
+            **params,
         )
         made.append(engine)
         return engine
@@ -457,6 +465,91 @@ def test_a_full_garbage_collection_on_the_worker_thread_is_not_charged_to_it(mak
     # fit in the 5 ms burst, with no wait at all); charged, the collection alone asked (0.2 - 0.005) / 0.01
     # = 19.5 s.
     assert max(sleep.waits, default=0.0) < 2.0, sleep.waits
+
+
+# --- what the throttle counts: the budget's waits, not a blocked loop ------------------------------------
+
+
+class BlockingSpanExporter(SpanExporter):
+    """A real SDK ``SpanExporter`` (behind a ``SimpleSpanProcessor``: it exports on the emitting thread,
+    the worker's) whose first export blocks until the test calls :meth:`release`, like an exporter waiting
+    on a slow collector. ``entered`` is set when that export begins."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self._released = threading.Event()
+        self.exported = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.entered.set()
+        assert self._released.wait(30), "the test never released the exporter"
+        self.exported += len(spans)
+        return SpanExportResult.SUCCESS
+
+    def release(self) -> None:
+        self._released.set()
+
+    def shutdown(self) -> None:
+        self._released.set()
+
+
+class HeldSleep:
+    """The budget's wait, ended by the test (:meth:`release`, thread-safe) rather than by a timer, so the
+    test orders it against the exporter; records the seconds asked and sets ``entered`` on each wait."""
+
+    def __init__(self) -> None:
+        self.asked: list[float] = []
+        self.entered = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._done: asyncio.Event | None = None
+
+    async def __call__(self, seconds: float) -> None:
+        self.asked.append(seconds)
+        self._loop, self._done = asyncio.get_running_loop(), asyncio.Event()
+        self.entered.set()
+        await self._done.wait()
+
+    def release(self) -> None:
+        assert self._loop is not None and self._done is not None
+        self._loop.call_soon_threadsafe(self._done.set)
+
+
+def test_time_blocked_in_a_slow_exporter_is_not_counted_as_cpu_throttling(make_engine: Any) -> None:
+    # The wait is an asyncio sleep on the worker's loop, which the evaluations share: an emission blocked
+    # in a synchronous exporter delays its wake-up. Before, that delay counted as throttling: here 40 s of
+    # exporter for a 10 ms wait, and in review 40 s reported where the budget had asked for 0.37 s.
+    wall, cpu = FakeClock(100.0), FakeClock(0.0)
+    sleep, exporter = HeldSleep(), BlockingSpanExporter()
+    tracer_provider = TracerProvider(shutdown_on_exit=False)
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    emitter = Emitter(
+        tracer_provider=tracer_provider,
+        meter_provider=MeterProvider(shutdown_on_exit=False),
+        logger_provider=LoggerProvider(shutdown_on_exit=False),
+    )
+    judge = GatedCpuJudge(cpu, cost_s=0.001)
+    engine = make_engine(
+        judge, cpu_fraction=0.5, max_concurrency=2, emitter=emitter, clock=wall, cpu_clock=cpu, sleep=sleep
+    )
+    judge.gate(expect=1)
+    assert _offer(engine, 1) == [True]
+    assert judge.waiting.wait(10)  # A started, holding twice the 5 ms burst: 5 ms of debt
+    assert _offer(engine, 1) == [True]
+    assert sleep.entered.wait(10)  # B waits on the budget: 5 ms at half a core
+    assert sleep.asked == pytest.approx([0.01])
+    judge.release()
+    assert exporter.entered.wait(10)  # A's result is being exported: the worker's loop is blocked
+    wall.advance(40.0)  # the exporter takes 40 s; the budget's 10 ms wait is long over
+    sleep.release()  # due, but it runs only when the loop is free again
+    blocked = engine.stats()
+    exporter.release()
+    assert engine.force_flush(10_000)
+    stats = engine.stats()
+    assert (stats.evaluated, exporter.exported > 0) == (2, True)
+    # Counted: the 10 ms the budget asked for, while blocked and after; the flag was down during the block.
+    assert (blocked.cpu_throttled_s, blocked.cpu_throttled) == (pytest.approx(0.01), False)
+    assert (stats.cpu_throttled_s, stats.cpu_throttled) == (pytest.approx(0.01), False)
+    tracer_provider.shutdown()
 
 
 # --- lifecycle, with real (cancelled) sleeps ------------------------------------------------------------

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Final, cast
 from . import _extract
 from ._run_spans import adopt_run_span
 from ._runs import Exit, RootRun
-from ._tools import ToolRules, prompt_tool_chunks
+from ._tools import ToolRules, prompt_counts_tools, prompt_tool_chunks
 
 if TYPE_CHECKING:
     from .._accounting import Admission, DropReason
@@ -104,20 +104,37 @@ class RootAccounting:
                 self.evaluator.admit(root.trace_id, root.facts, lost=reason)
         return captured
 
+    def _tool_calls(self, root: RootRun) -> dict[str, tuple[str | None, str | None, bool]]:
+        """The root's tool calls for ``_tools.py``: ``tool_call_id`` -> (name, description, held a
+        retriever run)."""
+        return {
+            call_id: (_text(name), _text(description), any(key in lineage for lineage in root.lineage))
+            for call_id, (key, name, description) in root.tool_calls.items()
+        }
+
+    def _counts_tools(self, root: RootRun) -> bool:
+        """Whether a tool result in the answering generation's prompt counts (``_tools.py``), making no
+        chunk: the question asked of a root that never retrieved, before its sampling decision."""
+        prompt = root.llm_prompt
+        if prompt is None:
+            return False
+        try:
+            return prompt_counts_tools(prompt, self._tools, self._tool_calls(root))
+        except Exception as exc:
+            self._failed("prompt_tools", exc)
+            return False
+
     def _prompt_tools(self, root: RootRun) -> list[object] | None:
         """The chunks of the tool results in the answering generation's prompt (``_tools.py``; ``[]``
         when the counted ones were empty, an empty retrieval); also drops the retrievals made inside a
         tool call whose result never reached that prompt. ``None`` when no tool result counted or the
-        answer came from no chat model run (no messages to read)."""
+        answer came from no chat model run (no messages to read). For a root that will be evaluated
+        only: the chunks are made here."""
         prompt = root.llm_prompt
         if prompt is None:
             return None
         try:
-            calls = {
-                call_id: (_text(name), _text(description), any(key in lineage for lineage in root.lineage))
-                for call_id, (key, name, description) in root.tool_calls.items()
-            }
-            chunks, seen = prompt_tool_chunks(prompt, self._tools, calls)
+            chunks, seen = prompt_tool_chunks(prompt, self._tools, self._tool_calls(root))
             for call_id, (key, _, _) in root.tool_calls.items():
                 if call_id not in seen and not call_id.startswith("run:"):  # never reached the answer
                     for i, lineage in enumerate(root.lineage):
@@ -130,9 +147,11 @@ class RootAccounting:
 
     def finished(self, root: RootRun, outputs: object, end_inputs: object) -> None:
         """The root (already removed from the table) ended with ``outputs`` (``end_inputs``: the inputs
-        LangChain reports with the end, for streamed runs)."""
+        LangChain reports with the end, for streamed runs). The cheapest questions first: does it count
+        (a never-retrieved root), is it in the sample, did its answer end; its tool results are made
+        chunks only for a root that will be evaluated."""
         ticket = root.ticket
-        tools = self._prompt_tools(root)
+        documents: list[object] | None = None
         if ticket is None:
             # Never retrieved. Captured only if its output carries documents (handler on the root only)
             # or its answering prompt holds tool results that count (``_tools.py``).
@@ -141,18 +160,19 @@ class RootAccounting:
             except Exception as exc:
                 self._failed("documents_from_output", exc)
                 return
-            if documents is None and tools is None:
+            if documents is None and not self._counts_tools(root):
                 return
             adopt_run_span(root)
             if not self.evaluator.would_sample(root.trace_id, root.facts):
                 self.sample(root.trace_id, root.facts)  # counted unselected, before any capture work
                 return
-            retrievals: Sequence[Sequence[object] | None] = [documents, tools]
-        else:
-            retrievals = [*root.retrievals, tools]
         if root.llm_open:  # ended while its answer was still being generated: abandoned mid-stream
             self._drop(root, ticket, CHAIN_ERROR)
             return
+        tools = self._prompt_tools(root)
+        retrievals: Sequence[Sequence[object] | None] = (
+            [documents, tools] if ticket is None else [*root.retrievals, tools]
+        )
         try:
             interaction = _extract.interaction_of(
                 root, retrievals, outputs, end_inputs, self._failed, self._metadata_keys

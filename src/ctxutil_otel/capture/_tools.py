@@ -22,6 +22,10 @@ and metadata kept); else each string (or text block) of a list content; else a s
 JSON array of strings or of objects with ``page_content``/``content``/``text``, each item a chunk; else the
 whole text, one chunk. A chunk that is not a ``Document`` is a mapping ``{"text", "id", "metadata":
 {"source": "tool:<name>"}}`` (the tool call id as its id).
+
+A root that never retrieved is first only asked whether a tool message counts (:func:`prompt_counts_tools`:
+no chunk made, the content read only when the name, description and artifact cannot tell); its chunks are
+made (:func:`prompt_tool_chunks`) only for a root that will be evaluated (in the sample, its answer ended).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import fnmatch
 import functools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from .._item import document_sequence, is_document, mapping_text
@@ -41,6 +45,7 @@ __all__ = [
     "ToolRules",
     "chunks_of",
     "content_texts",
+    "prompt_counts_tools",
     "prompt_tool_chunks",
     "tool_messages",
 ]
@@ -89,6 +94,12 @@ class ToolRules:
     def counts(self, message: object, name: str | None, description: str | None, listed: bool) -> bool:
         """Whether ``message`` (a ``ToolMessage`` of tool ``name``) is retrieved context; ``listed``: its
         content is a list of texts (a list, or a JSON array: ``ToolNode`` sends a list as JSON)."""
+        decided = self.decided(message, name, description)
+        return listed if decided is None else decided
+
+    def decided(self, message: object, name: str | None, description: str | None) -> bool | None:
+        """:meth:`counts` read from the message's status and artifact and the tool's name and description
+        alone; ``None`` when only its content can tell (it counts when that is a list of texts)."""
         if getattr(message, "status", "success") == "error":
             return False
         tool = name or ""
@@ -96,12 +107,13 @@ class ToolRules:
             return False
         if self.retrieval_tools:
             return any(fnmatch.fnmatchcase(tool, glob) for glob in self.retrieval_tools)
-        return (
+        if (
             _documents(getattr(message, "artifact", None)) is not None
-            or listed
             or _retrieval_name(tool)
             or (isinstance(description, str) and DESCRIPTION_WORDS.search(description) is not None)
-        )
+        ):
+            return True
+        return None
 
 
 def tool_messages(prompt: object) -> list[tuple[object, str | None]]:
@@ -235,11 +247,43 @@ def prompt_tool_chunks(
     so does a message of no known call whose tool is the name of such a call (LangChain gave the runs no
     call id: ``AgentExecutor``).
     """
-    retrieving = {name for name, _, held in calls.values() if held and name}
     chunks: list[object] = []
     counted = False
     seen: set[str] = set()
-    for message, name in tool_messages(prompt):
+    for message, name, description in _candidates(prompt, calls, seen):
+        texts, listed = content_texts(getattr(message, "content", None))
+        if rules.counts(message, name, description, listed):
+            counted = True
+            chunks.extend(chunks_of(message, name, texts))
+    return (chunks if counted else None), seen
+
+
+def prompt_counts_tools(
+    prompt: object,
+    rules: ToolRules,
+    calls: Mapping[str, tuple[str | None, str | None, bool]],
+) -> bool:
+    """Whether :func:`prompt_tool_chunks` would find a counted tool message (chunks not ``None``), without
+    making any chunk: a message's content is read only when :meth:`ToolRules.decided` cannot tell, and the
+    first counted message ends the search. The request path's question for a root outside the sample."""
+    for message, name, description in _candidates(prompt, calls, set()):
+        decided = rules.decided(message, name, description)
+        if decided is None:
+            decided = _listed(getattr(message, "content", None))
+        if decided:
+            return True
+    return False
+
+
+def _candidates(
+    prompt: object, calls: Mapping[str, tuple[str | None, str | None, bool]], seen: set[str]
+) -> Iterator[tuple[object, str | None, str | None]]:
+    """The tool messages of ``prompt`` that may count, in prompt order, each with its tool's name and
+    description (those of its call in ``calls`` first); the ones of a call that held a retriever run are
+    skipped (:func:`prompt_tool_chunks`). Adds every tool call id the prompt holds to ``seen``."""
+    retrieving = {name for name, _, held in calls.values() if held and name}
+    for message, found in tool_messages(prompt):
+        name: object = found
         call_id = getattr(message, "tool_call_id", None)
         description: str | None = None
         if isinstance(call_id, str):
@@ -252,9 +296,14 @@ def prompt_tool_chunks(
                     continue
             elif name in retrieving:
                 continue
-        name = name if isinstance(name, str) else None
-        texts, listed = content_texts(getattr(message, "content", None))
-        if rules.counts(message, name, description, listed):
-            counted = True
-            chunks.extend(chunks_of(message, name, texts))
-    return (chunks if counted else None), seen
+        yield message, (name if isinstance(name, str) else None), description
+
+
+def _listed(content: object) -> bool:
+    """Whether ``content`` is a list of texts (:func:`content_texts`' second value), building no list
+    when it is not a bracketed string or a list."""
+    if isinstance(content, str):
+        stripped = content.strip()
+        if not (stripped.startswith("[") and stripped.endswith("]")):
+            return False
+    return content_texts(content)[1]

@@ -37,9 +37,11 @@ class EvaluatorStats:
         emit_errors: Results the emitter raised on (the outcome is still counted; the emitter's
             failure never affects the worker).
         cpu_throttled_s: Wall seconds the worker waited, with interactions queued, because its CPU
-            budget (``max_worker_cpu_fraction``) was spent; a wait in progress included. 0.0 when
-            the budget is off.
-        cpu_throttled: Whether the worker is waiting on its CPU budget right now.
+            budget (``max_worker_cpu_fraction``) was spent; a wait in progress included; at most the
+            wait the budget asked for each time (the worker's loop blocked past it, by a slow exporter,
+            is not throttling). 0.0 when the budget is off.
+        cpu_throttled: Whether the worker is waiting on its CPU budget right now (within the wait
+            the budget asked for).
 
     Invariant once idle (nothing queued, in flight, or sampled and still being captured):
     ``captured == sampled_out + not_selected + sum(dropped) + evaluated + not_applicable + sum(failed)``.

@@ -1,5 +1,11 @@
 """The worker's CPU budget on its asyncio loop: wait before an evaluation while the budget is spent, and
-account the seconds waited (``EvaluatorStats.cpu_throttled_s``)."""
+account the seconds waited (``EvaluatorStats.cpu_throttled_s``).
+
+Only the wait the budget asked for counts. The wait is an ``asyncio.sleep`` on the worker's loop, which
+the evaluations share: one that blocks the loop (an emission through a synchronous span processor whose
+exporter is slow, a judge that blocks) delays the wake-up past the wait's end. That delay is the blocking
+call's, not the budget's: counted, a slow exporter read as 40 s of throttling where the budget had asked
+for 0.37 s, and the figure told operators to raise a budget that was not the limit."""
 
 from __future__ import annotations
 
@@ -37,7 +43,7 @@ class CpuThrottle(CpuBudget):
         sleep: Awaitable wait of the given seconds (:func:`asyncio.sleep`); injectable for tests.
     """
 
-    __slots__ = ("_clock", "_since", "_sleep", "_wait_lock", "_waited")
+    __slots__ = ("_asked", "_clock", "_since", "_sleep", "_wait_lock", "_waited")
 
     def __init__(
         self,
@@ -53,6 +59,7 @@ class CpuThrottle(CpuBudget):
         self._wait_lock = threading.Lock()
         self._waited = 0.0
         self._since: float | None = None
+        self._asked = 0.0
 
     def starts(self) -> int:
         """How many evaluations may start together once the budget allows one: as many as the burst
@@ -68,20 +75,23 @@ class CpuThrottle(CpuBudget):
         return max(1, min(MAX_STARTS, round(self.burst_s / expected)))
 
     async def wait(self, seconds: float) -> None:
-        """Wait ``seconds`` (cancellable: shutdown cancels it), counting the time waited."""
+        """Wait ``seconds`` (cancellable: shutdown cancels it), counting the time waited: at most
+        ``seconds``, however late the loop wakes the wait up (module docstring)."""
         since = self._clock()
         with self._wait_lock:
-            self._since = since
+            self._since, self._asked = since, max(0.0, seconds)
         try:
             await self._sleep(seconds)
         finally:
             with self._wait_lock:
-                self._waited += max(0.0, self._clock() - since)
+                self._waited += min(self._asked, max(0.0, self._clock() - since))
                 self._since = None
 
     def throttled(self) -> tuple[float, bool]:
-        """``(seconds waited in total, including a wait in progress; whether waiting now)``."""
+        """``(seconds waited in total, including a wait in progress; whether waiting now)``: a wait counts
+        up to the seconds it asked for; past them the worker waits on something else (its loop is busy)."""
         with self._wait_lock:
             if self._since is None:
                 return self._waited, False
-            return self._waited + max(0.0, self._clock() - self._since), True
+            elapsed = max(0.0, self._clock() - self._since)
+            return self._waited + min(self._asked, elapsed), elapsed < self._asked
