@@ -296,6 +296,19 @@ class Figures:
     pooled_lab: list[int] = field(default_factory=lambda: [0, 0])
     copies: dict[str, list[int]] = field(default_factory=dict)
     app_rel: list[int] = field(default_factory=lambda: [0, 0])
+    used: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
+    """Labelled-relevant chunks of the natural rows: [used and marked used, unused but marked used,
+    used but not marked used, unused and not marked used] (marked used: judged relevant and utilized)."""
+
+    def per_chunk(self) -> tuple[float, float, float]:
+        """Among labelled-relevant chunks: used precision and recall, and the share of the unused ones
+        marked used (the ignored chunks that fail to count against the score)."""
+        tp, fp, fn, tn = self.used
+        return (
+            tp / (tp + fp) if tp + fp else float("nan"),
+            tp / (tp + fn) if tp + fn else float("nan"),
+            fp / (fp + tn) if fp + tn else float("nan"),
+        )
 
     def copy(self, kind: str) -> float:
         used, relevant = self.copies.get(kind, [0, 0])
@@ -325,7 +338,8 @@ class Figures:
             f"{area if area is not None else float('nan'):.3f}; RMSE {rmse:.3f} (mean {base:.3f}); pooled "
             f"{natural:.3f} (labelled {pooled(self.pooled_lab):.3f}); swap {self.copy('swapped'):.3f}; "
             f"truncate drop {natural - cut:.3f}; wrongsource pooled {self.copy('wrong_source'):.3f} "
-            f"app.rel {pooled(self.app_rel):.3f}; +1 off-topic pooled {self.copy('appended'):.3f}"
+            f"app.rel {pooled(self.app_rel):.3f}; +1 off-topic pooled {self.copy('appended'):.3f}; "
+            "relevant chunks: used P {:.3f} R {:.3f}, ignored marked used {:.3f}".format(*self.per_chunk())
         )
 
 
@@ -335,15 +349,21 @@ def measure(
     use: Sequence[Sequence[float]],
     decision: Any,
     keys: Sequence[str],
+    nothing: Sequence[bool] | None = None,
 ) -> dict[str, Figures]:
-    """Out-of-fold figures per key of ``keys`` (a fold name or ``all``) from the verdicts of ``decision``."""
+    """Out-of-fold figures per key of ``keys`` (a fold name or ``all``) from the verdicts of ``decision``
+    (with ``nothing``, a flag per example: the non-answers, whose chunks the judge marks not utilized)."""
     from ctxutil_otel.judges._learned_decision import decide
     from ctxutil_otel.metric._agreement import LOW_SCORE
+
+    def verdicts(k: int) -> tuple[list[bool], list[bool]]:
+        relevant, utilized, _ = decide(decision, rel[k], use[k], examples[k].chunks)
+        return relevant, [False] * len(utilized) if nothing is not None and nothing[k] else utilized
 
     out = {k: Figures() for k in keys}
     natural_verdicts: dict[int, tuple[list[bool], list[bool]]] = {}
     for k, ex in enumerate(examples):
-        relevant, utilized, _ = decide(decision, rel[k], use[k], ex.chunks)
+        relevant, utilized = verdicts(k)
         if ex.kind == "natural":
             natural_verdicts[ex.row_index] = (relevant, utilized)
         for key in (ex.fold, "all"):
@@ -360,6 +380,9 @@ def measure(
                 f.pooled_pred[1] += sum(relevant)
                 f.pooled_lab[0] += sum(r and u for r, u in zip(ex.relevant, ex.utilized, strict=True))
                 f.pooled_lab[1] += sum(ex.relevant)
+                for got_r, got_u, want_r, want_u in zip(relevant, utilized, ex.relevant, ex.utilized, strict=True):
+                    if want_r:
+                        f.used[(not want_u) + 2 * (not (got_r and got_u))] += 1
                 if ex.score is not None:
                     f.labelled.append(ex.score)
                     if any(relevant):
@@ -381,7 +404,7 @@ def measure(
         relevant, utilized = natural_verdicts[ex.row_index]
         if ex.row_index in cut:
             j = cut[ex.row_index]
-            relevant, utilized, _ = decide(decision, rel[j], use[j], examples[j].chunks)
+            relevant, utilized = verdicts(j)
         for key in (ex.fold, "all"):
             if key in out:
                 c = out[key].copies.setdefault("truncated_all", [0, 0])

@@ -26,6 +26,7 @@ __all__ = [
     "decide",
     "decide_relevant",
     "decide_utilized",
+    "decide_utilized_each",
     "expected_used",
 ]
 
@@ -60,16 +61,36 @@ def decide_utilized(
     relevant: Sequence[bool],
     offset: float = 0.5,
     ties: Sequence[str] | None = None,
+    floor: float = 0.0,
 ) -> list[bool]:
-    """Mark the ``floor(expected + offset)`` relevant chunks with the highest P(utilized) utilized
-    (``expected`` a count of chunks, as :func:`expected_used` gives; ``offset`` 0.5 rounds to the
-    nearest count; at most every relevant chunk; ties go to the smaller ``ties`` key, then the earlier
-    chunk)."""
+    """The ``count`` rule: mark the ``floor(expected + offset)`` relevant chunks with the highest
+    P(utilized) utilized (``expected`` a count of chunks, as :func:`expected_used` gives; ``offset`` 0.5
+    rounds to the nearest count; at most every relevant chunk; ties go to the smaller ``ties`` key, then
+    the earlier chunk), each only if its P(utilized) >= ``floor``."""
     candidates = [i for i, r in enumerate(relevant) if r]
     k = min(len(candidates), max(0, math.floor(expected + offset)))
     tie = _tie(ties, len(p_use))
-    chosen = set(sorted(candidates, key=lambda i: (-p_use[i], tie[i], i))[:k])
+    chosen = {i for i in sorted(candidates, key=lambda i: (-p_use[i], tie[i], i))[:k] if p_use[i] >= floor}
     return [i in chosen for i in range(len(relevant))]
+
+
+def decide_utilized_each(
+    p_use: Sequence[float],
+    relevant: Sequence[bool],
+    threshold: float,
+    fallback: float = 1.0,
+    ties: Sequence[str] | None = None,
+) -> list[bool]:
+    """The ``threshold`` rule: each relevant chunk is utilized when its P(utilized | relevant) >=
+    ``threshold``; when none is, the most likely one is if its P(utilized) >= ``fallback`` (ties: the
+    smaller ``ties`` key, then the earlier chunk)."""
+    utilized = [r and p >= threshold for p, r in zip(p_use, relevant, strict=True)]
+    candidates = [i for i, r in enumerate(relevant) if r]
+    if candidates and not any(utilized):
+        tie = _tie(ties, len(p_use))
+        best = min(candidates, key=lambda i: (-p_use[i], tie[i], i))
+        utilized[best] = p_use[best] >= fallback
+    return utilized
 
 
 class Verdicts(NamedTuple):
@@ -88,14 +109,20 @@ def decide(
     ties: Sequence[str] | None = None,
 ) -> Verdicts:
     """The judge's whole decision rule (module docstring): relevance by the threshold and the fallback
-    (:func:`decide_relevant`), then the expected number of used relevant chunks, rounded by the
-    decision's ``round_offset``, marked utilized in order of P(utilized | relevant)
-    (:func:`decide_utilized`). ``ties`` (e.g. the chunks' texts) break equal probabilities, so the
-    retrieved order changes no verdict. The trainer measures decisions with this same function."""
+    (:func:`decide_relevant`), then utilization by the decision's ``utilized_rule``: ``threshold``, each
+    relevant chunk by its own P(utilized | relevant) (:func:`decide_utilized_each`), or ``count``, the
+    expected number of used relevant chunks rounded by ``round_offset`` and marked utilized in order of
+    P(utilized | relevant) (:func:`decide_utilized`). ``ties`` (e.g. the chunks' texts) break equal
+    probabilities, so the retrieved order changes no verdict. The trainer measures decisions with this
+    same function."""
     relevant = decide_relevant(p_rel, decision.relevance_threshold, decision.fallback_threshold, ties)
     if not any(relevant):
         return Verdicts(relevant, [False] * len(relevant), 0.0)
     expected = expected_used(p_use, relevant)
-    return Verdicts(
-        relevant, decide_utilized(expected, p_use, relevant, decision.round_offset, ties), expected
-    )
+    if decision.utilized_rule == "threshold":
+        utilized = decide_utilized_each(p_use, relevant, decision.used_threshold, decision.used_fallback, ties)
+    else:
+        utilized = decide_utilized(
+            expected, p_use, relevant, decision.round_offset, ties, decision.used_threshold
+        )
+    return Verdicts(relevant, utilized, expected)
