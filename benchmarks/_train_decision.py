@@ -32,6 +32,12 @@ class Outcome:
     utilization_f1: float
     pooled: float
     labelled_pooled: float
+    used_precision: float
+    """Among the labelled-relevant chunks: of those marked used (relevant and utilized), the share used."""
+    used_recall: float
+    """Among the labelled-relevant chunks: of the used ones, the share marked used."""
+    ignored_marked_used: float
+    """Among the labelled-relevant chunks: of those the answer did not use, the share marked used."""
 
 
 def _f1(tp: int, fp: int, fn: int) -> float:
@@ -45,7 +51,7 @@ def outcome(
     decision: Decision,
 ) -> Outcome:
     errors: list[float] = []
-    rtp = rfp = rfn = utp = ufp = ufn = used = relevant_total = labelled_used = labelled_relevant = 0
+    rtp = rfp = rfn = utp = ufp = ufn = utn = used = relevant_total = labelled_used = labelled_relevant = 0
     for k, ex in enumerate(natural):
         relevant, utilized, _ = _verdicts(k, oof_rel, oof_use, decision)
         for r, u, lr, lu in zip(relevant, utilized, ex.relevant, ex.utilized, strict=True):
@@ -57,6 +63,7 @@ def outcome(
                 utp += hit and lu
                 ufp += hit and not lu
                 ufn += lu and not hit
+                utn += not hit and not lu
         used += sum(r and u for r, u in zip(relevant, utilized, strict=True))
         relevant_total += sum(relevant)
         labelled_used += sum(r and u for r, u in zip(ex.relevant, ex.utilized, strict=True))
@@ -70,6 +77,9 @@ def outcome(
         utilization_f1=_f1(utp, ufp, ufn),
         pooled=used / relevant_total if relevant_total else 0.0,
         labelled_pooled=labelled_used / labelled_relevant if labelled_relevant else 0.0,
+        used_precision=utp / (utp + ufp) if utp + ufp else 0.0,
+        used_recall=utp / (utp + ufn) if utp + ufn else 0.0,
+        ignored_marked_used=ufp / (ufp + utn) if ufp + utn else 0.0,
     )
 
 
@@ -93,7 +103,8 @@ def choose_decision(
     print(
         f"  decision {chosen.as_dict()}: out-of-fold train RMSE {o.rmse:.4f}, relevance F1 "
         f"{o.relevance_f1:.4f}, utilization F1 {o.utilization_f1:.4f}, pooled {o.pooled:.3f} (labelled "
-        f"{o.labelled_pooled:.3f})"
+        f"{o.labelled_pooled:.3f}); relevant chunks: used P {o.used_precision:.3f} R {o.used_recall:.3f}, "
+        f"ignored marked used {o.ignored_marked_used:.3f}"
     )
     return chosen
 
@@ -228,8 +239,10 @@ def by_subset(
         o = outcome(naturals, rel, use, decision)
         lines.append(
             f"  [{name}] {len(naturals)} rows: RMSE {o.rmse:.4f}, relevance F1 {o.relevance_f1:.4f}, "
-            f"utilization F1 {o.utilization_f1:.4f}, pooled {o.pooled:.3f} (labelled {o.labelled_pooled:.3f})"
-            f"\n    {report(sub, rel, use, decision).splitlines()[0]}"
+            f"utilization F1 {o.utilization_f1:.4f}, pooled {o.pooled:.3f} (labelled "
+            f"{o.labelled_pooled:.3f}); relevant chunks: used P {o.used_precision:.3f} R "
+            f"{o.used_recall:.3f}, ignored marked used {o.ignored_marked_used:.3f}\n    "
+            f"{report(sub, rel, use, decision).splitlines()[0]}"
         )
     return "\n".join(lines)
 

@@ -38,7 +38,7 @@ import math
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -350,14 +350,18 @@ def measure(
     decision: Any,
     keys: Sequence[str],
     nothing: Sequence[bool] | None = None,
+    rule: Callable[[Any, Sequence[float], Sequence[float], Sequence[str]], Any] | None = None,
 ) -> dict[str, Figures]:
     """Out-of-fold figures per key of ``keys`` (a fold name or ``all``) from the verdicts of ``decision``
-    (with ``nothing``, a flag per example: the non-answers, whose chunks the judge marks not utilized)."""
+    (with ``nothing``, a flag per example: the non-answers, whose chunks the judge marks not utilized;
+    ``rule``: another rule in place of the judge's ``decide``, same signature, for studies)."""
     from ctxutil_otel.judges._learned_decision import decide
     from ctxutil_otel.metric._agreement import LOW_SCORE
 
+    judge = rule or decide
+
     def verdicts(k: int) -> tuple[list[bool], list[bool]]:
-        relevant, utilized, _ = decide(decision, rel[k], use[k], examples[k].chunks)
+        relevant, utilized, _ = judge(decision, rel[k], use[k], examples[k].chunks)
         return relevant, [False] * len(utilized) if nothing is not None and nothing[k] else utilized
 
     out = {k: Figures() for k in keys}
@@ -380,7 +384,9 @@ def measure(
                 f.pooled_pred[1] += sum(relevant)
                 f.pooled_lab[0] += sum(r and u for r, u in zip(ex.relevant, ex.utilized, strict=True))
                 f.pooled_lab[1] += sum(ex.relevant)
-                for got_r, got_u, want_r, want_u in zip(relevant, utilized, ex.relevant, ex.utilized, strict=True):
+                for got_r, got_u, want_r, want_u in zip(
+                    relevant, utilized, ex.relevant, ex.utilized, strict=True
+                ):
                     if want_r:
                         f.used[(not want_u) + 2 * (not (got_r and got_u))] += 1
                 if ex.score is not None:

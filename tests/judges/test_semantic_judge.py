@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 from importlib import resources
@@ -212,6 +213,31 @@ def test_reasons_say_what_the_verdict_rests_on() -> None:
         assert "query similarity" in v.reason and "P(relevant)" in v.reason
     refused = SemanticJudge().judge_sync(row["query"], "I don't know.", row["retrieved_content"])
     assert any("declines to answer" in v.reason for v in refused if v.is_relevant)
+
+
+def test_a_chunk_used_against_its_odds_says_it_makes_up_the_expected_count() -> None:
+    # The utilized count is the expected number of used relevant chunks, rounded up from 0.2 with the
+    # shipped offset: a chunk the answer likely ignored (P(used) < 0.5) may complete it, and its reason
+    # must say so rather than read "used (P(used) 0.14; ...)" as if it were evidence of use. The other
+    # way round, a chunk more likely used than not left outside the rounded count says so.
+    judge = SemanticJudge()
+    against = 0
+    for row in load_sample():
+        query, answer, chunks = row["query"], row["actual_output"], row["retrieved_content"]
+        if non_answer(query, answer):
+            continue
+        _, p_use = judge.probabilities(query, answer, chunks)
+        for v, p in zip(judge.judge_sync(query, answer, chunks), p_use, strict=True):
+            if v.is_utilized and p < 0.5:
+                against += 1
+                assert "counted to make up the" in v.reason and "expected used, rounded to" in v.reason, (
+                    v.reason
+                )
+            elif v.is_utilized:
+                assert "expected used" not in v.reason, v.reason
+            if v.is_relevant and not v.is_utilized and p >= 0.5:
+                assert re.search(r"expected used, rounded to \d+: more likely used", v.reason), v.reason
+    assert against > 0  # the sample has chunks counted in against their odds
 
 
 def test_a_pickled_judge_gives_the_same_verdicts() -> None:

@@ -49,6 +49,7 @@ def test_small_retrain_holds_out_each_domain_writes_a_loadable_model_and_is_repr
     printed = capsys.readouterr().out
     assert "leave one domain out" in printed and "seed_style_a" in printed and "seed_style_b" in printed
     assert "exported trees reproduce scikit-learn exactly" in printed
+    assert "relevant chunks: used P" in printed and "ignored marked used" in printed
     document = json.loads(out.read_text(encoding="utf-8"))
     provenance = document["provenance"]
     assert provenance["seed"] == 20261205 and provenance["date"] == "2026-01-01"
@@ -63,6 +64,26 @@ def test_small_retrain_holds_out_each_domain_writes_a_loadable_model_and_is_repr
     first = {k: v for k, v in document.items() if k != "provenance"}
     second = {k: v for k, v in json.loads(again.read_text(encoding="utf-8")).items() if k != "provenance"}
     assert first == second
+
+
+@pytest.mark.parametrize(("offset", "per_chunk"), [(0.8, (0.5, 1.0, 1.0)), (0.5, (1.0, 1.0, 0.0))])
+def test_per_chunk_figures_count_the_ignored_relevant_chunks_marked_used(
+    offset: float, per_chunk: tuple[float, float, float]
+) -> None:
+    # Two labelled-relevant chunks, the answer used the first; P(used) 0.9 and 0.4 sum to 1.3 expected, so
+    # offset 0.8 counts both in (the ignored one marked used) and offset 0.5 only the first.
+    from ctxutil_otel.judges._learned_model import Decision
+
+    row = train_semantic.Variant(
+        0, "natural", "f", "q", "a", ["c1", "c2", "c3"], [True, True, False], [True, False, False]
+    )
+    decision = Decision(0.5, 0.5, offset, 0.5)
+    figures = train_semantic.measure([row], [[0.9, 0.9, 0.1]], [[0.9, 0.4, 0.0]], decision, ["all"])
+    assert figures["all"].per_chunk() == per_chunk
+    nothing = train_semantic.measure(
+        [row], [[0.9, 0.9, 0.1]], [[0.9, 0.4, 0.0]], decision, ["all"], nothing=[True]
+    )
+    assert nothing["all"].per_chunk()[1:] == (0.0, 0.0)  # a non-answer marks nothing used
 
 
 def test_non_answer_rows_are_relabelled_not_utilized() -> None:

@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ._base import ChunkVerdict, JudgeResult
-from ._learned_decision import decide, decide_relevant
+from ._learned_decision import decide, decide_relevant, utilized_why
 from ._learned_features import ChunkEvidence, chunk_features
 from ._learned_model import LearnedModel, shipped_model
 from ._text import has_words, words
@@ -160,7 +160,6 @@ class LearnedJudge:
             # Equal probabilities are broken by the chunk's text: the retrieved order changes no verdict.
             relevant, utilized, expected = decide(m.decision, probs.relevant, probs.utilized, chunks)
         n_rel = sum(relevant)
-        n_used = sum(utilized)
         threshold = m.decision.relevance_threshold
         fallback = not any(p >= threshold for p in probs.relevant)
         return [
@@ -174,11 +173,9 @@ class LearnedJudge:
                     probs.utilized[i],
                     relevant[i],
                     utilized[i],
-                    expected,
-                    n_rel,
+                    utilized_why(probs.utilized[i], utilized[i], expected, n_rel, m.decision.round_offset),
                     _rule(probs.relevant[i], relevant[i], threshold, fallback),
                     drew_nothing,
-                    n_used,
                 )
                 if reasons
                 else "",
@@ -246,12 +243,11 @@ def _reason(
     p_use: float,
     relevant: bool,
     utilized: bool,
-    expected: float,
-    n_rel: int,
+    why: str,
     rule: str = "",
     nothing: str = "",
-    used_count: int = 0,
 ) -> str:
+    """``why``: the utilized rule's clause (:func:`~ctxutil_otel.judges._learned_decision.utilized_why`)."""
     terms = f" incl. {', '.join(repr(t) for t in e.top_terms)}" if e.top_terms else ""
     # Support from a sentence that only repeats the query's words says little about use.
     echo = ", none of it from answer words beyond the query's" if e.support > 0 and not e.shared_terms else ""
@@ -260,18 +256,10 @@ def _reason(
         f"{e.support:.2f} ({e.support_rel:.2f} of best{echo}); query overlap {e.query_cover:.2f}"
     )
     odds = f"P(relevant) {p_rel:.2f}, P(used) {p_use:.2f}{rule}"
-    count = f"{expected:.2f} of the {n_rel} relevant chunk{'s' if n_rel != 1 else ''} expected used"
     if utilized:
-        # The count of used chunks is the expected one, rounded; a chunk the models find less likely
-        # used than not may complete it (the most likely of the rest), and the reason says so.
-        made_up = f"; counted to make up the {count}, rounded to {used_count}" if p_use < 0.5 else ""
-        return f"used ({odds}{made_up}): {evidence}"
+        return f"used ({odds}{why}): {evidence}"
     if relevant:
         if nothing:
             why = f"; {nothing}, so it draws on no chunk"
-        elif p_use >= 0.5:  # more likely used than not, yet outside the rounded count
-            why = f"; {count}, rounded to {used_count}: more likely used chunks make up the count"
-        else:
-            why = f"; {count}"
         return f"relevant, not used ({odds}{why}): {evidence}"
     return f"not relevant ({odds}): {evidence}"

@@ -26,8 +26,9 @@ __all__ = [
     "decide",
     "decide_relevant",
     "decide_utilized",
-    "decide_utilized_each",
     "expected_used",
+    "rounded_count",
+    "utilized_why",
 ]
 
 
@@ -61,36 +62,37 @@ def decide_utilized(
     relevant: Sequence[bool],
     offset: float = 0.5,
     ties: Sequence[str] | None = None,
-    floor: float = 0.0,
 ) -> list[bool]:
-    """The ``count`` rule: mark the ``floor(expected + offset)`` relevant chunks with the highest
-    P(utilized) utilized (``expected`` a count of chunks, as :func:`expected_used` gives; ``offset`` 0.5
-    rounds to the nearest count; at most every relevant chunk; ties go to the smaller ``ties`` key, then
-    the earlier chunk), each only if its P(utilized) >= ``floor``."""
+    """Mark the ``floor(expected + offset)`` relevant chunks with the highest P(utilized) utilized
+    (``expected`` a count of chunks, as :func:`expected_used` gives; ``offset`` 0.5 rounds to the
+    nearest count; at most every relevant chunk; ties go to the smaller ``ties`` key, then the earlier
+    chunk)."""
     candidates = [i for i, r in enumerate(relevant) if r]
-    k = min(len(candidates), max(0, math.floor(expected + offset)))
+    k = rounded_count(expected, len(candidates), offset)
     tie = _tie(ties, len(p_use))
-    chosen = {i for i in sorted(candidates, key=lambda i: (-p_use[i], tie[i], i))[:k] if p_use[i] >= floor}
+    chosen = set(sorted(candidates, key=lambda i: (-p_use[i], tie[i], i))[:k])
     return [i in chosen for i in range(len(relevant))]
 
 
-def decide_utilized_each(
-    p_use: Sequence[float],
-    relevant: Sequence[bool],
-    threshold: float,
-    fallback: float = 1.0,
-    ties: Sequence[str] | None = None,
-) -> list[bool]:
-    """The ``threshold`` rule: each relevant chunk is utilized when its P(utilized | relevant) >=
-    ``threshold``; when none is, the most likely one is if its P(utilized) >= ``fallback`` (ties: the
-    smaller ``ties`` key, then the earlier chunk)."""
-    utilized = [r and p >= threshold for p, r in zip(p_use, relevant, strict=True)]
-    candidates = [i for i, r in enumerate(relevant) if r]
-    if candidates and not any(utilized):
-        tie = _tie(ties, len(p_use))
-        best = min(candidates, key=lambda i: (-p_use[i], tie[i], i))
-        utilized[best] = p_use[best] >= fallback
-    return utilized
+def rounded_count(expected: float, n_relevant: int, offset: float = 0.5) -> int:
+    """How many chunks :func:`decide_utilized` marks: ``floor(expected + offset)``, from 0 to
+    ``n_relevant``."""
+    return min(n_relevant, max(0, math.floor(expected + offset)))
+
+
+def utilized_why(p_use: float, utilized: bool, expected: float, n_relevant: int, offset: float) -> str:
+    """Why a relevant chunk is or is not utilized under the rule: a clause for its reason, starting with
+    ``"; "`` ("" when its probability says it all). ``expected``, ``n_relevant``: the interaction's
+    expected number of used relevant chunks and its number of relevant chunks; ``offset``: the
+    decision's ``round_offset``. A chunk the models find less likely used than not may complete the
+    rounded count, and one more likely used than not may be left outside it: the clause says so."""
+    count = f"{expected:.2f} of the {n_relevant} relevant chunk{'s' if n_relevant != 1 else ''} expected used"
+    k = rounded_count(expected, n_relevant, offset)
+    if utilized:
+        return f"; counted to make up the {count}, rounded to {k}" if p_use < 0.5 else ""
+    if p_use >= 0.5:
+        return f"; {count}, rounded to {k}: more likely used chunks make up the count"
+    return f"; {count}"
 
 
 class Verdicts(NamedTuple):
@@ -109,20 +111,14 @@ def decide(
     ties: Sequence[str] | None = None,
 ) -> Verdicts:
     """The judge's whole decision rule (module docstring): relevance by the threshold and the fallback
-    (:func:`decide_relevant`), then utilization by the decision's ``utilized_rule``: ``threshold``, each
-    relevant chunk by its own P(utilized | relevant) (:func:`decide_utilized_each`), or ``count``, the
-    expected number of used relevant chunks rounded by ``round_offset`` and marked utilized in order of
-    P(utilized | relevant) (:func:`decide_utilized`). ``ties`` (e.g. the chunks' texts) break equal
-    probabilities, so the retrieved order changes no verdict. The trainer measures decisions with this
-    same function."""
+    (:func:`decide_relevant`), then the expected number of used relevant chunks, rounded by the
+    decision's ``round_offset``, marked utilized in order of P(utilized | relevant)
+    (:func:`decide_utilized`). ``ties`` (e.g. the chunks' texts) break equal probabilities, so the
+    retrieved order changes no verdict. The trainer measures decisions with this same function."""
     relevant = decide_relevant(p_rel, decision.relevance_threshold, decision.fallback_threshold, ties)
     if not any(relevant):
         return Verdicts(relevant, [False] * len(relevant), 0.0)
     expected = expected_used(p_use, relevant)
-    if decision.utilized_rule == "threshold":
-        utilized = decide_utilized_each(p_use, relevant, decision.used_threshold, decision.used_fallback, ties)
-    else:
-        utilized = decide_utilized(
-            expected, p_use, relevant, decision.round_offset, ties, decision.used_threshold
-        )
-    return Verdicts(relevant, utilized, expected)
+    return Verdicts(
+        relevant, decide_utilized(expected, p_use, relevant, decision.round_offset, ties), expected
+    )

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -41,7 +41,6 @@ __all__ = [
     "FORMAT",
     "MAX_DEPTH",
     "MAX_NODES",
-    "UTILIZED_RULES",
     "Decision",
     "Ensemble",
     "LearnedModel",
@@ -184,10 +183,6 @@ def _ensemble(spec: Any, n_features: int, where: str) -> Ensemble:
     return Ensemble(raw=_compiled(source, where), n_trees=len(trees), source=source)
 
 
-UTILIZED_RULES = ("count", "threshold")
-"""The rules from P(utilized | relevant) to utilized verdicts (:class:`Decision`'s ``utilized_rule``)."""
-
-
 @dataclass(frozen=True)
 class Decision:
     """How probabilities become verdicts (the model file's ``decision`` object; the rule is
@@ -197,55 +192,32 @@ class Decision:
         relevance_threshold: A chunk is relevant when P(relevant) >= this.
         fallback_threshold: When no chunk reaches the threshold, the most likely one is relevant if its
             P(relevant) >= this (else the interaction is not applicable).
-        round_offset: The ``count`` rule: ``floor(expected + round_offset)`` chunks are marked utilized,
-            ``expected`` the sum of P(utilized | relevant) over the relevant chunks (0.5: the nearest
-            whole count).
+        round_offset: ``floor(expected + round_offset)`` chunks are marked utilized, ``expected`` the
+            sum of P(utilized | relevant) over the relevant chunks (0.5: the nearest whole count).
         nothing_fallback: The fallback for an answer that draws on nothing (no words, or only the
             query repeated): relevance is then judged from the query alone (the features of an empty
             answer), and the most likely chunk is relevant if its P(relevant) >= this, so that such an
             answer scores 0.0 where relevant context was retrieved (DESIGN.md) rather than not applicable.
-        utilized_rule: ``"count"`` (the default, and the meaning of files without the field: the
-            rounded expected count, each chunk also needing P(utilized) >= ``used_threshold``) or
-            ``"threshold"`` (each relevant chunk on its own: utilized when P(utilized | relevant) >=
-            ``used_threshold``).
-        used_threshold: The ``threshold`` rule's threshold; under ``count``, the least P(utilized) a
-            chunk counted in needs (0.0, the default: none).
-        used_fallback: Under ``threshold``, when no relevant chunk reaches it, the most likely used one
-            is utilized if its P(utilized | relevant) >= this (an answer that is not a non-answer drew
-            on something); 1.0, the default: no fallback (beyond a probability of exactly 1).
     """
 
     relevance_threshold: float
     fallback_threshold: float
     round_offset: float
     nothing_fallback: float
-    utilized_rule: str = "count"
-    used_threshold: float = 0.0
-    used_fallback: float = 1.0
 
-    def as_dict(self) -> dict[str, float | str]:
+    def as_dict(self) -> dict[str, float]:
         """The ``decision`` object of the model file."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def from_dict(cls, decision: Any) -> Decision:
-        """Check and read a ``decision`` object: ``utilized_rule`` one of :data:`UTILIZED_RULES` (absent:
-        ``count``), every other field a number in [0, 1] (``used_threshold``, ``used_fallback`` may be
-        absent: the defaults); ``ModelFileError`` naming the field and what it must be."""
+        """Check and read a ``decision`` object: each field a number in [0, 1] (``ModelFileError``
+        naming the field and the range)."""
         if not isinstance(decision, Mapping):
             raise ModelFileError("decision: expected an object")
-        values: dict[str, Any] = {}
+        values = {}
         for f in fields(cls):
-            raw = decision.get(f.name)
-            if raw is None and f.default is not MISSING:
-                continue
-            if f.name == "utilized_rule":
-                if raw not in UTILIZED_RULES:
-                    shown = repr(raw)[:40]
-                    raise ModelFileError(f"decision.utilized_rule: expected one of {UTILIZED_RULES}, got {shown}")
-                values[f.name] = raw
-                continue
-            value = _number(raw, f"decision.{f.name}")
+            value = _number(decision.get(f.name), f"decision.{f.name}")
             if not 0.0 <= value <= 1.0:
                 raise ModelFileError(f"decision.{f.name}: expected a number in [0, 1], got {value!r}")
             values[f.name] = value

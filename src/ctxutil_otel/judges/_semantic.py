@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 from ._base import ChunkVerdict, JudgeResult
 from ._learned import judge_capped
-from ._learned_decision import decide, decide_relevant
+from ._learned_decision import decide, decide_relevant, utilized_why
 from ._learned_features import ChunkEvidence
 from ._non_answer import non_answer
 from ._semantic_embed import StaticEmbedder
@@ -121,7 +121,6 @@ class SemanticJudge:
         else:
             relevant, utilized, expected = decide(m.decision, p_rel, p_use, chunks)
         n_rel = sum(relevant)
-        count = f"{expected:.2f} of the {n_rel} relevant chunk{'s' if n_rel != 1 else ''} expected used"
         return [
             ChunkVerdict(
                 index=i,
@@ -136,7 +135,7 @@ class SemanticJudge:
                     relevant[i],
                     utilized[i],
                     nothing,
-                    count,
+                    utilized_why(p_use[i], utilized[i], expected, n_rel, m.decision.round_offset),
                 )
                 if reasons
                 else "",
@@ -158,7 +157,7 @@ def _reason(
     relevant: bool,
     utilized: bool,
     nothing: str,
-    count: str,
+    why: str,
 ) -> str:
     terms = f" incl. {', '.join(repr(t) for t in e.top_terms)}" if e.top_terms else ""
     evidence = (
@@ -172,5 +171,5 @@ def _reason(
     if nothing:
         return f"relevant, not used ({odds}; {nothing}, so it uses no chunk): {evidence}"
     if utilized:
-        return f"used ({odds}; {count}): {evidence}"
-    return f"relevant, not used ({odds}; {count}): {evidence}"
+        return f"used ({odds}{why}): {evidence}"
+    return f"relevant, not used ({odds}{why}): {evidence}"
