@@ -5,7 +5,8 @@ Decisions (DESIGN.md, "Edge cases"):
 * ``query`` ``None`` or blank, or ``answer`` ``None``: the content was not captured, so there is
   nothing to judge: dropped, reason ``not_evaluable`` (no evaluation result is emitted).
 * ``answer == ""`` is a real, empty answer: evaluated (0.0 when relevant chunks were retrieved).
-* anything :class:`DatasetItem` rejects (a chunk of an unsupported type, a non-string answer):
+* anything :class:`DatasetItem` rejects (``retrieved_content`` that is not a list of chunks, a chunk of an
+  unsupported type, a non-string answer):
   failed, ``error.type`` ``invalid_input``. The message names the field and index, never the text.
 """
 
@@ -17,7 +18,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from .._interaction import Interaction
-from .._item import DatasetItem, chunk_text
+from .._item import DatasetItem, chunk_list, chunk_text
 from ..metric._contextual_utilization import ContextualUtilization
 from ..metric._results import MetricEvaluationResult
 
@@ -62,7 +63,8 @@ def to_strings(interaction: Interaction) -> tuple[str, str, list[str]] | Rejecti
     if not isinstance(query, str) or not isinstance(answer, str):
         return None
     try:
-        return query, answer, [chunk_text(chunk, i) for i, chunk in enumerate(interaction.documents)]
+        chunks = chunk_list(interaction.documents)  # DatasetItem's own check: the same message
+        return query, answer, [chunk_text(chunk, i) for i, chunk in enumerate(chunks)]
     except ValueError as exc:  # worded as pydantic words it when DatasetItem's validator raises it
         return Rejection("failed", "invalid_input", f"retrieved_content: Value error, {exc}"[:500])
     except TypeError as exc:  # pydantic lets it through: to_dataset_item's wording
