@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from .._item import DatasetItem
 from .._settings import Settings
-from ..judges._from_settings import build_judge
+from ..judges._from_settings import build_named_judge
 
 if typing.TYPE_CHECKING:
     from ..judges import Judge
@@ -232,11 +232,7 @@ def batch_judge(settings: Settings) -> Judge:
     judge named by ``--judge`` or ``CTXUTIL_JUDGE`` without its extra raises (an ``ImportError`` naming
     the extra) instead of falling back to ``learned`` as the default does: ``bench --judge semantic``
     reported the learned judge's figures with exit status 0."""
-    if settings.judge == "semantic" and "judge" in settings.model_fields_set:
-        from ..judges._semantic import SemanticJudge
-
-        return SemanticJudge()
-    return build_judge(settings)
+    return build_named_judge(settings)
 
 
 def quiet_broken_pipe(write: typing.Callable[[TextIO], None], stream: TextIO) -> bool:
