@@ -135,6 +135,46 @@ def test_sigterm_flushes_evaluations_and_exits_zero(
     assert TOKEN not in output
 
 
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_an_unreachable_endpoint_with_credentials_is_never_printed(protocol: str) -> None:
+    # The SDK's exporters log a failed export naming the endpoint as configured: "Failed to export metrics
+    # to alice:s3cretPW@127.0.0.1:1" (gRPC), "url: /?token=abc123/v1/metrics" (HTTP), printed as is on
+    # stderr. serve prints every log record through the CLI's redacting handler.
+    env = environ_without_settings()
+    port = free_port()
+    env.update(
+        {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://alice:s3cretPW@127.0.0.1:{port}/?token=abc123",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
+            "CTXUTIL_MAX_EVALUATIONS_PER_SECOND": "0",
+            "CTXUTIL_SHUTDOWN_TIMEOUT_S": "2",
+            "OTEL_EXPORTER_OTLP_TIMEOUT": "2",
+        }
+    )
+    http_port = free_port()
+    process = Process(["--grpc-port", "0", "--http-port", str(http_port)], env)
+    try:
+        process.wait_for_line("listening")
+        exporter = HttpSpanExporter(endpoint=f"http://127.0.0.1:{http_port}/v1/traces")
+        try:
+            assert exporter.export(record_rag_trace().spans) is SpanExportResult.SUCCESS
+        finally:
+            exporter.shutdown()
+        process.popen.send_signal(signal.SIGTERM)
+        process.popen.wait(60)
+    finally:
+        if process.popen.poll() is None:
+            process.popen.kill()
+            process.popen.wait(10)
+    output = "".join(process.stderr)
+    assert "stopped; spans accepted 3" in output, output
+    assert "Failed to export" in output or "Transient error" in output, output  # the SDK's own lines
+    if protocol == "grpc":  # named in every line of the gRPC exporter; the HTTP one: test_log_redaction.py
+        assert f"[REDACTED]@127.0.0.1:{port}" in output, output
+    for secret in ("alice", "s3cretPW", "abc123"):
+        assert secret not in output, output
+
+
 def test_listener_can_be_disabled_and_connection_limits_apply(run_serve: Any) -> None:
     http_port = free_port()
     process = run_serve(
