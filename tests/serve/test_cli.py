@@ -18,6 +18,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
+from ctxutil_otel import Settings
 from ctxutil_otel.cli import main
 from tests.support.env import environ_without_settings
 from tests.support.net import free_port
@@ -183,6 +184,7 @@ def test_listener_can_be_disabled_and_connection_limits_apply(run_serve: Any) ->
     line = process.wait_for_line("listening")
     assert "grpc=" not in line and f"http=127.0.0.1:{http_port}" in line
     assert "max_connections=1 header_timeout=0.3s request_timeout=30s min_request_rate=500B/s" in line
+    assert "sample_rate=1.0 max_evaluations_per_second=unlimited judge=" in line  # the cap: 0 in process_env
     with socket.create_connection(("127.0.0.1", http_port), timeout=10) as idle:  # the one ordinary slot
         probe = http.client.HTTPConnection("127.0.0.1", http_port, timeout=10)
         probe.request("GET", "/healthz")  # answered in a slot reserved for probes
@@ -262,3 +264,8 @@ def test_help_documents_limits_and_exit_status(capsys: pytest.CaptureFixture[str
         assert option in text
     assert "kept for GET /healthz" in text
     assert "exits 1 when that deadline passed first" in text
+    # The evaluation rate cap drops a burst over it (a 300-turn burst: 290 rate_limited): said where the
+    # defaults are, with the setting that raises it.
+    cap = Settings.model_fields["max_evaluations_per_second"].default
+    assert f"at most CTXUTIL_MAX_EVALUATIONS_PER_SECOND (default {cap:g}) evaluations per second" in text
+    assert "'rate_limited' (0 = no cap)" in text

@@ -184,7 +184,11 @@ def add_judge_options(parser: argparse.ArgumentParser) -> None:
     """The options a batch command shares with :class:`Settings`. Each defaults to ``None`` (unset), so
     that :func:`settings_from_args` resolves option > ``CTXUTIL_*`` variable > default."""
     parser.add_argument(
-        "--judge", choices=judge_choices(), default=None, help="judge (default: CTXUTIL_JUDGE)"
+        "--judge",
+        choices=judge_choices(),
+        default=None,
+        help="judge (default: CTXUTIL_JUDGE, else semantic: learned, with one warning, without the "
+        "'semantic' extra; named here or in CTXUTIL_JUDGE, semantic without the extra is an error)",
     )
     parser.add_argument("--model", default=None, help="judge model (default: CTXUTIL_JUDGE_MODEL)")
     parser.add_argument(
