@@ -178,11 +178,13 @@ def test_retrieved_content_that_is_not_a_list_of_chunks_is_named_as_the_batch_pa
     assert evaluator.force_flush(30_000)
     stats = evaluator.stats()
     assert (stats.captured, stats.evaluated, stats.failed) == (5, 1, {"invalid_input": 4}), stats
-    explanations = sorted(
-        str((s.attributes or {}).get(n.ATTR_EVALUATION_EXPLANATION))
+    failed = [
+        dict(s.attributes or {})
         for s in telemetry.spans(n.SPAN_EVALUATION)
         if (s.attributes or {}).get(n.ATTR_EVALUATION_SCORE_LABEL) == "error"
-    )
+    ]
+    assert [a[n.ATTR_TOTAL_CHUNKS] for a in failed] == [0] * 4  # not the length of a string or a mapping
+    explanations = sorted(str(a[n.ATTR_EVALUATION_EXPLANATION]) for a in failed)
     assert explanations == sorted(_batch_message(value) for value in wrong)
     assert "retrieved_content: Value error, must be a list of chunks" in explanations[0]
     assert {e.rsplit("got ", 1)[1] for e in explanations} == {"NoneType", "str", "dict", "int"}

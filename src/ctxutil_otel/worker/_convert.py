@@ -12,6 +12,7 @@ Decisions (DESIGN.md, "Edge cases"):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -96,8 +97,11 @@ def to_dataset_item(interaction: Interaction) -> DatasetItem | Rejection:
 
 
 def _total_chunks(interaction: Interaction) -> int:
+    documents = interaction.documents
+    if isinstance(documents, (str, bytes, Mapping)):  # not a list of chunks (record_interaction): none
+        return 0
     try:
-        return len(interaction.documents)
+        return len(documents)
     except TypeError:
         return 0
 
