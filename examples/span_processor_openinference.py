@@ -1,6 +1,7 @@
 """Evaluate an OpenInference-traced LangChain RAG chain with ``UtilizationSpanProcessor``: no callback
 handler, one line added to the tracing setup. Runs offline: the chain replays the bundled RAGBench sample
-and the default judge is the offline learned one.
+and the default judge is the offline semantic one (learned, with one warning, without the ``semantic``
+extra).
 
     .venv/bin/python examples/span_processor_openinference.py [--rows 5]
 

@@ -23,7 +23,9 @@ class Interaction:
         query: The user's question as captured (``None`` when capture found none).
         answer: The generated answer as captured (``None`` when none).
         documents: Retrieved chunks in order: ``str``, LangChain ``Document`` or mappings
-            (see :func:`ctxutil_otel.DatasetItem`).
+            (see :func:`ctxutil_otel.DatasetItem`). ``record_interaction`` hands over a value that is not a
+            list of chunks (``None``, one string) as given, for the worker to fail it ``invalid_input``
+            with :func:`~ctxutil_otel._item.chunk_list`'s message.
         trace_id: 128-bit trace id the sampling decision was made from.
         parent: The evaluated span's context (the evaluation span becomes its child and links to it);
             ``None`` when no OpenTelemetry span was active: the emitter then opens a root span

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["DatasetItem", "chunk_text", "document_sequence", "is_document", "mapping_text"]
+__all__ = ["DatasetItem", "chunk_list", "chunk_text", "document_sequence", "is_document", "mapping_text"]
 
 _TEXT_KEYS = ("page_content", "content", "text")
 
@@ -37,6 +37,22 @@ def mapping_text(mapping: Mapping[Any, object]) -> str | None:
         if isinstance(value, str):
             return value
     return None
+
+
+def chunk_list(value: object) -> list[object]:
+    """``retrieved_content`` as a list of chunks, not yet read: the one shape check of every path
+    (:class:`DatasetItem`, ``Evaluator.record_interaction`` and both workers). Accepts a list, a tuple
+    or any other iterable of chunks (a generator is consumed).
+
+    Raises:
+        ValueError: ``must be a list of chunks ..., got <type>`` for ``None``, a ``str`` or ``bytes``
+            (one text is not a list of chunks), a mapping (one chunk), or anything not iterable.
+    """
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise ValueError(
+            f"must be a list of chunks (strings, LangChain Documents or mappings), got {type(value).__name__}"
+        )
+    return list(value)
 
 
 def chunk_text(chunk: object, index: int) -> str:
@@ -102,6 +118,4 @@ class DatasetItem(BaseModel):
     @field_validator("retrieved_content", mode="before")
     @classmethod
     def _normalise_chunks(cls, value: object) -> list[str]:
-        if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
-            raise ValueError(f"must be a list of chunks, got {type(value).__name__}")
-        return [chunk_text(chunk, i) for i, chunk in enumerate(value)]
+        return [chunk_text(chunk, i) for i, chunk in enumerate(chunk_list(value))]

@@ -16,13 +16,18 @@ Where it applies: every string attribute of the evaluation span and of the log e
 explanation, captured content and dimensions included: ``emit/_boundary.py``),
 error messages of the OpenAI judge (:func:`redact_key`), and the records of this package's loggers and of
 the HTTP libraries the judge uses (:func:`install_log_redaction`: a ``logging.Filter`` on those loggers).
+
+The command line redacts more in what it prints (:func:`redact_with_urls`, on its one log handler,
+``cli/_logging.py``): also the **user information and query string of any URL**, since the OpenTelemetry
+SDK's exporters log their endpoint as configured (``Failed to export metrics to alice:s3cret@host:4317``,
+``url: /?token=.../v1/metrics``).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ._fork import ForkSafeLock
 
@@ -35,6 +40,8 @@ __all__ = [
     "may_hold_secret",
     "redact",
     "redact_key",
+    "redact_urls",
+    "redact_with_urls",
     "register_secret",
     "unusable_key",
 ]
@@ -176,26 +183,56 @@ def redact(text: str) -> str:
     return text
 
 
+# A URL's user information, with or without the scheme before it (``scheme://`` kept): the gRPC exporter
+# names its endpoint as ``user:password@host:port``. Anything before an ``@`` that starts a host name, so
+# the local part of an e-mail address too.
+_USERINFO = re.compile(r"((?:[A-Za-z][A-Za-z0-9+.\-]*://)?)[^\s/?#@'\"<>()\[\]]+@(?=[A-Za-z0-9\[])")
+# A URL's query string: a ``?`` right after a path, host or port character and followed by one (never a
+# question mark ending a sentence), up to whitespace, a quote, a bracket or a fragment.
+_QUERY = re.compile(r"(?<=[\w/\]:.%\-])\?(?=[^\s'\"<>()\[\]?])[^\s'\"<>()\[\]#]*")
+
+
+def redact_urls(text: str) -> str:
+    """``text`` with the user information of every URL (``user:password@`` -> ``[REDACTED]@``, its scheme
+    kept) and every query string (``?token=...`` -> ``?[REDACTED]``) replaced."""
+    if "@" in text:
+        text = _USERINFO.sub(rf"\1{REDACTED}@", text)
+    if "?" in text:
+        text = _QUERY.sub(f"?{REDACTED}", text)
+    return text
+
+
+def redact_with_urls(text: str) -> str:
+    """:func:`redact`, then :func:`redact_urls`: what the command line prints."""
+    return redact_urls(redact(text))
+
+
 class RedactingFilter(logging.Filter):
-    """Rewrites a record's message (arguments merged in) and exception text through :func:`redact` when
-    they hold a secret; never drops a record, and leaves a record holding none as it is. An exception that
-    holds one is kept only as redacted text (``exc_text``), which handlers print as the traceback."""
+    """Rewrites a record's message (arguments merged in) and exception text through ``clean`` (default
+    :func:`redact`) when they hold a secret; never drops a record, and leaves a record holding none as it
+    is. An exception that holds one is kept only as redacted text (``exc_text``), which handlers print as
+    the traceback."""
+
+    def __init__(self, clean: Callable[[str], str] = redact) -> None:
+        super().__init__()
+        self._clean = clean
 
     def filter(self, record: logging.LogRecord) -> bool:
+        clean = self._clean
         try:
             message = record.getMessage()
         except Exception:  # a record whose arguments do not fit its message: leave it to the handler
             return True
-        cleaned = redact(message)
+        cleaned = clean(message)
         if cleaned != message:
             record.msg, record.args = cleaned, ()
         if record.exc_info and record.exc_info[0] is not None:
             text = logging.Formatter().formatException(record.exc_info)
-            cleaned = redact(text)
+            cleaned = clean(text)
             if cleaned != text:
                 record.exc_text, record.exc_info = cleaned, None
         elif record.exc_text:
-            record.exc_text = redact(record.exc_text)
+            record.exc_text = clean(record.exc_text)
         return True
 
 

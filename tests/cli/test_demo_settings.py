@@ -48,3 +48,17 @@ def test_other_demo_defaults_yield_to_the_environment(monkeypatch: pytest.Monkey
     monkeypatch.setenv("CTXUTIL_APPLICATION_NAME", "bot")
     settings = _demo_settings()
     assert (settings.max_evaluations_per_second, settings.application_name) == (3, "bot")
+
+
+@pytest.mark.parametrize("command", ["demo", "evaluate", "bench"])
+def test_the_judge_option_help_names_the_default_judge(command: str) -> None:
+    # demo --help said "default: CTXUTIL_JUDGE or learned" while the default judge is semantic (learned
+    # only without the extra).
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if a.dest == "command")  # argparse keeps them private
+    (judge,) = [a for a in subparsers.choices[command]._actions if a.dest == "judge"]  # type: ignore[attr-defined]
+    default = Settings.model_fields["judge"].default
+    assert default == "semantic"
+    text = judge.help or ""
+    assert f"else {default}" in text and "CTXUTIL_JUDGE" in text, text
+    assert "or learned" not in text

@@ -291,6 +291,21 @@ def test_the_default_falls_back_to_the_learned_judge_with_one_warning_without_th
     assert len(warnings) == 1 and "pip install 'ctxutil-otel[semantic]'" in warnings[0]
 
 
+def test_the_semantic_judge_named_without_the_extra_is_an_error_naming_it() -> None:
+    # Only the default falls back to learned: ContextualUtilization(judge="semantic") gets the semantic
+    # judge or the extra's error, as --judge semantic does.
+    code = (
+        "import sys\n"
+        "for name in ('tokenizers', 'safetensors'): sys.modules[name] = None\n"
+        "from ctxutil_otel import ContextualUtilization\n"
+        "from ctxutil_otel.judges import SemanticExtraMissingError\n"
+        "try:\n    ContextualUtilization(judge='semantic')\nexcept SemanticExtraMissingError as exc:\n"
+        "    print('refused', exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("refused") and "pip install 'ctxutil-otel[semantic]'" in out
+
+
 @pytest.mark.parametrize("query", ["what is python", "What is Python?", "Who created Python?"])
 def test_a_chunk_that_states_what_the_query_asks_is_relevant(query: str) -> None:
     # The interaction of the worker tests (tests/worker/conftest.py). A model that learnt the seed-style

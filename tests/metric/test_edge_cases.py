@@ -9,7 +9,14 @@ import pytest
 from langchain_core.documents import Document
 from pydantic import ValidationError
 
-from ctxutil_otel import ContextualUtilization, DatasetItem, EvaluationMode, LexicalJudge, MetricRunner
+from ctxutil_otel import (
+    ContextualUtilization,
+    DatasetItem,
+    EvaluationMode,
+    LexicalJudge,
+    MetricRunner,
+    SettingsError,
+)
 from ctxutil_otel.judges import ChunkVerdict, JudgeError, JudgeResult
 
 from .conftest import ScriptedJudge
@@ -248,3 +255,44 @@ def test_runner_rejects_bad_arguments() -> None:
         MetricRunner([])
     with pytest.raises(ValueError, match="max_concurrency"):
         MetricRunner([ContextualUtilization()], max_concurrency=0)
+
+
+@pytest.mark.parametrize("name", ["semantic", "learned", "lexical", "openai"])
+async def test_a_judge_name_builds_the_judge_the_judge_setting_builds(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ContextualUtilization(judge="lexical") was taken and then every result was label=error ("Judge
+    # str failed (_OTHER)"). A name is resolved as the judge setting resolves it, the other judge_*
+    # settings read from CTXUTIL_* as everywhere.
+    monkeypatch.setenv("CTXUTIL_JUDGE_MODEL", "judge-model")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    metric = ContextualUtilization(judge=name)  # type: ignore[arg-type]
+    assert metric.judge.name == name
+    if name == "openai":
+        assert metric.judge.model == "judge-model"
+        return
+    result = await metric.execute(
+        item(
+            ["Green tea contains antioxidants."], query="What does green tea contain?", answer="Antioxidants."
+        )
+    )
+    assert result.label != "error", result.explanation
+
+
+@pytest.mark.parametrize(
+    ("judge", "error", "named"),
+    [
+        ("gpt-4o", SettingsError, "judge"),  # a model name is not a judge name
+        (5, TypeError, "got int"),
+        (LexicalJudge, TypeError, "got the class LexicalJudge"),  # the class, not an instance
+    ],
+)
+def test_anything_else_is_refused_at_construction_naming_judge(
+    judge: object, error: type[Exception], named: str
+) -> None:
+    with pytest.raises(error) as caught:
+        ContextualUtilization(judge=judge)  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert "judge" in message and named in message
+    if error is TypeError:
+        assert "'semantic', 'learned', 'lexical', 'openai'" in message

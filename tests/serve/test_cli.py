@@ -18,6 +18,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
+from ctxutil_otel import Settings
 from ctxutil_otel.cli import main
 from tests.support.env import environ_without_settings
 from tests.support.net import free_port
@@ -135,6 +136,46 @@ def test_sigterm_flushes_evaluations_and_exits_zero(
     assert TOKEN not in output
 
 
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_an_unreachable_endpoint_with_credentials_is_never_printed(protocol: str) -> None:
+    # The SDK's exporters log a failed export naming the endpoint as configured: "Failed to export metrics
+    # to alice:s3cretPW@127.0.0.1:1" (gRPC), "url: /?token=abc123/v1/metrics" (HTTP), printed as is on
+    # stderr. serve prints every log record through the CLI's redacting handler.
+    env = environ_without_settings()
+    port = free_port()
+    env.update(
+        {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://alice:s3cretPW@127.0.0.1:{port}/?token=abc123",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
+            "CTXUTIL_MAX_EVALUATIONS_PER_SECOND": "0",
+            "CTXUTIL_SHUTDOWN_TIMEOUT_S": "2",
+            "OTEL_EXPORTER_OTLP_TIMEOUT": "2",
+        }
+    )
+    http_port = free_port()
+    process = Process(["--grpc-port", "0", "--http-port", str(http_port)], env)
+    try:
+        process.wait_for_line("listening")
+        exporter = HttpSpanExporter(endpoint=f"http://127.0.0.1:{http_port}/v1/traces")
+        try:
+            assert exporter.export(record_rag_trace().spans) is SpanExportResult.SUCCESS
+        finally:
+            exporter.shutdown()
+        process.popen.send_signal(signal.SIGTERM)
+        process.popen.wait(60)
+    finally:
+        if process.popen.poll() is None:
+            process.popen.kill()
+            process.popen.wait(10)
+    output = "".join(process.stderr)
+    assert "stopped; spans accepted 3" in output, output
+    assert "Failed to export" in output or "Transient error" in output, output  # the SDK's own lines
+    if protocol == "grpc":  # named in every line of the gRPC exporter; the HTTP one: test_log_redaction.py
+        assert f"[REDACTED]@127.0.0.1:{port}" in output, output
+    for secret in ("alice", "s3cretPW", "abc123"):
+        assert secret not in output, output
+
+
 def test_listener_can_be_disabled_and_connection_limits_apply(run_serve: Any) -> None:
     http_port = free_port()
     process = run_serve(
@@ -143,6 +184,7 @@ def test_listener_can_be_disabled_and_connection_limits_apply(run_serve: Any) ->
     line = process.wait_for_line("listening")
     assert "grpc=" not in line and f"http=127.0.0.1:{http_port}" in line
     assert "max_connections=1 header_timeout=0.3s request_timeout=30s min_request_rate=500B/s" in line
+    assert "sample_rate=1.0 max_evaluations_per_second=unlimited judge=" in line  # the cap: 0 in process_env
     with socket.create_connection(("127.0.0.1", http_port), timeout=10) as idle:  # the one ordinary slot
         probe = http.client.HTTPConnection("127.0.0.1", http_port, timeout=10)
         probe.request("GET", "/healthz")  # answered in a slot reserved for probes
@@ -222,3 +264,8 @@ def test_help_documents_limits_and_exit_status(capsys: pytest.CaptureFixture[str
         assert option in text
     assert "kept for GET /healthz" in text
     assert "exits 1 when that deadline passed first" in text
+    # The evaluation rate cap drops a burst over it (a 300-turn burst: 290 rate_limited): said where the
+    # defaults are, with the setting that raises it.
+    cap = Settings.model_fields["max_evaluations_per_second"].default
+    assert f"at most CTXUTIL_MAX_EVALUATIONS_PER_SECOND (default {cap:g}) evaluations per second" in text
+    assert "'rate_limited' (0 = no cap)" in text

@@ -10,6 +10,7 @@ in-memory exporters, and the example ``examples/plain_openai_rag.py`` run as a s
 
 from __future__ import annotations
 
+import logging
 import re
 import subprocess
 import sys
@@ -20,8 +21,10 @@ from typing import Any
 import pytest
 from langchain_core.documents import Document
 from openai import OpenAI
+from opentelemetry.trace import SpanContext
+from pydantic import ValidationError
 
-from ctxutil_otel import Evaluator
+from ctxutil_otel import DatasetItem, Evaluator
 from ctxutil_otel.emit import names as n
 from tests.support.env import environ_without_settings
 from tests.support.openai_server import OpenAICompatServer, Reply, completion
@@ -146,6 +149,97 @@ def test_wrong_arguments_never_raise_and_are_counted(telemetry: Telemetry) -> No
     assert stats.captured == 3 and stats.evaluated == 0
     assert stats.dropped == {"not_evaluable": 1}  # no query
     assert stats.failed == {"invalid_input": 2}  # a chunk that is not text: named by the worker
+    evaluator.shutdown(5_000)
+
+
+def _batch_message(retrieved_content: object) -> str:
+    """What the batch path (``DatasetItem``) says of ``retrieved_content``, in the worker's wording."""
+    with pytest.raises(ValidationError) as caught:
+        DatasetItem(query=QUESTION, actual_output=ANSWER, retrieved_content=retrieved_content)  # type: ignore[arg-type]
+    (error,) = caught.value.errors(include_url=False)
+    return f"retrieved_content: {error['msg']}"
+
+
+@pytest.mark.parametrize("worker", ["thread", "process"])
+def test_retrieved_content_that_is_not_a_list_of_chunks_is_named_as_the_batch_path_names_it(
+    telemetry: Telemetry, worker: str
+) -> None:
+    # retrieved_content=None was wrapped as one chunk: "retrieved_content[0]: expected str ... got
+    # NoneType", as if the list held a None; a generator was wrapped too ("[0] ... got generator") while
+    # DatasetItem takes one; one string or one mapping was evaluated as a single chunk while DatasetItem
+    # refused it. Now both paths share one check (``chunk_list``) and one message.
+    evaluator = _evaluator(telemetry, worker=worker)
+    wrong: list[object] = [None, CHUNKS[0], {"text": CHUNKS[0]}, 5]
+    for value in wrong:
+        evaluator.record_interaction(query=QUESTION, retrieved_content=value, actual_output=ANSWER)  # type: ignore[arg-type]
+    evaluator.record_interaction(
+        query=QUESTION, retrieved_content=(c for c in CHUNKS), actual_output=ANSWER
+    )  # an iterable of chunks, as DatasetItem takes it
+    assert evaluator.force_flush(30_000)
+    stats = evaluator.stats()
+    assert (stats.captured, stats.evaluated, stats.failed) == (5, 1, {"invalid_input": 4}), stats
+    failed = [
+        dict(s.attributes or {})
+        for s in telemetry.spans(n.SPAN_EVALUATION)
+        if (s.attributes or {}).get(n.ATTR_EVALUATION_SCORE_LABEL) == "error"
+    ]
+    assert [a[n.ATTR_TOTAL_CHUNKS] for a in failed] == [0] * 4  # not the length of a string or a mapping
+    explanations = sorted(str(a[n.ATTR_EVALUATION_EXPLANATION]) for a in failed)
+    assert explanations == sorted(_batch_message(value) for value in wrong)
+    assert "retrieved_content: Value error, must be a list of chunks" in explanations[0]
+    assert {e.rsplit("got ", 1)[1] for e in explanations} == {"NoneType", "str", "dict", "int"}
+    evaluator.shutdown(5_000)
+
+
+@pytest.mark.parametrize(
+    ("argument", "value", "expected"),
+    [
+        ("metadata", "x", "`metadata` must be a mapping or None, got str"),
+        ("span_context", "abc", "`span_context` must be an opentelemetry.trace.SpanContext"),
+        ("interaction_id", [1], "`interaction_id` must be a string, an integer or None, got list"),
+        ("interaction_id", True, "`interaction_id` must be a string, an integer or None, got bool"),
+    ],
+)
+def test_a_call_argument_of_the_wrong_type_is_counted_and_logged_naming_it(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture, argument: str, value: object, expected: str
+) -> None:
+    # metadata="x" was counted capture_error with a raw traceback ("dictionary update sequence element
+    # #0 has length 1"), span_context="abc" with "'str' object has no attribute 'is_valid'", and
+    # interaction_id=[1] was taken silently, without its id. Now each is counted dropped capture_error
+    # at the call, with a WARNING naming the argument and never its value, logged once per argument.
+    evaluator = _evaluator(telemetry)
+    args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
+    with caplog.at_level(logging.WARNING, logger="ctxutil_otel"):
+        assert not evaluator.record_interaction(**args, **{argument: value})
+        assert not evaluator.record_interaction(**args, **{argument: value})
+        assert evaluator.record_interaction(**args)  # the right call still goes through
+    assert evaluator.force_flush(30_000)
+    stats = evaluator.stats()
+    assert (stats.captured, stats.dropped, stats.evaluated) == (3, {"capture_error": 2}, 1), stats
+    records = [r for r in caplog.records if "record_interaction" in r.getMessage()]
+    assert len(records) == 1, [r.getMessage() for r in records]  # once per argument
+    (record,) = records
+    assert expected in record.getMessage() and "capture_error" in record.getMessage()
+    assert record.exc_info is None  # a message, not a traceback
+    evaluator.shutdown(5_000)
+
+
+def test_a_span_context_and_an_integer_id_of_the_right_types_are_taken(telemetry: Telemetry) -> None:
+    evaluator = _evaluator(telemetry)
+    parent = telemetry.evaluated_span("earlier.request")
+    assert isinstance(parent, SpanContext)
+    assert evaluator.record_interaction(
+        query=QUESTION,
+        retrieved_content=CHUNKS,
+        actual_output=ANSWER,
+        span_context=parent,
+        interaction_id=7,
+        metadata={"tier": "paid"},
+    )
+    assert evaluator.force_flush(30_000)
+    (span,) = telemetry.spans(n.SPAN_EVALUATION)
+    assert span.parent is not None and span.parent.span_id == parent.span_id
+    assert (span.attributes or {}).get(n.ATTR_INTERACTION_ID) == "7"
     evaluator.shutdown(5_000)
 
 

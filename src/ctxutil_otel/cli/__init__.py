@@ -12,6 +12,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from ._logging import install_cli_logging
+
 __all__ = ["main"]
 
 _COMMANDS = ("_demo", "_evaluate", "_bench", "_serve")
@@ -36,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ctxutil-otel`` console script; returns the exit status."""
+    install_cli_logging()  # before anything logs: every record printed is redacted (_logging.py)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -58,7 +58,8 @@ def register(subparsers: Any) -> None:
         "--judge",
         choices=judge_choices(),
         default=None,
-        help="default: CTXUTIL_JUDGE or learned",
+        help="default: CTXUTIL_JUDGE, else semantic (learned, with one warning, without the "
+        "'semantic' extra)",
     )
     parser.add_argument("--model", default=None, help="judge model for --judge openai")
     parser.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for --judge openai")

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from .._item import DatasetItem
 from .._settings import Settings
-from ..judges._from_settings import build_judge
+from ..judges._from_settings import build_named_judge
 
 if typing.TYPE_CHECKING:
     from ..judges import Judge
@@ -184,7 +184,11 @@ def add_judge_options(parser: argparse.ArgumentParser) -> None:
     """The options a batch command shares with :class:`Settings`. Each defaults to ``None`` (unset), so
     that :func:`settings_from_args` resolves option > ``CTXUTIL_*`` variable > default."""
     parser.add_argument(
-        "--judge", choices=judge_choices(), default=None, help="judge (default: CTXUTIL_JUDGE)"
+        "--judge",
+        choices=judge_choices(),
+        default=None,
+        help="judge (default: CTXUTIL_JUDGE, else semantic: learned, with one warning, without the "
+        "'semantic' extra; named here or in CTXUTIL_JUDGE, semantic without the extra is an error)",
     )
     parser.add_argument("--model", default=None, help="judge model (default: CTXUTIL_JUDGE_MODEL)")
     parser.add_argument(
@@ -232,11 +236,7 @@ def batch_judge(settings: Settings) -> Judge:
     judge named by ``--judge`` or ``CTXUTIL_JUDGE`` without its extra raises (an ``ImportError`` naming
     the extra) instead of falling back to ``learned`` as the default does: ``bench --judge semantic``
     reported the learned judge's figures with exit status 0."""
-    if settings.judge == "semantic" and "judge" in settings.model_fields_set:
-        from ..judges._semantic import SemanticJudge
-
-        return SemanticJudge()
-    return build_judge(settings)
+    return build_named_judge(settings)
 
 
 def quiet_broken_pipe(write: typing.Callable[[TextIO], None], stream: TextIO) -> bool:

@@ -116,7 +116,9 @@ def register(subparsers: Any) -> None:
         description="Receive traces over OTLP (gRPC, HTTP/protobuf and HTTP/JSON), evaluate the sampled RAG "
         "turns (OpenInference, OpenTelemetry GenAI, OpenLLMetry spans) and export evaluation spans, events "
         "and metrics over OTLP (OTEL_EXPORTER_OTLP_* variables; the console when none is set). Evaluator "
-        "settings come from CTXUTIL_* variables. Health: GET /healthz on the HTTP port.",
+        "settings come from CTXUTIL_* variables; at most CTXUTIL_MAX_EVALUATIONS_PER_SECOND (default 10) "
+        "evaluations per second, the rest counted dropped 'rate_limited' (0 = no cap). "
+        "Health: GET /healthz on the HTTP port.",
         epilog=_EPILOG,
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -329,9 +331,16 @@ def _announcement(
         f"token={'on' if token else 'off'} max_connections={args.max_connections} "
         f"header_timeout={args.header_timeout:g}s request_timeout={args.request_timeout:g}s "
         f"min_request_rate={args.min_request_rate:g}B/s; "
-        f"sample_rate={settings.sample_rate} judge={settings.judge}; "
+        f"sample_rate={settings.sample_rate} max_evaluations_per_second={_rate_cap(settings)} "
+        f"judge={settings.judge}; "
         f"results -> {results}"
     )
+
+
+def _rate_cap(settings: Settings) -> str:
+    """``CTXUTIL_MAX_EVALUATIONS_PER_SECOND`` as the listening line shows it (0 or unset: no cap)."""
+    rate = settings.max_evaluations_per_second
+    return "unlimited" if not rate else f"{rate:g}"
 
 
 def _report_stopped(receiver: TraceReceiver, evaluator: Evaluator) -> None:

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from .._settings import Settings
     from ._base import Judge
 
-__all__ = ["build_judge", "default_judge"]
+__all__ = ["build_judge", "build_named_judge", "default_judge"]
 
 _log = logging.getLogger("ctxutil_otel.judges")
 _warned = threading.Event()
@@ -68,3 +68,19 @@ def build_judge(settings: Settings) -> Judge:
             "judge='openai' needs the 'openai' package (pip install ctxutil-otel installs it)"
         ) from exc
     return OpenAIJudge.from_settings(settings)  # the settings' values are validated: not checked again
+
+
+def build_named_judge(settings: Settings) -> Judge:
+    """:func:`build_judge`, except that a ``semantic`` judge NAMED (``judge`` set explicitly: an argument,
+    ``--judge`` or ``CTXUTIL_JUDGE``) without its extra raises instead of falling back to ``learned`` as
+    the default does: whoever names a judge gets that judge or an error.
+
+    Raises:
+        SemanticExtraMissingError: (an ``ImportError`` naming the ``semantic`` extra) as above.
+        ImportError: as :func:`build_judge`.
+    """
+    if settings.judge == "semantic" and "judge" in settings.model_fields_set:
+        from ._semantic import SemanticJudge
+
+        return SemanticJudge()
+    return build_judge(settings)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Literal, TypeAlias
 
 from .._accounting import ERROR_TYPE_OTHER, checked_error_type
 from .._item import DatasetItem
@@ -24,9 +25,12 @@ from ._results import (
     MetricEvaluationResult,
 )
 
-__all__ = ["ContextualUtilization", "EvaluationMode", "normalise_chunk", "validate_verdicts"]
+__all__ = ["ContextualUtilization", "EvaluationMode", "JudgeName", "normalise_chunk", "validate_verdicts"]
 
 _log = logging.getLogger("ctxutil_otel.metric")
+
+#: The judge names ``ContextualUtilization(judge=...)`` takes: the ``judge`` setting's values.
+JudgeName: TypeAlias = Literal["semantic", "learned", "lexical", "openai"]
 METRIC_NAME = "contextual_utilization"
 
 
@@ -60,6 +64,25 @@ def validate_verdicts(verdicts: Sequence[ChunkVerdict], n_chunks: int) -> list[C
     return [by_index[i] for i in range(n_chunks)]
 
 
+def _judge_of(judge: Judge | str | None) -> Judge:
+    """The judge ``ContextualUtilization(judge=...)`` names: a judge as given, a name or ``None`` resolved
+    as the settings resolve ``judge`` (see the class)."""
+    if judge is None or isinstance(judge, str):
+        from .._settings import Settings  # pydantic-settings: only when the settings are needed
+        from ..judges._from_settings import build_judge, build_named_judge
+
+        if judge is None:
+            return build_judge(Settings())
+        return build_named_judge(Settings(judge=judge))  # an unknown name: SettingsError naming judge
+    if isinstance(judge, type) or not callable(getattr(judge, "judge", None)):
+        raise TypeError(
+            "judge must be a Judge instance (an object with an async judge(query, answer, chunks) method, "
+            "e.g. LexicalJudge()), a judge name ('semantic', 'learned', 'lexical', 'openai') or None, "
+            f"got {f'the class {judge.__name__}' if isinstance(judge, type) else type(judge).__name__}"
+        )
+    return judge  # duck-typed: a judge without ``model`` is taken too
+
+
 def _rate(score: float | None) -> str:
     return "n/a" if score is None else f"{score * 100:.1f}%"
 
@@ -68,24 +91,31 @@ class ContextualUtilization:
     """The Contextual Utilization metric.
 
     Args:
-        judge: Any :class:`~ctxutil_otel.judges.Judge`; ``None``: the judge the settings configure
+        judge: Any :class:`~ctxutil_otel.judges.Judge`; or a judge name, as the ``judge`` setting takes it
+            (``"semantic"``, ``"learned"``, ``"lexical"``, ``"openai"``; the other ``judge_*`` settings
+            from ``CTXUTIL_*``, read once here); ``None``: the judge the settings configure
             (``CTXUTIL_JUDGE`` and the ``judge_*`` settings, read once here), as every other path does: by
             default the offline :class:`~ctxutil_otel.judges.SemanticJudge` (no network, no key; with the
-            ``semantic`` extra missing, :class:`~ctxutil_otel.judges.LearnedJudge` and one warning).
+            ``semantic`` extra missing, :class:`~ctxutil_otel.judges.LearnedJudge` and one warning; only
+            the default falls back: ``judge="semantic"`` without the extra raises).
         threshold: Pass threshold in [0, 1]; a result passes when ``score >= threshold`` (0.0 is
             honoured: every scored result passes).
         mode: :class:`EvaluationMode` (``GRANULAR`` reasons per chunk, or ``FAST`` without).
 
     Raises:
         ValueError: if ``threshold`` is outside [0, 1] or not a number.
-        SettingsError: (a ``ValueError``) without ``judge``, for an invalid ``CTXUTIL_*`` setting.
+        TypeError: naming ``judge`` and what it takes, for anything else (a judge class, not an instance).
+        SettingsError: (a ``ValueError``) with a judge name or no ``judge``, for an unknown name or an
+            invalid ``CTXUTIL_*`` setting.
+        SemanticExtraMissingError: (an ``ImportError``) for ``judge="semantic"`` without the
+            ``semantic`` extra.
     """
 
     name = METRIC_NAME
 
     def __init__(
         self,
-        judge: Judge | None = None,
+        judge: Judge | JudgeName | None = None,
         *,
         threshold: float = 0.5,
         mode: EvaluationMode | str = EvaluationMode.GRANULAR,
@@ -96,12 +126,7 @@ class ContextualUtilization:
             or not 0.0 <= threshold <= 1.0
         ):
             raise ValueError(f"threshold must be a number in [0, 1], got {threshold!r}")
-        if judge is None:
-            from .._settings import Settings  # pydantic-settings: only when the settings are needed
-            from ..judges._from_settings import build_judge
-
-            judge = build_judge(Settings())
-        self.judge: Judge = judge
+        self.judge: Judge = _judge_of(judge)
         self.threshold = float(threshold)
         self.mode = EvaluationMode(mode)
 

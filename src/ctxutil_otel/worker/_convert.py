@@ -5,19 +5,21 @@ Decisions (DESIGN.md, "Edge cases"):
 * ``query`` ``None`` or blank, or ``answer`` ``None``: the content was not captured, so there is
   nothing to judge: dropped, reason ``not_evaluable`` (no evaluation result is emitted).
 * ``answer == ""`` is a real, empty answer: evaluated (0.0 when relevant chunks were retrieved).
-* anything :class:`DatasetItem` rejects (a chunk of an unsupported type, a non-string answer):
+* anything :class:`DatasetItem` rejects (``retrieved_content`` that is not a list of chunks, a chunk of an
+  unsupported type, a non-string answer):
   failed, ``error.type`` ``invalid_input``. The message names the field and index, never the text.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import ValidationError
 
 from .._interaction import Interaction
-from .._item import DatasetItem, chunk_text
+from .._item import DatasetItem, chunk_list, chunk_text
 from ..metric._contextual_utilization import ContextualUtilization
 from ..metric._results import MetricEvaluationResult
 
@@ -62,7 +64,8 @@ def to_strings(interaction: Interaction) -> tuple[str, str, list[str]] | Rejecti
     if not isinstance(query, str) or not isinstance(answer, str):
         return None
     try:
-        return query, answer, [chunk_text(chunk, i) for i, chunk in enumerate(interaction.documents)]
+        chunks = chunk_list(interaction.documents)  # DatasetItem's own check: the same message
+        return query, answer, [chunk_text(chunk, i) for i, chunk in enumerate(chunks)]
     except ValueError as exc:  # worded as pydantic words it when DatasetItem's validator raises it
         return Rejection("failed", "invalid_input", f"retrieved_content: Value error, {exc}"[:500])
     except TypeError as exc:  # pydantic lets it through: to_dataset_item's wording
@@ -94,8 +97,11 @@ def to_dataset_item(interaction: Interaction) -> DatasetItem | Rejection:
 
 
 def _total_chunks(interaction: Interaction) -> int:
+    documents = interaction.documents
+    if isinstance(documents, (str, bytes, Mapping)):  # not a list of chunks (record_interaction): none
+        return 0
     try:
-        return len(interaction.documents)
+        return len(documents)
     except TypeError:
         return 0
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import atexit
 import logging
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +20,7 @@ from ..metric._contextual_utilization import ContextualUtilization
 from ..sampling import TraceIdRatioSampler
 from ._engine import Engine
 from ._process import ChildProcessJudging
-from ._record import facts_of_call, interaction_of_call
+from ._record import ArgumentError, facts_of_call, interaction_of_call
 from ._stats import EvaluatorStats
 from ._ticket import Ticket
 from ._types import EvaluationEmitter
@@ -124,6 +124,7 @@ class Evaluator:
         )
         self._settings = resolved
         self._record_logged = False  # record_interaction's first unexpected error was logged
+        self._record_refused: set[str] = set()  # the record_interaction arguments refused (and logged) once
         judging: ContextualUtilization | ChildProcessJudging
         if resolved.worker == "process":  # the child builds the judge (a metric given is pickled to it)
             judging = ChildProcessJudging(
@@ -180,7 +181,7 @@ class Evaluator:
         self,
         *,
         query: str,
-        retrieved_content: Sequence[object],
+        retrieved_content: Iterable[object],
         actual_output: str,
         model: str | None = None,
         provider: str | None = None,
@@ -188,19 +189,21 @@ class Evaluator:
         name: str | None = None,
         metadata: Mapping[str, object] | None = None,
         span_context: SpanContext | None = None,
-        interaction_id: str | None = None,
+        interaction_id: str | int | None = None,
     ) -> bool:
         """Evaluate one finished RAG interaction of an application without a framework (the seed's field
         names, as ``DatasetItem``); the call for code that retrieves and generates by itself (the OpenAI
         SDK and a vector store: docs/no-framework.md).
 
         Args:
-            query: The user's question.
-            retrieved_content: The chunks that reached the prompt, in order: strings, LangChain
-                ``Document`` s, or mappings with ``text`` (or ``page_content`` / ``content``) and
-                optionally ``id`` and ``metadata`` (emitted per chunk as ``ctxutil.chunks.{i}.id`` /
-                ``.metadata.<key>`` for ``chunk_metadata_keys``).
-            actual_output: The generated answer.
+            query: The user's question (``None`` or blank: dropped ``not_evaluable``).
+            retrieved_content: The chunks that reached the prompt, in order, as a list (or any iterable,
+                copied at the call): strings, LangChain ``Document`` s, or mappings with ``text`` (or
+                ``page_content`` / ``content``) and optionally ``id`` and ``metadata`` (emitted per chunk
+                as ``ctxutil.chunks.{i}.id`` / ``.metadata.<key>`` for ``chunk_metadata_keys``). One
+                string, one mapping or ``None`` is not a list of chunks: failed ``invalid_input``.
+            actual_output: The generated answer (``""`` is an empty answer, scored; ``None``: no answer,
+                dropped ``not_evaluable``).
             model / provider: The ANSWERING model and its provider (dimensions ``gen_ai.request.model``
                 and ``gen_ai.provider.name``), when you want results sliced by them.
             retriever_name: Dimension ``ctxutil.retriever.name``.
@@ -208,15 +211,19 @@ class Evaluator:
                 ``ctxutil.chain.name``.
             metadata: What selection rules' ``metadata`` matches; its ``metric_dimensions`` keys become
                 dimensions ``ctxutil.metadata.<key>``.
-            span_context: The span to evaluate under; default: the current OpenTelemetry span (the
-                evaluation span becomes its child, in its trace), else a new ``rag.interaction`` root span.
-            interaction_id: ``ctxutil.interaction.id`` of the result (an integer as its decimal text).
+            span_context: The ``SpanContext`` to evaluate under; default: the current OpenTelemetry span
+                (the evaluation span becomes its child, in its trace), else a new ``rag.interaction``
+                root span.
+            interaction_id: ``ctxutil.interaction.id`` of the result: a string, or an integer (as its
+                decimal text).
 
         Returns ``True`` when queued for evaluation; ``False`` when not selected, sampled out or refused
         (each counted in :meth:`stats`, as for the capture paths: same selection rules, sampling, rate
-        cap, queue and token budget). Never raises and never blocks: the arguments are validated off the
-        request path (a wrong type fails that evaluation ``invalid_input``), and an unexpected error is
-        logged once and counted dropped ``capture_error``.
+        cap, queue and token budget). Never raises and never blocks: the texts are validated off the
+        request path (a wrong type fails that evaluation ``invalid_input``, its explanation naming the
+        field); a ``metadata``, ``span_context`` or ``interaction_id`` of the wrong type is counted
+        dropped ``capture_error`` at the call and logged once per argument (a WARNING naming it), and an
+        unexpected error is logged once and counted dropped ``capture_error``.
         """
         try:
             interaction = interaction_of_call(
@@ -233,6 +240,16 @@ class Evaluator:
                 interaction_id=interaction_id,
             )
             facts = facts_of_call(name, metadata)
+        except ArgumentError as exc:  # a wrong argument type: counted, logged once per argument
+            if exc.argument not in self._record_refused:
+                self._record_refused.add(exc.argument)
+                _log.warning(
+                    "ctxutil evaluator: record_interaction: %s; the interaction is counted dropped "
+                    "capture_error (logged once per argument)",
+                    exc,
+                )
+            self.admit(0, None, lost="capture_error")
+            return False
         except Exception:  # never raise into the application; counted, logged once
             if not self._record_logged:
                 self._record_logged = True

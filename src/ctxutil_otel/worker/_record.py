@@ -2,9 +2,12 @@
 handed to the evaluator like any capture path's (docs/no-framework.md).
 
 :func:`interaction_of_call` turns the call's arguments into an :class:`~ctxutil_otel._interaction.Interaction`
-(references and a shallow copy of the chunk list: no validation here, the worker validates off the request
-path) and :func:`facts_of_call` into the selection rules' facts; ``Evaluator.record_interaction`` then hands
-the interaction over as every capture path does, through one ticket: ``admit(...).submit(interaction)``.
+(references and a shallow copy of the chunk list: the texts are validated by the worker, off the request
+path, which fails a wrong one ``invalid_input`` naming the field) and :func:`facts_of_call` into the
+selection rules' facts; ``Evaluator.record_interaction`` then hands the interaction over as every capture
+path does, through one ticket: ``admit(...).submit(interaction)``. The call's own arguments (``metadata``,
+``span_context``, ``interaction_id``) are checked at the call, by type only: a wrong one raises
+:class:`ArgumentError`, which ``record_interaction`` logs and counts dropped ``capture_error``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanContext
 
 from .._interaction import Interaction
+from .._item import chunk_list
 from .._selection import SelectionFacts
 from ..emit._names import (
     ATTR_CHAIN_NAME,
@@ -26,10 +30,34 @@ from ..emit._names import (
     DIMENSION_METADATA_PREFIX,
 )
 
-__all__ = ["SOURCE", "facts_of_call", "interaction_of_call"]
+__all__ = ["SOURCE", "ArgumentError", "facts_of_call", "interaction_of_call"]
 
 #: ``ctxutil.interaction.source`` of these interactions.
 SOURCE = "record_interaction"
+
+
+class ArgumentError(TypeError):
+    """A ``record_interaction`` argument that is not of its documented type; the message names the
+    argument, what it takes and the type given (never the value)."""
+
+    def __init__(self, argument: str, expected: str, value: object) -> None:
+        self.argument = argument
+        super().__init__(f"`{argument}` must be {expected}, got {type(value).__name__}")
+
+
+def check_arguments(*, metadata: object, span_context: object, interaction_id: object) -> None:
+    """Raise :class:`ArgumentError` for a ``metadata`` that is not a mapping, a ``span_context`` that is
+    not a ``SpanContext``, or an ``interaction_id`` that is neither a string nor an integer (``None``
+    is each one's default)."""
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise ArgumentError("metadata", "a mapping or None", metadata)
+    if span_context is not None and not isinstance(span_context, SpanContext):
+        expected = "an opentelemetry.trace.SpanContext (span.get_span_context()) or None"
+        raise ArgumentError("span_context", expected, span_context)
+    if interaction_id is not None and (
+        not isinstance(interaction_id, (str, int)) or isinstance(interaction_id, bool)
+    ):
+        raise ArgumentError("interaction_id", "a string, an integer or None", interaction_id)
 
 
 def interaction_of_call(
@@ -37,27 +65,35 @@ def interaction_of_call(
     query: object,
     retrieved_content: object,
     actual_output: object,
-    span_context: SpanContext | None,
+    span_context: object,
     model: str | None,
     provider: str | None,
     retriever_name: str | None,
     name: str | None,
-    metadata: Mapping[str, object] | None,
+    metadata: object,
     metric_dimensions: Sequence[str],
-    interaction_id: str | None,
+    interaction_id: object,
 ) -> Interaction:
     """The interaction of one ``record_interaction`` call. Its trace: ``span_context`` when valid, else
     the current OpenTelemetry span's (the evaluation span becomes a child of that span), else a new
-    random trace id and no parent (the emitter opens a ``rag.interaction`` root span)."""
-    context = span_context if span_context is not None else trace.get_current_span().get_span_context()
+    random trace id and no parent (the emitter opens a ``rag.interaction`` root span).
+
+    Raises :class:`ArgumentError` (see :func:`check_arguments`). ``retrieved_content`` that is not a list
+    of chunks is handed over as given: the worker fails it ``invalid_input`` with
+    :func:`~ctxutil_otel._item.chunk_list`'s message, as ``DatasetItem`` does."""
+    check_arguments(metadata=metadata, span_context=span_context, interaction_id=interaction_id)
+    mapping = metadata if isinstance(metadata, Mapping) else None  # checked above: the same value
+    context = (
+        span_context if isinstance(span_context, SpanContext) else trace.get_current_span().get_span_context()
+    )
     if context.is_valid:
         trace_id, parent = context.trace_id, context
     else:
         trace_id, parent = random.getrandbits(128) or 1, None
-    if isinstance(retrieved_content, (str, bytes)) or not isinstance(retrieved_content, Sequence):
-        documents: list[object] = [retrieved_content]  # one chunk, or an invalid one the worker names
-    else:
-        documents = list(retrieved_content)
+    try:
+        documents: Sequence[object] = chunk_list(retrieved_content)  # a copy: the caller may reuse theirs
+    except ValueError:  # not a list of chunks: the worker names it (``to_dataset_item``, ``to_strings``)
+        documents = retrieved_content  # type: ignore[assignment]  # validated there, failed invalid_input
     now = time.time_ns()
     return Interaction(
         query=query,  # type: ignore[arg-type]  # validated by the worker: a wrong type fails invalid_input
@@ -69,11 +105,11 @@ def interaction_of_call(
         end_time_ns=now,
         source=SOURCE,
         id=_id_text(interaction_id),
-        dimensions=_dimensions(model, provider, retriever_name, name, metadata, metric_dimensions) or None,
+        dimensions=_dimensions(model, provider, retriever_name, name, mapping, metric_dimensions) or None,
     )
 
 
-def facts_of_call(name: str | None, metadata: Mapping[str, object] | None) -> SelectionFacts:
+def facts_of_call(name: object, metadata: Mapping[str, object] | None) -> SelectionFacts:
     """What the selection rules see of the call: ``name`` as the root name (a name that is not a string
     is no name: the rules' match would fail, counted ``sampled_out``), ``metadata``."""
     root_name = name if isinstance(name, str) else None
@@ -82,13 +118,10 @@ def facts_of_call(name: str | None, metadata: Mapping[str, object] | None) -> Se
 
 def _id_text(interaction_id: object) -> str | None:
     """``interaction_id`` as ``ctxutil.interaction.id`` takes it: an integer (a database row's id) as its
-    decimal text; anything else that is not a string is left out (it failed the evaluation, or, in the
-    process worker's child, the rest of its batch)."""
-    if isinstance(interaction_id, str):
+    decimal text (anything else was refused by :func:`check_arguments`)."""
+    if interaction_id is None or isinstance(interaction_id, str):
         return interaction_id
-    if isinstance(interaction_id, int) and not isinstance(interaction_id, bool):
-        return str(interaction_id)
-    return None
+    return str(interaction_id)
 
 
 def _dimensions(
