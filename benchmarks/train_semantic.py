@@ -430,6 +430,53 @@ def choose_decision(
     return Decision(threshold, fallback, offset, fallback)
 
 
+class SentenceStacker:
+    """``--sentence-model``: the chunks' relevance rows get their sentences' scores from a sentence model
+    trained without the folds the rows are judged or trained in (benchmarks/_sentence_stack.py)."""
+
+    def __init__(self, examples: Sequence[Variant], rows: Sequence[dict[str, Any]], weights: Any, args: Any):
+        from _sentence_stack import build, fit_sentence_models, predict, sentence_auroc
+
+        from ctxutil_otel.judges._semantic_sentences import stack_columns
+
+        started = time.perf_counter()
+        self.examples = examples
+        self.base = [ex.rel_rows for ex in examples]
+        feats, labels = build(examples, rows, weights, CachedEmbedder())
+        self.rag = sorted({f for f, _ in labels.values()})
+        exclusions = [frozenset(), *(frozenset({f}) for f in self.rag)]
+        exclusions += [frozenset({f, g}) for f in self.rag for g in self.rag if f < g]
+        self.models = fit_sentence_models(feats, labels, exclusions, args)
+        n_sent = sum(len(lab) for _, lab in labels.values())
+        n_pos = sum(sum(lab) for _, lab in labels.values())
+        held = sentence_auroc(self.models, feats, labels)
+        print(
+            f"sentence model: {n_sent} labelled sentences ({n_pos} relevant), {len(feats)} interactions, "
+            f"{len(self.models)} models in {time.perf_counter() - started:.1f} s; held-out sentence AUROC "
+            + ", ".join(f"{f} {a:.3f}" for f, a in held.items()),
+            flush=True,
+        )
+        keys = list(feats)
+        self.stacked: dict[frozenset[str], dict[Any, list[list[float]]]] = {}
+        for excluded, model in self.models.items():
+            flat = predict(model, [c for k in keys for c in feats[k]])
+            out: dict[Any, list[list[float]]] = {}
+            at = 0
+            for k in keys:
+                n = len(feats[k])
+                out[k] = stack_columns(flat[at : at + n])
+                at += n
+            self.stacked[excluded] = out
+
+    def assign(self, held_out: str | None) -> None:
+        """Each example's relevance rows with the scores of the model trained without ``held_out`` and
+        the example's own fold (``None``: without its own fold only, the final model's rows)."""
+        for k, ex in enumerate(self.examples):
+            excluded = frozenset(f for f in (held_out, ex.fold) if f in self.rag)
+            extra = self.stacked[excluded][(ex.query, tuple(ex.chunks))]
+            ex.rel_rows = [r + e for r, e in zip(self.base[k], extra, strict=True)]
+
+
 def train(args: argparse.Namespace) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from _train_models import export, raw
@@ -471,7 +518,10 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     )
     oof_rel: list[list[float]] = [[] for _ in examples]
     oof_use: list[list[float]] = [[] for _ in examples]
+    stacker = SentenceStacker(examples, rows, weights, args) if args.sentence_model else None
     for fold in folds:
+        if stacker is not None:
+            stacker.assign(fold)
         rel, use = fit([ex for ex in examples if ex.fold != fold], args)
         for k, ex in enumerate(examples):
             if ex.fold == fold:
@@ -487,8 +537,14 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     print("leave one domain out (each fold judged by models that never saw it):")
     for key in [*folds, "all"]:
         print(f"  {key:10s} {figures[key].line(mean)}")
+    if args.diagnose:
+        from _semantic_diagnose import diagnose
+
+        print(diagnose(examples, oof_rel, oof_use, decision, [*folds, "all"]))
     if args.loso_only:
         raise SystemExit(0)
+    if stacker is not None:
+        stacker.assign(None)
     rel, use = fit(examples, args)
     document: dict[str, Any] = {
         "format": FORMAT,
@@ -580,7 +636,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="all",
         help="with --monotonic: the query-evidence features constrained (word overlap, cosines, or both)",
     )
+    parser.add_argument(
+        "--sentence-model",
+        action="store_true",
+        help="stack a (query, sentence) relevance model trained on RAGBench's sentence labels into the "
+        "relevance rows (benchmarks/_sentence_stack.py)",
+    )
+    parser.add_argument("--sentence-iter", type=int, default=100, help="with --sentence-model: its trees")
+    parser.add_argument("--sentence-leaves", type=int, default=15, help="with --sentence-model: leaves per tree")
     parser.add_argument("--loso-only", action="store_true", help="print the held-out figures and stop")
+    parser.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="also print where the held-out score figures are lost: with oracle relevance, with oracle use "
+        "(benchmarks/_semantic_diagnose.py)",
+    )
     parser.add_argument("--check", action="store_true", help="compare with --out instead of writing it")
     raw_argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(raw_argv)
@@ -592,7 +662,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             skipping = True
         elif a.startswith("--"):
             skipping = False
-            if a != "--check" and not a.startswith(("--out=", "--train=")):
+            if a not in ("--check", "--diagnose") and not a.startswith(("--out=", "--train=")):
                 args.argv.append(a)
         elif not skipping:
             args.argv.append(a)
