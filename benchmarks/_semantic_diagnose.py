@@ -10,7 +10,9 @@ computed four ways:
 * ``oracle use``: the predicted relevant chunks, then each one used exactly when labelled used (a chunk
   predicted relevant but labelled irrelevant counts as relevant and not used, as in the metric);
 * ``soft``: the shipped relevance, the score as the unrounded expected share (how much the rounding
-  to whole chunks costs).
+  to whole chunks costs); ``oracle rel soft``: the same with the labelled relevant chunks;
+* ``use>=t``: the shipped relevance, each relevant chunk used when its P(utilized | relevant) reaches t
+  (another decision rule than the rounded expected count).
 
 Also the chunk-level AUROCs: P(relevant) over the natural rows' chunks, and P(utilized | relevant) over
 their labelled-relevant chunks. A row enters the score figures when its labelled score is defined and
@@ -53,6 +55,16 @@ def _oracle_relevance(decision: Any) -> Scorer:
     return score
 
 
+def _oracle_relevance_soft(decision: Any) -> Scorer:
+    from ctxutil_otel.judges._learned_decision import expected_used
+
+    def score(ex: Any, rel: Sequence[float], use: Sequence[float]) -> float | None:
+        n = sum(ex.relevant)
+        return expected_used(use, ex.relevant) / n if n else None
+
+    return score
+
+
 def _oracle_use(decision: Any) -> Scorer:
     from ctxutil_otel.judges._learned_decision import decide_relevant
 
@@ -75,6 +87,19 @@ def _soft(decision: Any) -> Scorer:
         )
         n = sum(relevant)
         return expected_used(use, relevant) / n if n else None
+
+    return score
+
+
+def _use_threshold(decision: Any, threshold: float) -> Scorer:
+    from ctxutil_otel.judges._learned_decision import decide_relevant
+
+    def score(ex: Any, rel: Sequence[float], use: Sequence[float]) -> float | None:
+        relevant = decide_relevant(
+            rel, decision.relevance_threshold, decision.fallback_threshold, ex.chunks
+        )
+        n = sum(relevant)
+        return sum(r and u >= threshold for r, u in zip(relevant, use, strict=True)) / n if n else None
 
     return score
 
@@ -109,6 +134,8 @@ def diagnose(
         "oracle rel": _oracle_relevance(decision),
         "oracle use": _oracle_use(decision),
         "soft": _soft(decision),
+        "oracle rel soft": _oracle_relevance_soft(decision),
+        **{f"use>={t}": _use_threshold(decision, t) for t in (0.3, 0.4, 0.5, 0.6, 0.7)},
     }
     pairs: dict[tuple[str, str], list[tuple[float, float]]] = {}
     rel_chunks: dict[str, list[tuple[float, bool]]] = {}

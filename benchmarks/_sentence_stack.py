@@ -52,35 +52,54 @@ def sentence_labels(chunk: str, parts: Sequence[str], labelled: Sequence[tuple[s
     return out
 
 
-def _key(ex: Any) -> Key:
-    return (ex.query, tuple(ex.chunks))
+def _key(ex: Any, side: str = "relevance") -> Any:
+    return (ex.query, tuple(ex.chunks)) if side == "relevance" else (ex.query, ex.answer, tuple(ex.chunks))
+
+
+def _rows(ex: Any, side: str, weights: Any, embedder: Any) -> list[list[list[float]]]:
+    from ctxutil_otel.judges._semantic_features import _split
+    from ctxutil_otel.judges._semantic_sentences import sentence_rows, use_sentence_rows
+
+    parts = [_split(c) for c in ex.chunks]
+    flat = [s for p in parts for s in p]
+    n = len(ex.chunks)
+    if side == "relevance":
+        v = embedder.embed([ex.query, *ex.chunks, *flat])
+        return sentence_rows(ex.query, parts, v[0], v[1 + n :], v[1 : 1 + n], weights)
+    answer_parts = _split(ex.answer) if ex.answer.strip() else []
+    v = embedder.embed([ex.query, ex.answer, *answer_parts, *flat])
+    m = len(answer_parts)
+    return use_sentence_rows(
+        ex.query, ex.answer, parts, v[0], v[1], v[2 : 2 + m], v[2 + m :], weights
+    )
 
 
 def build(
-    examples: Sequence[Any], rows: Sequence[dict[str, Any]], weights: Any, embedder: Any
-) -> tuple[dict[Key, list[list[list[float]]]], dict[Key, tuple[str, list[bool]]]]:
-    """Sentence rows per distinct (query, chunks) of ``examples``, and the sentence labels (with the
-    fold) of the natural RAGBench rows."""
+    examples: Sequence[Any],
+    rows: Sequence[dict[str, Any]],
+    weights: Any,
+    embedder: Any,
+    side: str = "relevance",
+) -> tuple[dict[Any, list[list[list[float]]]], dict[Any, tuple[str, list[bool]]]]:
+    """Sentence rows per distinct interaction of ``examples`` (for ``side`` ``relevance``: the query and
+    the chunks; ``use``: with the answer), and the sentence labels (with the fold) of the natural
+    RAGBench rows (``relevant_sentence_keys`` or ``utilized_sentence_keys``)."""
     from ctxutil_otel.judges._semantic_features import _split
-    from ctxutil_otel.judges._semantic_sentences import sentence_rows
 
-    feats: dict[Key, list[list[list[float]]]] = {}
-    labels: dict[Key, tuple[str, list[bool]]] = {}
+    feats: dict[Any, list[list[list[float]]]] = {}
+    labels: dict[Any, tuple[str, list[bool]]] = {}
+    label_key = "relevant_sentence_keys" if side == "relevance" else "utilized_sentence_keys"
     for ex in examples:
-        key = _key(ex)
+        key = _key(ex, side)
         if key not in feats:
-            parts = [_split(c) for c in ex.chunks]
-            flat = [s for p in parts for s in p]
-            v = embedder.embed([ex.query, *ex.chunks, *flat])
-            n = len(ex.chunks)
-            feats[key] = sentence_rows(ex.query, parts, v[0], v[1 + n :], v[1 : 1 + n], weights)
+            feats[key] = _rows(ex, side, weights, embedder)
         row = rows[ex.row_index]
         if ex.kind == "natural" and "documents_sentences" in row and key not in labels:
-            relevant = set(row["relevant_sentence_keys"])
+            positive = set(row[label_key])
             flat_labels: list[bool] = []
             for c in ex.chunks:
                 k = row["retrieved_content"].index(c)
-                labelled = [(t, sk in relevant) for sk, t in row["documents_sentences"][k]]
+                labelled = [(t, sk in positive) for sk, t in row["documents_sentences"][k]]
                 flat_labels += sentence_labels(c, _split(c), labelled)
             labels[key] = (ex.fold, flat_labels)
     return feats, labels

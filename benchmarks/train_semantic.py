@@ -434,15 +434,24 @@ class SentenceStacker:
     """``--sentence-model``: the chunks' relevance rows get their sentences' scores from a sentence model
     trained without the folds the rows are judged or trained in (benchmarks/_sentence_stack.py)."""
 
-    def __init__(self, examples: Sequence[Variant], rows: Sequence[dict[str, Any]], weights: Any, args: Any):
-        from _sentence_stack import build, fit_sentence_models, predict, sentence_auroc
+    def __init__(
+        self,
+        examples: Sequence[Variant],
+        rows: Sequence[dict[str, Any]],
+        weights: Any,
+        args: Any,
+        side: str = "relevance",
+    ) -> None:
+        from _sentence_stack import _key, build, fit_sentence_models, predict, sentence_auroc
 
         from ctxutil_otel.judges._semantic_sentences import stack_columns
 
         started = time.perf_counter()
+        self.side = side
+        self.key = _key
         self.examples = examples
-        self.base = [ex.rel_rows for ex in examples]
-        feats, labels = build(examples, rows, weights, CachedEmbedder())
+        self.base = [ex.rel_rows if side == "relevance" else ex.use_rows for ex in examples]
+        feats, labels = build(examples, rows, weights, CachedEmbedder(), side)
         self.rag = sorted({f for f, _ in labels.values()})
         exclusions = [frozenset(), *(frozenset({f}) for f in self.rag)]
         exclusions += [frozenset({f, g}) for f in self.rag for g in self.rag if f < g]
@@ -451,7 +460,7 @@ class SentenceStacker:
         n_pos = sum(sum(lab) for _, lab in labels.values())
         held = sentence_auroc(self.models, feats, labels)
         print(
-            f"sentence model: {n_sent} labelled sentences ({n_pos} relevant), {len(feats)} interactions, "
+            f"{side} sentence model: {n_sent} labelled sentences ({n_pos} relevant), {len(feats)} interactions, "
             f"{len(self.models)} models in {time.perf_counter() - started:.1f} s; held-out sentence AUROC "
             + ", ".join(f"{f} {a:.3f}" for f, a in held.items()),
             flush=True,
@@ -473,8 +482,41 @@ class SentenceStacker:
         the example's own fold (``None``: without its own fold only, the final model's rows)."""
         for k, ex in enumerate(self.examples):
             excluded = frozenset(f for f in (held_out, ex.fold) if f in self.rag)
-            extra = self.stacked[excluded][(ex.query, tuple(ex.chunks))]
-            ex.rel_rows = [r + e for r, e in zip(self.base[k], extra, strict=True)]
+            extra = self.stacked[excluded].get(self.key(ex, self.side))
+            if extra is None:  # a copy that trains no utilization row
+                continue
+            merged = [r + e for r, e in zip(self.base[k], extra, strict=True)]
+            if self.side == "relevance":
+                ex.rel_rows = merged
+            else:
+                ex.use_rows = merged
+
+
+def add_cover_features(examples: Sequence[Variant], weights: Any) -> None:
+    """``--cover-features``: append :data:`~ctxutil_otel.judges._semantic_sentences.COVER_FEATURES` (greedy
+    set cover of the answer by the chunks) to every utilization row (a variant)."""
+    import numpy as np
+
+    from ctxutil_otel.judges._semantic_features import _split
+    from ctxutil_otel.judges._semantic_sentences import cover_columns
+
+    started = time.perf_counter()
+    embedder = CachedEmbedder()
+    for ex in examples:
+        parts = [_split(c) for c in ex.chunks]
+        answer_parts = _split(ex.answer) if ex.answer.strip() else []
+        flat = [x for p in parts for x in p]
+        v = embedder.embed([*answer_parts, *flat])
+        av, sv = v[: len(answer_parts)], v[len(answer_parts) :]
+        per_answer = []
+        at = 0
+        for p in parts:
+            s = sv[at : at + len(p)]
+            at += len(p)
+            per_answer.append((av @ s.T).max(axis=1) if len(answer_parts) else np.zeros(0, dtype=np.float32))
+        extra = cover_columns(ex.answer, ex.query, parts, per_answer, weights)
+        ex.use_rows = [r + e for r, e in zip(ex.use_rows, extra, strict=True)]
+    print(f"cover features in {time.perf_counter() - started:.1f} s", flush=True)
 
 
 def train(args: argparse.Namespace) -> dict[str, Any]:
@@ -518,9 +560,12 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     )
     oof_rel: list[list[float]] = [[] for _ in examples]
     oof_use: list[list[float]] = [[] for _ in examples]
-    stacker = SentenceStacker(examples, rows, weights, args) if args.sentence_model else None
+    if args.cover_features:
+        add_cover_features(examples, weights)
+    stackers = [SentenceStacker(examples, rows, weights, args) for _ in range(args.sentence_model)]
+    stackers += [SentenceStacker(examples, rows, weights, args, "use") for _ in range(args.use_sentence_model)]
     for fold in folds:
-        if stacker is not None:
+        for stacker in stackers:
             stacker.assign(fold)
         rel, use = fit([ex for ex in examples if ex.fold != fold], args)
         for k, ex in enumerate(examples):
@@ -543,7 +588,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         print(diagnose(examples, oof_rel, oof_use, decision, [*folds, "all"]))
     if args.loso_only:
         raise SystemExit(0)
-    if stacker is not None:
+    for stacker in stackers:
         stacker.assign(None)
     rel, use = fit(examples, args)
     document: dict[str, Any] = {
@@ -641,6 +686,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="stack a (query, sentence) relevance model trained on RAGBench's sentence labels into the "
         "relevance rows (benchmarks/_sentence_stack.py)",
+    )
+    parser.add_argument(
+        "--use-sentence-model",
+        action="store_true",
+        help="stack an (answer, sentence) use model trained on RAGBench's utilized sentence labels into the "
+        "utilization rows (benchmarks/_sentence_stack.py)",
+    )
+    parser.add_argument(
+        "--cover-features",
+        action="store_true",
+        help="append greedy set-cover features of the answer by the chunks to the utilization rows",
     )
     parser.add_argument("--sentence-iter", type=int, default=100, help="with --sentence-model: its trees")
     parser.add_argument("--sentence-leaves", type=int, default=15, help="with --sentence-model: leaves per tree")
