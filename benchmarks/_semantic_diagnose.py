@@ -12,7 +12,8 @@ computed four ways:
 * ``soft``: the shipped relevance, the score as the unrounded expected share (how much the rounding
   to whole chunks costs); ``oracle rel soft``: the same with the labelled relevant chunks;
 * ``use>=t``: the shipped relevance, each relevant chunk used when its P(utilized | relevant) reaches t
-  (another decision rule than the rounded expected count).
+  (another decision rule than the rounded expected count); ``offset o``: the shipped rule with another
+  round offset (the shipped one is chosen for the lowest RMSE).
 
 Also the chunk-level AUROCs: P(relevant) over the natural rows' chunks, and P(utilized | relevant) over
 their labelled-relevant chunks. A row enters the score figures when its labelled score is defined and
@@ -69,9 +70,7 @@ def _oracle_use(decision: Any) -> Scorer:
     from ctxutil_otel.judges._learned_decision import decide_relevant
 
     def score(ex: Any, rel: Sequence[float], use: Sequence[float]) -> float | None:
-        relevant = decide_relevant(
-            rel, decision.relevance_threshold, decision.fallback_threshold, ex.chunks
-        )
+        relevant = decide_relevant(rel, decision.relevance_threshold, decision.fallback_threshold, ex.chunks)
         n = sum(relevant)
         return sum(r and u for r, u in zip(relevant, ex.utilized, strict=True)) / n if n else None
 
@@ -82,9 +81,7 @@ def _soft(decision: Any) -> Scorer:
     from ctxutil_otel.judges._learned_decision import decide_relevant, expected_used
 
     def score(ex: Any, rel: Sequence[float], use: Sequence[float]) -> float | None:
-        relevant = decide_relevant(
-            rel, decision.relevance_threshold, decision.fallback_threshold, ex.chunks
-        )
+        relevant = decide_relevant(rel, decision.relevance_threshold, decision.fallback_threshold, ex.chunks)
         n = sum(relevant)
         return expected_used(use, relevant) / n if n else None
 
@@ -95,13 +92,17 @@ def _use_threshold(decision: Any, threshold: float) -> Scorer:
     from ctxutil_otel.judges._learned_decision import decide_relevant
 
     def score(ex: Any, rel: Sequence[float], use: Sequence[float]) -> float | None:
-        relevant = decide_relevant(
-            rel, decision.relevance_threshold, decision.fallback_threshold, ex.chunks
-        )
+        relevant = decide_relevant(rel, decision.relevance_threshold, decision.fallback_threshold, ex.chunks)
         n = sum(relevant)
         return sum(r and u >= threshold for r, u in zip(relevant, use, strict=True)) / n if n else None
 
     return score
+
+
+def _offset(decision: Any, offset: float) -> Scorer:
+    import dataclasses
+
+    return _shipped(dataclasses.replace(decision, round_offset=offset))
 
 
 def _figures(pairs: list[tuple[float, float]]) -> tuple[float, float, int]:
@@ -136,6 +137,7 @@ def diagnose(
         "soft": _soft(decision),
         "oracle rel soft": _oracle_relevance_soft(decision),
         **{f"use>={t}": _use_threshold(decision, t) for t in (0.3, 0.4, 0.5, 0.6, 0.7)},
+        **{f"offset {o}": _offset(decision, o) for o in (0.3, 0.4, 0.5, 0.6, 0.7)},
     }
     pairs: dict[tuple[str, str], list[tuple[float, float]]] = {}
     rel_chunks: dict[str, list[tuple[float, bool]]] = {}

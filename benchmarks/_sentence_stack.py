@@ -3,8 +3,8 @@
 
 A (query, sentence) model learns RAGBench's sentence labels (``relevant_sentence_keys`` over
 ``documents_sentences``, mapped onto the judge's own sentence split by character overlap) from
-:func:`~ctxutil_otel.judges._semantic_sentences.sentence_rows`; the chunk's relevance row then gets its
-sentences' scores (:func:`~ctxutil_otel.judges._semantic_sentences.stack_columns`).
+:func:`~_sentence_features.sentence_rows`; the chunk's relevance row then gets its
+sentences' scores (:func:`~_sentence_features.stack_columns`).
 
 No leakage: the chunk trees must learn from sentence scores as unseen as at run time. For a held-out fold
 F the sentence model is trained on the RAGBench folds other than F; the chunk trees' training rows of a
@@ -57,8 +57,9 @@ def _key(ex: Any, side: str = "relevance") -> Any:
 
 
 def _rows(ex: Any, side: str, weights: Any, embedder: Any) -> list[list[list[float]]]:
+    from _sentence_features import sentence_rows, use_sentence_rows
+
     from ctxutil_otel.judges._semantic_features import _split
-    from ctxutil_otel.judges._semantic_sentences import sentence_rows, use_sentence_rows
 
     parts = [_split(c) for c in ex.chunks]
     flat = [s for p in parts for s in p]
@@ -69,9 +70,7 @@ def _rows(ex: Any, side: str, weights: Any, embedder: Any) -> list[list[list[flo
     answer_parts = _split(ex.answer) if ex.answer.strip() else []
     v = embedder.embed([ex.query, ex.answer, *answer_parts, *flat])
     m = len(answer_parts)
-    return use_sentence_rows(
-        ex.query, ex.answer, parts, v[0], v[1], v[2 : 2 + m], v[2 + m :], weights
-    )
+    return use_sentence_rows(ex.query, ex.answer, parts, v[0], v[1], v[2 : 2 + m], v[2 + m :], weights)
 
 
 def build(

@@ -442,9 +442,8 @@ class SentenceStacker:
         args: Any,
         side: str = "relevance",
     ) -> None:
+        from _sentence_features import stack_columns
         from _sentence_stack import _key, build, fit_sentence_models, predict, sentence_auroc
-
-        from ctxutil_otel.judges._semantic_sentences import stack_columns
 
         started = time.perf_counter()
         self.side = side
@@ -460,7 +459,8 @@ class SentenceStacker:
         n_pos = sum(sum(lab) for _, lab in labels.values())
         held = sentence_auroc(self.models, feats, labels)
         print(
-            f"{side} sentence model: {n_sent} labelled sentences ({n_pos} relevant), {len(feats)} interactions, "
+            f"{side} sentence model: {n_sent} labelled sentences ({n_pos} positive), "
+            f"{len(feats)} interactions, "
             f"{len(self.models)} models in {time.perf_counter() - started:.1f} s; held-out sentence AUROC "
             + ", ".join(f"{f} {a:.3f}" for f, a in held.items()),
             flush=True,
@@ -493,12 +493,12 @@ class SentenceStacker:
 
 
 def add_cover_features(examples: Sequence[Variant], weights: Any) -> None:
-    """``--cover-features``: append :data:`~ctxutil_otel.judges._semantic_sentences.COVER_FEATURES` (greedy
+    """``--cover-features``: append :data:`~_sentence_features.COVER_FEATURES` (greedy
     set cover of the answer by the chunks) to every utilization row (a variant)."""
     import numpy as np
+    from _sentence_features import cover_columns
 
     from ctxutil_otel.judges._semantic_features import _split
-    from ctxutil_otel.judges._semantic_sentences import cover_columns
 
     started = time.perf_counter()
     embedder = CachedEmbedder()
@@ -562,8 +562,11 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     oof_use: list[list[float]] = [[] for _ in examples]
     if args.cover_features:
         add_cover_features(examples, weights)
-    stackers = [SentenceStacker(examples, rows, weights, args) for _ in range(args.sentence_model)]
-    stackers += [SentenceStacker(examples, rows, weights, args, "use") for _ in range(args.use_sentence_model)]
+    stackers = []
+    if args.sentence_model:
+        stackers.append(SentenceStacker(examples, rows, weights, args))
+    if args.use_sentence_model:
+        stackers.append(SentenceStacker(examples, rows, weights, args, "use"))
     for fold in folds:
         for stacker in stackers:
             stacker.assign(fold)
@@ -699,7 +702,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="append greedy set-cover features of the answer by the chunks to the utilization rows",
     )
     parser.add_argument("--sentence-iter", type=int, default=100, help="with --sentence-model: its trees")
-    parser.add_argument("--sentence-leaves", type=int, default=15, help="with --sentence-model: leaves per tree")
+    parser.add_argument("--sentence-leaves", type=int, default=15, help="with --sentence-model: leaves")
     parser.add_argument("--loso-only", action="store_true", help="print the held-out figures and stop")
     parser.add_argument(
         "--diagnose",

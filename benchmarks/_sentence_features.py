@@ -1,27 +1,30 @@
-"""Per-sentence relevance rows of the semantic judge: the query against each chunk sentence.
+"""Features of the semantic judge's study variants (docs/judges-study.md, "Diagnosis, and variants aimed
+at it"; none ships): per-sentence rows for sentence-level models and set-cover columns for the use model.
 
-RAGBench labels which *sentences* of a chunk are relevant to the query; a sentence model trained on those
-labels (``benchmarks/train_semantic.py --sentence-model``) scores every chunk sentence, and the chunk's
-relevance row gets the best sentence's score, the mean of the two best and their sum, ranked within the
-interaction (:data:`SENTENCE_STACK_FEATURES`).
+* :func:`sentence_rows`: one :data:`SENTENCE_FEATURES` row per chunk sentence for a (query, sentence)
+  relevance model trained on RAGBench's sentence labels (``train_semantic.py --sentence-model``): the
+  query's cosine with the sentence, with the sentence's chunk and with its neighbours, the weighted share of
+  the query's words in the sentence (global word weights and weights within the interaction), its share of
+  the query's bigrams, ranks, gaps and z-scores among all the interaction's sentences, the sentence's length
+  and position; :func:`stack_columns` turns the sentences' scores into the chunk's
+  :data:`SENTENCE_STACK_FEATURES`.
+* :func:`use_sentence_rows`: the same for an (answer, sentence) use model (``--use-sentence-model``).
+* :func:`cover_columns`: greedy set cover of the answer by the chunks (``--cover-features``).
 
-:func:`sentence_rows` gives one row of :data:`SENTENCE_FEATURES` per chunk sentence, from the query, the
-chunks' sentences (as :func:`~ctxutil_otel.judges._semantic_features.semantic_features` splits them) and
-their unit vectors: the query's cosine with the sentence, with the sentence's chunk and with its
-neighbours, the weighted share of the query's words in the sentence (global word weights and weights
-within the interaction), its share of the query's bigrams, ranks, gaps and z-scores among all the
-interaction's sentences, and the sentence's length and position. No feature depends on the order of the
-chunks.
+Sentences and vectors are those of :func:`~ctxutil_otel.judges._semantic_features.semantic_features`
+(the same split, the same embedder), so a variant that won could move here into the judge unchanged. No
+feature depends on the order of the chunks.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ._learned_features import WordWeights
-from ._text import tokens
+from ctxutil_otel.judges._learned_features import WordWeights
+from ctxutil_otel.judges._text import tokens
 
 if TYPE_CHECKING:
     import numpy as np
@@ -78,7 +81,7 @@ def _ranked(values: Sequence[float]) -> tuple[list[float], list[float], list[flo
 
 
 def _bigrams(keys: list[str]) -> set[tuple[str, str]]:
-    return set(zip(keys, keys[1:], strict=False))
+    return set(itertools.pairwise(keys))
 
 
 def sentence_rows(
@@ -102,10 +105,10 @@ def sentence_rows(
     local = {t: math.log(1.0 + (total + 1) / (df[t] + 1)) for t in q_terms}
     local_total = math.fsum(local.values())
     cos_q = [float(x) for x in sentence_vectors @ q]
-    cover_g = [
-        math.fsum(weights[t] for t in q_terms & s) / q_weight if q_weight else 0.0 for s in flat_terms
+    cover_g = [math.fsum(weights[t] for t in q_terms & s) / q_weight if q_weight else 0.0 for s in flat_terms]
+    cover_l = [
+        math.fsum(local[t] for t in q_terms & s) / local_total if local_total else 0.0 for s in flat_terms
     ]
-    cover_l = [math.fsum(local[t] for t in q_terms & s) / local_total if local_total else 0.0 for s in flat_terms]
     cos_rank, cos_gap, cos_z = _ranked(cos_q)
     g_rank, g_gap, _ = _ranked(cover_g)
     _, l_gap, _ = _ranked(cover_l)
@@ -340,4 +343,6 @@ def cover_columns(
     for i in range(n):
         others = np.delete(cos, i, axis=0).max(axis=0) if n > 1 else np.zeros(m, dtype=np.float32)
         sem_loss.append(float(np.maximum(cos[i] - others, 0.0).sum()) / m)
-    return [[lex_gain[i], lex_order[i], lex_loss[i], sem_gain[i], sem_order[i], sem_loss[i]] for i in range(n)]
+    return [
+        [lex_gain[i], lex_order[i], lex_loss[i], sem_gain[i], sem_order[i], sem_loss[i]] for i in range(n)
+    ]
