@@ -217,7 +217,7 @@ USE_KINDS = ("natural", "swapped", "truncated", "appended", "wrong_source")
 
 
 def training_sets(
-    examples: Sequence[Variant],
+    examples: Sequence[Variant], use_copy_weight: float = 1.0
 ) -> tuple[list[Any], list[bool], list[float], list[Any], list[bool], list[float]]:
     rx: list[Any] = []
     ry: list[bool] = []
@@ -235,7 +235,7 @@ def training_sets(
                 if r:
                     ux.append(x)
                     uy.append(u)
-                    uw.append(ex.weight)
+                    uw.append(ex.weight * (1.0 if ex.kind == "natural" else use_copy_weight))
     return rx, ry, rw, ux, uy, uw
 
 
@@ -276,7 +276,7 @@ def fit(examples: Sequence[Variant], args: argparse.Namespace) -> tuple[Any, Any
             random_state=args.seed,
         )
 
-    rx, ry, rw, ux, uy, uw = training_sets(examples)
+    rx, ry, rw, ux, uy, uw = training_sets(examples, args.use_copy_weight)
     rel = model(relevance_monotonic(args.monotonic_on) if args.monotonic else None).fit(
         rx, ry, sample_weight=rw
     )
@@ -700,6 +700,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--cover-features",
         action="store_true",
         help="append greedy set-cover features of the answer by the chunks to the utilization rows",
+    )
+    parser.add_argument(
+        "--use-copy-weight",
+        type=float,
+        default=1.0,
+        help="training weight of the copies' rows in the utilization model (a variant)",
     )
     parser.add_argument("--sentence-iter", type=int, default=100, help="with --sentence-model: its trees")
     parser.add_argument("--sentence-leaves", type=int, default=15, help="with --sentence-model: leaves")
