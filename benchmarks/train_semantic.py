@@ -264,10 +264,10 @@ def relevance_monotonic(which: str = "all") -> list[int]:
 def fit(examples: Sequence[Variant], args: argparse.Namespace) -> tuple[Any, Any]:
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    def model(monotonic: list[int] | None = None) -> Any:
+    def model(monotonic: list[int] | None = None, max_iter: int | None = None) -> Any:
         return HistGradientBoostingClassifier(
             monotonic_cst=monotonic,
-            max_iter=args.max_iter,
+            max_iter=max_iter or args.max_iter,
             learning_rate=args.learning_rate,
             max_leaf_nodes=args.max_leaf_nodes,
             min_samples_leaf=args.min_samples_leaf,
@@ -280,7 +280,7 @@ def fit(examples: Sequence[Variant], args: argparse.Namespace) -> tuple[Any, Any
     rel = model(relevance_monotonic(args.monotonic_on) if args.monotonic else None).fit(
         rx, ry, sample_weight=rw
     )
-    return rel, model().fit(ux, uy, sample_weight=uw)
+    return rel, model(max_iter=args.use_max_iter).fit(ux, uy, sample_weight=uw)
 
 
 @dataclass
@@ -321,7 +321,8 @@ class Figures:
         natural = pooled(self.pooled_pred)
         cut = pooled(self.copies.get("truncated_all", [0, 0]))
         return (
-            f"relevance P {p:.3f} R {r:.3f} F1 {f1:.3f}; low-util AUROC "
+            f"relevance P {p:.3f} R {r:.3f} F1 {f1:.3f} ({self.tp} / {self.fp} / {self.fn} tp / fp / fn); "
+            "low-util AUROC "
             f"{area if area is not None else float('nan'):.3f}; RMSE {rmse:.3f} (mean {base:.3f}); pooled "
             f"{natural:.3f} (labelled {pooled(self.pooled_lab):.3f}); swap {self.copy('swapped'):.3f}; "
             f"truncate drop {natural - cut:.3f}; wrongsource pooled {self.copy('wrong_source'):.3f} "
@@ -613,6 +614,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                 k: getattr(args, k)
                 for k in (
                     "max_iter",
+                    "use_max_iter",
                     "learning_rate",
                     "max_leaf_nodes",
                     "min_samples_leaf",
@@ -665,6 +667,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--date", default=datetime.date.today().isoformat(), help="provenance date")
     parser.add_argument("--limit", type=int, default=None, help="first N rows of each subset of each file")
     parser.add_argument("--max-iter", type=int, default=150)
+    parser.add_argument(
+        "--use-max-iter",
+        type=int,
+        default=300,
+        help="the utilization model's trees (150, as the relevance model's, until model ...-26900d97)",
+    )
     parser.add_argument("--learning-rate", type=float, default=0.08)
     parser.add_argument("--max-leaf-nodes", type=int, default=15)
     parser.add_argument("--min-samples-leaf", type=int, default=20)

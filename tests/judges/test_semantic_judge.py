@@ -26,7 +26,7 @@ from ctxutil_otel.judges._semantic_model import load_semantic_model, shipped_sem
 # sha256 of the shipped model's verdicts and probabilities (rounded to 4 places: the embeddings are float32
 # sums) on the bundled sample. Changes only when the model or the features change: retrain, check
 # docs/judges.md, then update.
-SAMPLE_FINGERPRINT = "7f2fc23b0fccc0299c44b267f5314aa291f8eba72180f5935a37f3522ffd15c1"
+SAMPLE_FINGERPRINT = "037375193dbb6ce5b8de9e6531341d19679530fd17c437e3b6aa52824c36082d"
 
 
 def _document() -> dict[str, Any]:
@@ -99,6 +99,7 @@ DESIGN_MISSES = {
     "design-python": "RU - RU: the Guido van Rossum chunk reads irrelevant (score still 1.0)",
     "design-boiling-point": "RU RU R: the ice-cream chunk (freezing point of water) reads relevant (0.67)",
     "design-exercise": "RU RU R R: the gyms chunk (shares 'exercise') reads relevant (0.5)",
+    "design-wwi": "RU RU R R: 1.21 chunks expected used, rounded up to 2 (0.5, not 0.25)",
 }
 
 
