@@ -217,7 +217,7 @@ USE_KINDS = ("natural", "swapped", "truncated", "appended", "wrong_source")
 
 
 def training_sets(
-    examples: Sequence[Variant],
+    examples: Sequence[Variant], use_copy_weight: float = 1.0
 ) -> tuple[list[Any], list[bool], list[float], list[Any], list[bool], list[float]]:
     rx: list[Any] = []
     ry: list[bool] = []
@@ -235,7 +235,7 @@ def training_sets(
                 if r:
                     ux.append(x)
                     uy.append(u)
-                    uw.append(ex.weight)
+                    uw.append(ex.weight * (1.0 if ex.kind == "natural" else use_copy_weight))
     return rx, ry, rw, ux, uy, uw
 
 
@@ -264,10 +264,10 @@ def relevance_monotonic(which: str = "all") -> list[int]:
 def fit(examples: Sequence[Variant], args: argparse.Namespace) -> tuple[Any, Any]:
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    def model(monotonic: list[int] | None = None) -> Any:
+    def model(monotonic: list[int] | None = None, max_iter: int | None = None) -> Any:
         return HistGradientBoostingClassifier(
             monotonic_cst=monotonic,
-            max_iter=args.max_iter,
+            max_iter=max_iter or args.max_iter,
             learning_rate=args.learning_rate,
             max_leaf_nodes=args.max_leaf_nodes,
             min_samples_leaf=args.min_samples_leaf,
@@ -276,11 +276,11 @@ def fit(examples: Sequence[Variant], args: argparse.Namespace) -> tuple[Any, Any
             random_state=args.seed,
         )
 
-    rx, ry, rw, ux, uy, uw = training_sets(examples)
+    rx, ry, rw, ux, uy, uw = training_sets(examples, args.use_copy_weight)
     rel = model(relevance_monotonic(args.monotonic_on) if args.monotonic else None).fit(
         rx, ry, sample_weight=rw
     )
-    return rel, model().fit(ux, uy, sample_weight=uw)
+    return rel, model(max_iter=args.use_max_iter).fit(ux, uy, sample_weight=uw)
 
 
 @dataclass
@@ -334,7 +334,8 @@ class Figures:
         natural = pooled(self.pooled_pred)
         cut = pooled(self.copies.get("truncated_all", [0, 0]))
         return (
-            f"relevance P {p:.3f} R {r:.3f} F1 {f1:.3f}; low-util AUROC "
+            f"relevance P {p:.3f} R {r:.3f} F1 {f1:.3f} ({self.tp} / {self.fp} / {self.fn} tp / fp / fn); "
+            "low-util AUROC "
             f"{area if area is not None else float('nan'):.3f}; RMSE {rmse:.3f} (mean {base:.3f}); pooled "
             f"{natural:.3f} (labelled {pooled(self.pooled_lab):.3f}); swap {self.copy('swapped'):.3f}; "
             f"truncate drop {natural - cut:.3f}; wrongsource pooled {self.copy('wrong_source'):.3f} "
@@ -459,6 +460,95 @@ def choose_decision(
     return Decision(threshold, fallback, offset, fallback)
 
 
+class SentenceStacker:
+    """``--sentence-model``: the chunks' relevance rows get their sentences' scores from a sentence model
+    trained without the folds the rows are judged or trained in (benchmarks/_sentence_stack.py)."""
+
+    def __init__(
+        self,
+        examples: Sequence[Variant],
+        rows: Sequence[dict[str, Any]],
+        weights: Any,
+        args: Any,
+        side: str = "relevance",
+    ) -> None:
+        from _sentence_features import stack_columns
+        from _sentence_stack import _key, build, fit_sentence_models, predict, sentence_auroc
+
+        started = time.perf_counter()
+        self.side = side
+        self.key = _key
+        self.examples = examples
+        self.base = [ex.rel_rows if side == "relevance" else ex.use_rows for ex in examples]
+        feats, labels = build(examples, rows, weights, CachedEmbedder(), side)
+        self.rag = sorted({f for f, _ in labels.values()})
+        exclusions = [frozenset(), *(frozenset({f}) for f in self.rag)]
+        exclusions += [frozenset({f, g}) for f in self.rag for g in self.rag if f < g]
+        self.models = fit_sentence_models(feats, labels, exclusions, args)
+        n_sent = sum(len(lab) for _, lab in labels.values())
+        n_pos = sum(sum(lab) for _, lab in labels.values())
+        held = sentence_auroc(self.models, feats, labels)
+        print(
+            f"{side} sentence model: {n_sent} labelled sentences ({n_pos} positive), "
+            f"{len(feats)} interactions, "
+            f"{len(self.models)} models in {time.perf_counter() - started:.1f} s; held-out sentence AUROC "
+            + ", ".join(f"{f} {a:.3f}" for f, a in held.items()),
+            flush=True,
+        )
+        keys = list(feats)
+        self.stacked: dict[frozenset[str], dict[Any, list[list[float]]]] = {}
+        for excluded, model in self.models.items():
+            flat = predict(model, [c for k in keys for c in feats[k]])
+            out: dict[Any, list[list[float]]] = {}
+            at = 0
+            for k in keys:
+                n = len(feats[k])
+                out[k] = stack_columns(flat[at : at + n])
+                at += n
+            self.stacked[excluded] = out
+
+    def assign(self, held_out: str | None) -> None:
+        """Each example's relevance rows with the scores of the model trained without ``held_out`` and
+        the example's own fold (``None``: without its own fold only, the final model's rows)."""
+        for k, ex in enumerate(self.examples):
+            excluded = frozenset(f for f in (held_out, ex.fold) if f in self.rag)
+            extra = self.stacked[excluded].get(self.key(ex, self.side))
+            if extra is None:  # a copy that trains no utilization row
+                continue
+            merged = [r + e for r, e in zip(self.base[k], extra, strict=True)]
+            if self.side == "relevance":
+                ex.rel_rows = merged
+            else:
+                ex.use_rows = merged
+
+
+def add_cover_features(examples: Sequence[Variant], weights: Any) -> None:
+    """``--cover-features``: append :data:`~_sentence_features.COVER_FEATURES` (greedy
+    set cover of the answer by the chunks) to every utilization row (a variant)."""
+    import numpy as np
+    from _sentence_features import cover_columns
+
+    from ctxutil_otel.judges._semantic_features import _split
+
+    started = time.perf_counter()
+    embedder = CachedEmbedder()
+    for ex in examples:
+        parts = [_split(c) for c in ex.chunks]
+        answer_parts = _split(ex.answer) if ex.answer.strip() else []
+        flat = [x for p in parts for x in p]
+        v = embedder.embed([*answer_parts, *flat])
+        av, sv = v[: len(answer_parts)], v[len(answer_parts) :]
+        per_answer = []
+        at = 0
+        for p in parts:
+            s = sv[at : at + len(p)]
+            at += len(p)
+            per_answer.append((av @ s.T).max(axis=1) if len(answer_parts) else np.zeros(0, dtype=np.float32))
+        extra = cover_columns(ex.answer, ex.query, parts, per_answer, weights)
+        ex.use_rows = [r + e for r, e in zip(ex.use_rows, extra, strict=True)]
+    print(f"cover features in {time.perf_counter() - started:.1f} s", flush=True)
+
+
 def train(args: argparse.Namespace) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from _train_models import export, raw
@@ -500,7 +590,16 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     )
     oof_rel: list[list[float]] = [[] for _ in examples]
     oof_use: list[list[float]] = [[] for _ in examples]
+    if args.cover_features:
+        add_cover_features(examples, weights)
+    stackers = []
+    if args.sentence_model:
+        stackers.append(SentenceStacker(examples, rows, weights, args))
+    if args.use_sentence_model:
+        stackers.append(SentenceStacker(examples, rows, weights, args, "use"))
     for fold in folds:
+        for stacker in stackers:
+            stacker.assign(fold)
         rel, use = fit([ex for ex in examples if ex.fold != fold], args)
         for k, ex in enumerate(examples):
             if ex.fold == fold:
@@ -516,8 +615,14 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     print("leave one domain out (each fold judged by models that never saw it):")
     for key in [*folds, "all"]:
         print(f"  {key:10s} {figures[key].line(mean)}")
+    if args.diagnose:
+        from _semantic_diagnose import diagnose
+
+        print(diagnose(examples, oof_rel, oof_use, decision, [*folds, "all"]))
     if args.loso_only:
         raise SystemExit(0)
+    for stacker in stackers:
+        stacker.assign(None)
     rel, use = fit(examples, args)
     document: dict[str, Any] = {
         "format": FORMAT,
@@ -538,6 +643,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                 k: getattr(args, k)
                 for k in (
                     "max_iter",
+                    "use_max_iter",
                     "learning_rate",
                     "max_leaf_nodes",
                     "min_samples_leaf",
@@ -590,6 +696,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--date", default=datetime.date.today().isoformat(), help="provenance date")
     parser.add_argument("--limit", type=int, default=None, help="first N rows of each subset of each file")
     parser.add_argument("--max-iter", type=int, default=150)
+    parser.add_argument(
+        "--use-max-iter",
+        type=int,
+        default=150,
+        help="the utilization model's trees (a study variant: 300 was measured and not shipped)",
+    )
     parser.add_argument("--learning-rate", type=float, default=0.08)
     parser.add_argument("--max-leaf-nodes", type=int, default=15)
     parser.add_argument("--min-samples-leaf", type=int, default=20)
@@ -609,7 +721,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="all",
         help="with --monotonic: the query-evidence features constrained (word overlap, cosines, or both)",
     )
+    parser.add_argument(
+        "--sentence-model",
+        action="store_true",
+        help="stack a (query, sentence) relevance model trained on RAGBench's sentence labels into the "
+        "relevance rows (benchmarks/_sentence_stack.py)",
+    )
+    parser.add_argument(
+        "--use-sentence-model",
+        action="store_true",
+        help="stack an (answer, sentence) use model trained on RAGBench's utilized sentence labels into the "
+        "utilization rows (benchmarks/_sentence_stack.py)",
+    )
+    parser.add_argument(
+        "--cover-features",
+        action="store_true",
+        help="append greedy set-cover features of the answer by the chunks to the utilization rows",
+    )
+    parser.add_argument(
+        "--use-copy-weight",
+        type=float,
+        default=1.0,
+        help="training weight of the copies' rows in the utilization model (a variant)",
+    )
+    parser.add_argument("--sentence-iter", type=int, default=100, help="with --sentence-model: its trees")
+    parser.add_argument("--sentence-leaves", type=int, default=15, help="with --sentence-model: leaves")
     parser.add_argument("--loso-only", action="store_true", help="print the held-out figures and stop")
+    parser.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="also print where the held-out score figures are lost: with oracle relevance, with oracle use "
+        "(benchmarks/_semantic_diagnose.py)",
+    )
     parser.add_argument("--check", action="store_true", help="compare with --out instead of writing it")
     raw_argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(raw_argv)
@@ -621,7 +764,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             skipping = True
         elif a.startswith("--"):
             skipping = False
-            if a != "--check" and not a.startswith(("--out=", "--train=")):
+            if a not in ("--check", "--diagnose") and not a.startswith(("--out=", "--train=")):
                 args.argv.append(a)
         elif not skipping:
             args.argv.append(a)
