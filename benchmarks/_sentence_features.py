@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ctxutil_otel.judges._learned_features import WordWeights
+from ctxutil_otel.judges._semantic_features import _ranked
 from ctxutil_otel.judges._text import tokens
 
 if TYPE_CHECKING:
@@ -62,22 +63,6 @@ SENTENCE_STACK_FEATURES: tuple[str, ...] = (
     "sent_p_max_gap",
 )
 """What the chunk's relevance row gets from its sentences' scores."""
-
-
-def _ranked(values: Sequence[float]) -> tuple[list[float], list[float], list[float]]:
-    best = max(values)
-    ordered = sorted(values, reverse=True)
-    first: dict[float, int] = {}
-    for position, v in enumerate(ordered):
-        first.setdefault(v, position)
-    n = len(values)
-    mean = sum(values) / n
-    spread = (sum((v - mean) ** 2 for v in values) / n) ** 0.5
-    return (
-        [float(first[v]) for v in values],
-        [best - v for v in values],
-        [(v - mean) / (spread + 0.05) for v in values],
-    )
 
 
 def _bigrams(keys: list[str]) -> set[tuple[str, str]]:

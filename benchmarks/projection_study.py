@@ -170,17 +170,7 @@ def load_examples(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[
     return examples
 
 
-TREES = argparse.Namespace(
-    max_iter=150,
-    learning_rate=0.08,
-    max_leaf_nodes=15,
-    min_samples_leaf=20,
-    l2_regularization=1.0,
-    seed=20261205,
-    seed_weight=1.0,
-    monotonic=False,
-    monotonic_on="all",
-)
+TREES = ts.default_args()
 """train_semantic.py's defaults (the shipped model's parameters)."""
 
 

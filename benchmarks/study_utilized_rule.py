@@ -75,16 +75,7 @@ def verdicts(c: Candidate, p_rel: Sequence[float], p_use: Sequence[float], ties:
 
 def oof(examples: Sequence[Any]) -> tuple[list[list[float]], list[list[float]]]:
     """``train_semantic.py --loso-only``'s out-of-fold probabilities (its default model parameters)."""
-    args = argparse.Namespace(
-        max_iter=150,
-        learning_rate=0.08,
-        max_leaf_nodes=15,
-        min_samples_leaf=20,
-        l2_regularization=1.0,
-        seed=20261205,
-        monotonic=False,
-        monotonic_on="all",
-    )
+    args = ts.default_args()
     rel: list[list[float]] = [[] for _ in examples]
     use: list[list[float]] = [[] for _ in examples]
     for fold in sorted({ex.fold for ex in examples}):

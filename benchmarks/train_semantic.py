@@ -683,7 +683,8 @@ def _version(package: str) -> str:
     return version(package)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The trainer's options (their defaults are the shipped model's parameters)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument(
         "--train",
@@ -754,7 +755,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(benchmarks/_semantic_diagnose.py)",
     )
     parser.add_argument("--check", action="store_true", help="compare with --out instead of writing it")
+    return parser
+
+
+def default_args() -> argparse.Namespace:
+    """The options with their defaults: the shipped model's parameters (for the studies)."""
+    return build_parser().parse_args([])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     raw_argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
     args = parser.parse_args(raw_argv)
     # The provenance's command: the options that shape the model (not --check, --out, --train, their values).
     args.argv = []
