@@ -211,7 +211,8 @@ def _chunk_to_chunk(
 
 
 def _mean_with_others(c: npt.NDArray[np.float32]) -> list[float]:
-    """Each row's mean cosine with the other rows, O(rows x dim): float64 sums, :data:`_BLOCK` rows at a time."""
+    """Each row's mean cosine with the other rows in O(rows x dim): float64 sums, :data:`_BLOCK` rows
+    at a time."""
     import numpy as np
 
     n = len(c)
