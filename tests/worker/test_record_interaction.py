@@ -14,10 +14,12 @@ import logging
 import re
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy
 import pytest
 from langchain_core.documents import Document
 from openai import OpenAI
@@ -196,8 +198,9 @@ def test_retrieved_content_that_is_not_a_list_of_chunks_is_named_as_the_batch_pa
     [
         ("metadata", "x", "`metadata` must be a mapping or None, got str"),
         ("span_context", "abc", "`span_context` must be an opentelemetry.trace.SpanContext"),
-        ("interaction_id", [1], "`interaction_id` must be a string, an integer or None, got list"),
-        ("interaction_id", True, "`interaction_id` must be a string, an integer or None, got bool"),
+        ("interaction_id", [1], "`interaction_id` must be a string, an integer, a UUID or None, got list"),
+        ("interaction_id", True, "`interaction_id` must be a string, an integer, a UUID or None, got bool"),
+        ("interaction_id", 1.5, "`interaction_id` must be a string, an integer, a UUID or None, got float"),
     ],
 )
 def test_a_call_argument_of_the_wrong_type_is_counted_and_logged_naming_it(
@@ -264,6 +267,29 @@ def test_an_integer_id_and_a_non_string_name_are_taken_not_failed_or_sampled_out
     assert (stats.captured, stats.evaluated, stats.sampled_out, stats.failed) == (3, 3, 0, {}), stats
     ids = {s.attributes.get(n.ATTR_INTERACTION_ID) for s in telemetry.spans(n.SPAN_EVALUATION)}  # type: ignore[union-attr]
     assert {"12345", "order-7"} <= ids
+    evaluator.shutdown(5_000)
+
+
+@pytest.mark.parametrize("worker", ["thread", "process"])
+def test_uuid_and_numpy_integer_ids_are_taken_and_a_long_id_is_cut(telemetry: Telemetry, worker: str) -> None:
+    # interaction_id=uuid.uuid4() and numpy.int64(5) (a DataFrame's id column) were refused: dropped
+    # capture_error, one WARNING per process and then silently. A 1,000,000-character id was emitted uncut
+    # on the span and the event. A UUID is its text, anything with __index__ its decimal text, and an id
+    # is cut to 256 characters (the last one "…").
+    evaluator = _evaluator(telemetry, worker=worker)
+    args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
+    given = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    assert evaluator.record_interaction(**args, interaction_id=given)
+    assert evaluator.record_interaction(**args, interaction_id=numpy.int64(5))
+    assert evaluator.record_interaction(**args, interaction_id="i" * 1_000_000)
+    assert evaluator.force_flush(30_000)
+    stats = evaluator.stats()
+    assert (stats.captured, stats.evaluated, stats.dropped) == (3, 3, {}), stats
+    cut = "i" * 255 + "…"
+    span_ids = {(s.attributes or {}).get(n.ATTR_INTERACTION_ID) for s in telemetry.spans(n.SPAN_EVALUATION)}
+    assert span_ids == {str(given), "5", cut}
+    event_ids = {(r.log_record.attributes or {}).get(n.ATTR_INTERACTION_ID) for r in telemetry.logs()}
+    assert event_ids == {str(given), "5", cut}
     evaluator.shutdown(5_000)
 
 

@@ -8,7 +8,8 @@ import logging
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, SupportsIndex
+from uuid import UUID
 
 from .._accounting import Admission, DropReason
 from .._selection import SelectionFacts
@@ -189,7 +190,7 @@ class Evaluator:
         name: str | None = None,
         metadata: Mapping[str, object] | None = None,
         span_context: SpanContext | None = None,
-        interaction_id: str | int | None = None,
+        interaction_id: str | SupportsIndex | UUID | None = None,
     ) -> bool:
         """Evaluate one finished RAG interaction of an application without a framework (the seed's field
         names, as ``DatasetItem``); the call for code that retrieves and generates by itself (the OpenAI
@@ -214,8 +215,9 @@ class Evaluator:
             span_context: The ``SpanContext`` to evaluate under; default: the current OpenTelemetry span
                 (the evaluation span becomes its child, in its trace), else a new ``rag.interaction``
                 root span.
-            interaction_id: ``ctxutil.interaction.id`` of the result: a string, or an integer (as its
-                decimal text).
+            interaction_id: ``ctxutil.interaction.id`` of the result: a string, a ``uuid.UUID`` (as its
+                text) or an integer (``int``, ``numpy.int64``: anything with ``__index__``, as its decimal
+                text), cut to 256 characters.
 
         Returns ``True`` when queued for evaluation; ``False`` when not selected, sampled out or refused
         (each counted in :meth:`stats`, as for the capture paths: same selection rules, sampling, rate

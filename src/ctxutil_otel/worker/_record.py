@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from opentelemetry import trace
 from opentelemetry.trace import SpanContext
 
-from .._interaction import Interaction
+from .._interaction import Interaction, interaction_id_text
 from .._item import chunk_list
 from .._selection import SelectionFacts
 from ..emit._names import (
@@ -40,24 +40,30 @@ class ArgumentError(TypeError):
     """A ``record_interaction`` argument that is not of its documented type; the message names the
     argument, what it takes and the type given (never the value)."""
 
-    def __init__(self, argument: str, expected: str, value: object) -> None:
+    def __init__(self, argument: str, problem: str) -> None:
         self.argument = argument
-        super().__init__(f"`{argument}` must be {expected}, got {type(value).__name__}")
+        super().__init__(f"`{argument}` {problem}")
+
+    @classmethod
+    def wrong_type(cls, argument: str, expected: str, value: object) -> ArgumentError:
+        """``argument`` must be ``expected``, got ``type(value)``."""
+        return cls(argument, f"must be {expected}, got {type(value).__name__}")
 
 
-def check_arguments(*, metadata: object, span_context: object, interaction_id: object) -> None:
+def check_arguments(*, metadata: object, span_context: object, interaction_id: object) -> str | None:
     """Raise :class:`ArgumentError` for a ``metadata`` that is not a mapping, a ``span_context`` that is
-    not a ``SpanContext``, or an ``interaction_id`` that is neither a string nor an integer (``None``
-    is each one's default)."""
+    not a ``SpanContext``, or an ``interaction_id`` that
+    :func:`~ctxutil_otel._interaction.interaction_id_text` refuses (``None`` is each one's default); return
+    the id's text."""
     if metadata is not None and not isinstance(metadata, Mapping):
-        raise ArgumentError("metadata", "a mapping or None", metadata)
+        raise ArgumentError.wrong_type("metadata", "a mapping or None", metadata)
     if span_context is not None and not isinstance(span_context, SpanContext):
         expected = "an opentelemetry.trace.SpanContext (span.get_span_context()) or None"
-        raise ArgumentError("span_context", expected, span_context)
-    if interaction_id is not None and (
-        not isinstance(interaction_id, (str, int)) or isinstance(interaction_id, bool)
-    ):
-        raise ArgumentError("interaction_id", "a string, an integer or None", interaction_id)
+        raise ArgumentError.wrong_type("span_context", expected, span_context)
+    try:
+        return interaction_id_text(interaction_id)
+    except TypeError as exc:
+        raise ArgumentError("interaction_id", str(exc)) from None
 
 
 def interaction_of_call(
@@ -81,7 +87,7 @@ def interaction_of_call(
     Raises :class:`ArgumentError` (see :func:`check_arguments`). ``retrieved_content`` that is not a list
     of chunks is handed over as given: the worker fails it ``invalid_input`` with
     :func:`~ctxutil_otel._item.chunk_list`'s message, as ``DatasetItem`` does."""
-    check_arguments(metadata=metadata, span_context=span_context, interaction_id=interaction_id)
+    id_text = check_arguments(metadata=metadata, span_context=span_context, interaction_id=interaction_id)
     mapping = metadata if isinstance(metadata, Mapping) else None  # checked above: the same value
     context = (
         span_context if isinstance(span_context, SpanContext) else trace.get_current_span().get_span_context()
@@ -104,7 +110,7 @@ def interaction_of_call(
         start_time_ns=now,
         end_time_ns=now,
         source=SOURCE,
-        id=_id_text(interaction_id),
+        id=id_text,
         dimensions=_dimensions(model, provider, retriever_name, name, mapping, metric_dimensions) or None,
     )
 
@@ -114,14 +120,6 @@ def facts_of_call(name: object, metadata: Mapping[str, object] | None) -> Select
     is no name: the rules' match would fail, counted ``sampled_out``), ``metadata``."""
     root_name = name if isinstance(name, str) else None
     return SelectionFacts(root_name=root_name, metadata=dict(metadata) if metadata else None)
-
-
-def _id_text(interaction_id: object) -> str | None:
-    """``interaction_id`` as ``ctxutil.interaction.id`` takes it: an integer (a database row's id) as its
-    decimal text (anything else was refused by :func:`check_arguments`)."""
-    if interaction_id is None or isinstance(interaction_id, str):
-        return interaction_id
-    return str(interaction_id)
 
 
 def _dimensions(
