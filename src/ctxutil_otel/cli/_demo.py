@@ -341,15 +341,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     export_budget_s = max(1.0, settings.shutdown_timeout_s, telemetry.otlp_timeout_s or 0.0)
-    emitter = _Collecting(
-        build_emitter(
-            settings,
-            tracer_provider=telemetry.tracer_provider,
-            meter_provider=telemetry.meter_provider,
-            logger_provider=telemetry.logger_provider,
+    try:
+        emitter = _Collecting(
+            build_emitter(
+                settings,
+                tracer_provider=telemetry.tracer_provider,
+                meter_provider=telemetry.meter_provider,
+                logger_provider=telemetry.logger_provider,
+            )
         )
-    )
-    evaluator = Evaluator(emitter=emitter, settings=settings)
+        evaluator = Evaluator(emitter=emitter, settings=settings)
+    except (ValueError, ImportError) as exc:  # the judge's: no API key, a missing extra (named, no secret)
+        print(f"error: {exc}", file=sys.stderr)
+        telemetry.shutdown(1_000)
+        return 2
     handler = UtilizationCallbackHandler(evaluator=evaluator)
     stop = _stop_on_signals() if args.loop else None  # before the banner: a signal from now on is handled
     retriever, model = replay_parts(rows)
