@@ -31,7 +31,7 @@ from ..emit._endpoints import unreachable_otlp_endpoints
 from ..emit._from_settings import build_emitter
 from ..metric._agreement import AgreementReport, LabelledRow, agreement
 from ..metric._results import MetricEvaluationResult
-from ._io import judge_choices
+from ._io import enumerated, judge_choices
 
 if TYPE_CHECKING:
     from ..emit._setup import TelemetryHandle
@@ -61,6 +61,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--judge",
+        type=enumerated,
         choices=judge_choices(),
         default=None,
         help="default: CTXUTIL_JUDGE, else semantic (learned, with one warning, without the "

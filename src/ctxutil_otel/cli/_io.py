@@ -29,6 +29,7 @@ __all__ = [
     "Line",
     "add_judge_options",
     "batch_judge",
+    "enumerated",
     "judge_choices",
     "quiet_broken_pipe",
     "read_items",
@@ -188,6 +189,12 @@ def report_bad_line(path: Path, bad: BadLine) -> None:
     print(f"{path}:{bad.number}: {bad.error}", file=sys.stderr)
 
 
+def enumerated(value: str) -> str:
+    """An enumerated option's value as the settings read one (docs/settings.md): in any case, surrounding
+    blanks ignored (``--judge " LEXICAL"`` is ``lexical``); pass as ``type=`` beside ``choices=``."""
+    return value.strip().lower()
+
+
 def judge_choices() -> tuple[str, ...]:
     """The judge names :class:`Settings` accepts (its ``judge`` field's literal values)."""
     return tuple(str(v) for v in typing.get_args(Settings.model_fields["judge"].annotation))
@@ -198,6 +205,7 @@ def add_judge_options(parser: argparse.ArgumentParser) -> None:
     that :func:`settings_from_args` resolves option > ``CTXUTIL_*`` variable > default."""
     parser.add_argument(
         "--judge",
+        type=enumerated,
         choices=judge_choices(),
         default=None,
         help="judge (default: CTXUTIL_JUDGE, else semantic: learned, with one warning, without the "
@@ -209,7 +217,11 @@ def add_judge_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--threshold", type=float, default=None, help="pass threshold in [0, 1]")
     parser.add_argument(
-        "--mode", choices=("granular", "fast"), default=None, help="granular (reasons) or fast"
+        "--mode",
+        type=enumerated,
+        choices=("granular", "fast"),
+        default=None,
+        help="granular (reasons) or fast",
     )
     parser.add_argument(
         "--concurrency",
