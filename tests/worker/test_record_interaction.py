@@ -15,7 +15,7 @@ import re
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -290,6 +290,81 @@ def test_uuid_and_numpy_integer_ids_are_taken_and_a_long_id_is_cut(telemetry: Te
     assert span_ids == {str(given), "5", cut}
     event_ids = {(r.log_record.attributes or {}).get(n.ATTR_INTERACTION_ID) for r in telemetry.logs()}
     assert event_ids == {str(given), "5", cut}
+    evaluator.shutdown(5_000)
+
+
+@pytest.mark.parametrize(
+    ("argument", "value", "dimension"),
+    [
+        ("model", 123, n.ATTR_REQUEST_MODEL),
+        ("provider", ["openai"], n.ATTR_PROVIDER_NAME),
+        ("retriever_name", {"a": 1}, n.ATTR_RETRIEVER_NAME),
+        ("name", b"checkout", n.ATTR_CHAIN_NAME),
+    ],
+)
+def test_a_dimension_of_the_wrong_type_is_left_out_with_a_warning_naming_it(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture, argument: str, value: object, dimension: str
+) -> None:
+    # model=123, provider=["openai"], retriever_name={...} and name=b"..." were ignored silently: the
+    # results came without the dimension and nothing said why. Now a WARNING names the argument (once per
+    # argument), and the interaction is still evaluated, without that dimension.
+    evaluator = _evaluator(telemetry)
+    args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
+    with caplog.at_level(logging.WARNING, logger="ctxutil_otel"):
+        assert evaluator.record_interaction(**args, **{argument: value})
+        assert evaluator.record_interaction(**args, **{argument: value})
+    assert evaluator.force_flush(30_000)
+    stats = evaluator.stats()
+    assert (stats.captured, stats.evaluated, stats.dropped) == (2, 2, {}), stats
+    assert all(dimension not in (s.attributes or {}) for s in telemetry.spans(n.SPAN_EVALUATION))
+    records = [r for r in caplog.records if "record_interaction" in r.getMessage()]
+    assert [r.getMessage() for r in records] == [
+        f"ctxutil evaluator: record_interaction: `{argument}` must be a string or None, got "
+        f"{type(value).__name__}; the interaction is evaluated without it (logged once per argument)"
+    ]
+    evaluator.shutdown(5_000)
+
+
+class _RaisingMapping(Mapping[str, object]):
+    def __getitem__(self, key: str) -> object:
+        raise RuntimeError("getitem boom")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(["tier"])
+
+    def __len__(self) -> int:
+        return 1
+
+
+def _raising_chunks() -> Iterator[str]:
+    yield CHUNKS[0]
+    raise RuntimeError("generator boom")
+
+
+@pytest.mark.parametrize(
+    ("argument", "value", "cause"),
+    [("retrieved_content", _raising_chunks, "generator boom"), ("metadata", _RaisingMapping, "getitem boom")],
+)
+def test_an_argument_whose_reading_raises_is_named_in_the_error_log(
+    telemetry: Telemetry,
+    caplog: pytest.LogCaptureFixture,
+    argument: str,
+    value: Callable[[], object],
+    cause: str,
+) -> None:
+    # A generator of chunks that raised, or a metadata mapping whose methods raise, was logged as
+    # "record_interaction failed (counted capture_error)", the argument left to the traceback.
+    evaluator = _evaluator(telemetry)
+    args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
+    with caplog.at_level(logging.WARNING, logger="ctxutil_otel"):
+        assert not evaluator.record_interaction(**{**args, argument: value()})
+    assert evaluator.stats().dropped == {"capture_error": 1}
+    (record,) = [r for r in caplog.records if "record_interaction" in r.getMessage()]
+    assert record.levelno == logging.ERROR
+    assert record.getMessage().startswith(
+        f"ctxutil evaluator: record_interaction failed reading `{argument}`"
+    )
+    assert record.exc_info is not None and cause in str(record.exc_info[1])
     evaluator.shutdown(5_000)
 
 

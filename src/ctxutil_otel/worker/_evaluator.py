@@ -21,7 +21,7 @@ from ..metric._contextual_utilization import ContextualUtilization
 from ..sampling import TraceIdRatioSampler
 from ._engine import Engine
 from ._process import ChildProcessJudging
-from ._record import ArgumentError, facts_of_call, interaction_of_call
+from ._record import ArgumentError, ArgumentReadError, facts_of_call, ignored_arguments, interaction_of_call
 from ._stats import EvaluatorStats
 from ._ticket import Ticket
 from ._types import EvaluationEmitter
@@ -125,7 +125,7 @@ class Evaluator:
         )
         self._settings = resolved
         self._record_logged = False  # record_interaction's first unexpected error was logged
-        self._record_refused: set[str] = set()  # the record_interaction arguments refused (and logged) once
+        self._record_refused: set[str] = set()  # the record_interaction arguments whose problem was logged
         judging: ContextualUtilization | ChildProcessJudging
         if resolved.worker == "process":  # the child builds the judge (a metric given is pickled to it)
             judging = ChildProcessJudging(
@@ -224,7 +224,11 @@ class Evaluator:
         cap, queue and token budget). Never raises and never blocks: the texts are validated off the
         request path (a wrong type fails that evaluation ``invalid_input``, its explanation naming the
         field); a ``metadata``, ``span_context`` or ``interaction_id`` of the wrong type is counted
-        dropped ``capture_error`` at the call and logged once per argument (a WARNING naming it), and an
+        dropped ``capture_error`` at the call and logged once per argument (a WARNING naming it); a
+        ``model``, ``provider``, ``retriever_name`` or ``name`` that is not a string is left out (the
+        interaction evaluated without that dimension; a WARNING naming it, once per argument); an
+        argument whose reading raises (a generator of chunks, a mapping's own methods) is counted dropped
+        ``capture_error`` and logged once per argument, an ERROR naming it with the error; any other
         unexpected error is logged once and counted dropped ``capture_error``.
         """
         try:
@@ -242,9 +246,11 @@ class Evaluator:
                 interaction_id=interaction_id,
             )
             facts = facts_of_call(name, metadata)
+            ignored = ignored_arguments(
+                model=model, provider=provider, retriever_name=retriever_name, name=name
+            )
         except ArgumentError as exc:  # a wrong argument type: counted, logged once per argument
-            if exc.argument not in self._record_refused:
-                self._record_refused.add(exc.argument)
+            if self._first_time(exc.argument):
                 _log.warning(
                     "ctxutil evaluator: record_interaction: %s; the interaction is counted dropped "
                     "capture_error (logged once per argument)",
@@ -252,13 +258,37 @@ class Evaluator:
                 )
             self.admit(0, None, lost="capture_error")
             return False
+        except ArgumentReadError as exc:  # reading an argument raised: counted, logged once per argument
+            if self._first_time(f"reading {exc.argument}"):
+                _log.error(
+                    "ctxutil evaluator: record_interaction failed reading `%s` (counted capture_error; "
+                    "logged once per argument)",
+                    exc.argument,
+                    exc_info=exc.__cause__,
+                )
+            self.admit(0, None, lost="capture_error")  # the trace id is unknown: 0
+            return False
         except Exception:  # never raise into the application; counted, logged once
             if not self._record_logged:
                 self._record_logged = True
                 _log.exception("ctxutil evaluator: record_interaction failed (counted capture_error)")
             self.admit(0, None, lost="capture_error")  # the trace id is unknown: 0
             return False
+        for problem in ignored:  # a dimension of the wrong type: left out, the interaction still evaluated
+            if self._first_time(problem.argument):
+                _log.warning(
+                    "ctxutil evaluator: record_interaction: %s; the interaction is evaluated without it "
+                    "(logged once per argument)",
+                    problem,
+                )
         return self.admit(interaction.trace_id, facts).submit(interaction)  # neither blocks nor raises
+
+    def _first_time(self, argument: str) -> bool:
+        """Whether ``record_interaction``'s problem with ``argument`` is logged now (once per argument)."""
+        if argument in self._record_refused:
+            return False
+        self._record_refused.add(argument)
+        return True
 
     def would_sample(self, trace_id: int, facts: SelectionFacts | None = None) -> bool:
         """The selection decision of :meth:`admit` alone (rules with ``facts``, else ``sample_rate``);

@@ -7,7 +7,10 @@ path, which fails a wrong one ``invalid_input`` naming the field) and :func:`fac
 selection rules' facts; ``Evaluator.record_interaction`` then hands the interaction over as every capture
 path does, through one ticket: ``admit(...).submit(interaction)``. The call's own arguments (``metadata``,
 ``span_context``, ``interaction_id``) are checked at the call, by type only: a wrong one raises
-:class:`ArgumentError`, which ``record_interaction`` logs and counts dropped ``capture_error``.
+:class:`ArgumentError`, which ``record_interaction`` logs and counts dropped ``capture_error``. A dimension
+argument (``model``, ``provider``, ``retriever_name``, ``name``) that is not a string is left out
+(:func:`ignored_arguments`: logged, the interaction still evaluated). An argument whose reading raises (a
+generator of chunks that raises, a mapping whose methods raise) raises :class:`ArgumentReadError` naming it.
 """
 
 from __future__ import annotations
@@ -30,7 +33,14 @@ from ..emit._names import (
     DIMENSION_METADATA_PREFIX,
 )
 
-__all__ = ["SOURCE", "ArgumentError", "facts_of_call", "interaction_of_call"]
+__all__ = [
+    "SOURCE",
+    "ArgumentError",
+    "ArgumentReadError",
+    "facts_of_call",
+    "ignored_arguments",
+    "interaction_of_call",
+]
 
 #: ``ctxutil.interaction.source`` of these interactions.
 SOURCE = "record_interaction"
@@ -48,6 +58,24 @@ class ArgumentError(TypeError):
     def wrong_type(cls, argument: str, expected: str, value: object) -> ArgumentError:
         """``argument`` must be ``expected``, got ``type(value)``."""
         return cls(argument, f"must be {expected}, got {type(value).__name__}")
+
+
+class ArgumentReadError(Exception):
+    """Reading a ``record_interaction`` argument raised (the error chained as ``__cause__``)."""
+
+    def __init__(self, argument: str) -> None:
+        self.argument = argument
+        super().__init__(f"reading `{argument}` raised")
+
+
+def ignored_arguments(**dimensions: object) -> list[ArgumentError]:
+    """An :class:`ArgumentError` for each dimension argument (``model=...``) given that is not a string:
+    the interaction is evaluated without that dimension (a ``name`` that is not one is no name)."""
+    return [
+        ArgumentError.wrong_type(argument, "a string or None", value)
+        for argument, value in dimensions.items()
+        if value is not None and not isinstance(value, str)
+    ]
 
 
 def check_arguments(*, metadata: object, span_context: object, interaction_id: object) -> str | None:
@@ -100,6 +128,12 @@ def interaction_of_call(
         documents: Sequence[object] = chunk_list(retrieved_content)  # a copy: the caller may reuse theirs
     except ValueError:  # not a list of chunks: the worker names it (``to_dataset_item``, ``to_strings``)
         documents = retrieved_content  # type: ignore[assignment]  # validated there, failed invalid_input
+    except Exception as exc:  # a generator that raises, a __len__ or __iter__ that raises
+        raise ArgumentReadError("retrieved_content") from exc
+    try:
+        dimensions = _dimensions(model, provider, retriever_name, name, mapping, metric_dimensions)
+    except Exception as exc:  # the only argument read there that can raise: a mapping's own methods
+        raise ArgumentReadError("metadata") from exc
     now = time.time_ns()
     return Interaction(
         query=query,  # type: ignore[arg-type]  # validated by the worker: a wrong type fails invalid_input
@@ -111,15 +145,20 @@ def interaction_of_call(
         end_time_ns=now,
         source=SOURCE,
         id=id_text,
-        dimensions=_dimensions(model, provider, retriever_name, name, mapping, metric_dimensions) or None,
+        dimensions=dimensions or None,
     )
 
 
 def facts_of_call(name: object, metadata: Mapping[str, object] | None) -> SelectionFacts:
     """What the selection rules see of the call: ``name`` as the root name (a name that is not a string
-    is no name: the rules' match would fail, counted ``sampled_out``), ``metadata``."""
+    is no name: the rules' match would fail, counted ``sampled_out``), ``metadata`` (copied: reading it
+    raises :class:`ArgumentReadError`)."""
     root_name = name if isinstance(name, str) else None
-    return SelectionFacts(root_name=root_name, metadata=dict(metadata) if metadata else None)
+    try:
+        copied = dict(metadata) if metadata else None
+    except Exception as exc:  # a mapping whose own methods raise
+        raise ArgumentReadError("metadata") from exc
+    return SelectionFacts(root_name=root_name, metadata=copied)
 
 
 def _dimensions(
