@@ -7,12 +7,58 @@ request path.
 
 from __future__ import annotations
 
+import operator
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import SupportsIndex
 
 from opentelemetry.trace import SpanContext
 
-__all__ = ["Interaction"]
+__all__ = ["INTERACTION_ID_MAX_CHARS", "INTERACTION_ID_TYPES", "Interaction", "interaction_id_text"]
+
+INTERACTION_ID_MAX_CHARS = 256
+"""Characters kept of an interaction id given by a caller (``record_interaction``, a batch line's ``id``)."""
+INTERACTION_ID_TYPES = "a string, an integer, a UUID or None"
+"""What an interaction id given by a caller may be."""
+
+
+def interaction_id_text(value: object) -> str | None:
+    """A caller's interaction id as ``ctxutil.interaction.id`` and ``item_id`` take it: a string as it is, a
+    ``uuid.UUID`` as its text (``str``), an integer (``int``, ``numpy.int64``: anything with ``__index__``,
+    never a ``bool``) as its decimal text; cut to :data:`INTERACTION_ID_MAX_CHARS` characters, the last
+    one ``…`` when cut. ``None`` is no id.
+
+    Raises:
+        TypeError: ``must be a string, an integer, a UUID or None, got float`` for any other type (the
+            type named, never the value), or an integer of more than 4,300 digits (Python's conversion
+            limit).
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = str(value)  # a str subclass (numpy.str_) as a plain str
+    elif isinstance(value, uuid.UUID):
+        text = str(value)
+    else:
+        text = _integer_text(value)
+    if len(text) > INTERACTION_ID_MAX_CHARS:
+        return text[: INTERACTION_ID_MAX_CHARS - 1] + "…"
+    return text
+
+
+def _integer_text(value: object) -> str:
+    wrong = TypeError(f"must be {INTERACTION_ID_TYPES}, got {type(value).__name__}")
+    if isinstance(value, bool) or not isinstance(value, SupportsIndex):
+        raise wrong
+    try:
+        number = operator.index(value)
+    except TypeError:  # an __index__ that refuses (numpy.bool_)
+        raise wrong from None
+    try:
+        return str(number)
+    except ValueError:  # over Python's limit on converting an integer to text
+        raise TypeError("must be an integer of at most 4,300 digits, got a longer one") from None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,24 +20,31 @@ the HTTP libraries the judge uses (:func:`install_log_redaction`: a ``logging.Fi
 The command line redacts more in what it prints (:func:`redact_with_urls`, on its one log handler,
 ``cli/_logging.py``): also the **user information and query string of any URL**, since the OpenTelemetry
 SDK's exporters log their endpoint as configured (``Failed to export metrics to alice:s3cret@host:4317``,
-``url: /?token=.../v1/metrics``).
+``url: /?token=.../v1/metrics``), and the **values of the OTLP header variables**
+(:class:`OtlpHeaderSecrets`: ``OTEL_EXPORTER_OTLP_HEADERS`` and its per-signal forms), since the SDK logs a
+malformed header item whole (``Header format invalid! ...: x-honeycomb-team: s3cr3t``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from urllib.parse import unquote
 
 from ._fork import ForkSafeLock
 
 __all__ = [
     "KEY_WHITESPACE",
     "LOGGERS",
+    "OTLP_HEADER_VARIABLES",
     "REDACTED",
+    "OtlpHeaderSecrets",
     "RedactingFilter",
     "install_log_redaction",
     "may_hold_secret",
+    "otlp_header_secrets",
     "redact",
     "redact_key",
     "redact_urls",
@@ -205,6 +212,61 @@ def redact_urls(text: str) -> str:
 def redact_with_urls(text: str) -> str:
     """:func:`redact`, then :func:`redact_urls`: what the command line prints."""
     return redact_urls(redact(text))
+
+
+#: The variables whose values are the OTLP exporters' headers (credentials, as a rule).
+OTLP_HEADER_VARIABLES = (
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
+    "OTEL_EXPORTER_OTLP_LOGS_HEADERS",
+)
+_HEADER_SEPARATOR = re.compile(r"[=:\s]")
+
+
+def otlp_header_secrets(raw: str) -> set[str]:
+    """The strings of one header variable's value ``raw`` to redact, parsed leniently (a malformed value is
+    where a secret gets logged): each comma-separated item whole, and its value (after the first ``=``,
+    ``:`` or whitespace; percent-decoded too). A value under 8 characters alone is no secret (as a key:
+    ``true``, ``1``; redacting it would cut common words); its item whole still is."""
+    found: set[str] = set()
+    for item in raw.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        found.add(item)
+        parts = _HEADER_SEPARATOR.split(item, maxsplit=1)
+        value = parts[-1].strip()
+        for candidate in (value, unquote(value).strip()):
+            if len(candidate) >= _MIN_FRAGMENT:
+                found.add(candidate)
+    return found
+
+
+class OtlpHeaderSecrets:
+    """Replaces, in any letter case, every string :func:`otlp_header_secrets` finds in the OTLP header
+    variables of ``environ`` (default ``os.environ``, read at each call: one pattern per set of values)."""
+
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        self._environ = os.environ if environ is None else environ
+        # The values read last and their pattern, replaced as one (records may come from several threads).
+        self._state: tuple[tuple[str, ...], re.Pattern[str] | None] = ((), None)
+
+    def _current(self) -> re.Pattern[str] | None:
+        values = tuple(self._environ.get(name, "") for name in OTLP_HEADER_VARIABLES)
+        seen, pattern = self._state
+        if values != seen:
+            secrets: set[str] = set()
+            for raw in values:
+                secrets |= otlp_header_secrets(raw)
+            longest_first = sorted(secrets, key=lambda secret: (-len(secret), secret))
+            pattern = re.compile("|".join(map(re.escape, longest_first)), re.IGNORECASE) if secrets else None
+            self._state = (values, pattern)
+        return pattern
+
+    def __call__(self, text: str) -> str:
+        pattern = self._current()
+        return text if pattern is None else pattern.sub(REDACTED, text)
 
 
 class RedactingFilter(logging.Filter):

@@ -45,11 +45,26 @@ def test_a_byte_order_mark_after_line_one_is_still_a_bad_line(
 def test_string_and_integer_ids_reach_the_result_as_item_id(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rows = [{**ROW, "id": "q-1"}, {**ROW, "id": 42}, {**ROW, "id": True}, ROW]
+    rows = [{**ROW, "id": "q-1"}, {**ROW, "id": 42}, {**ROW, "id": None}, ROW, {**ROW, "id": "x" * 300}]
     data = tmp_path / "ids.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     assert main(["evaluate", str(data), "--judge", "lexical", "--no-progress"]) == 0
-    assert [r["item_id"] for r in _results(capsys)] == ["q-1", "42", None, None]
+    assert [r["item_id"] for r in _results(capsys)] == ["q-1", "42", None, None, "x" * 255 + "…"]
+
+
+def test_an_id_of_another_type_is_a_bad_line_naming_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "id": 1.5, true or ["x"] was scored with item_id null and no message, while record_interaction
+    # refuses such an id (dropped, a WARNING naming interaction_id). Both paths now take one rule.
+    rows = [{**ROW, "id": 1.5}, {**ROW, "id": True}, {**ROW, "id": ["x"]}, {**ROW, "id": 7}]
+    data = tmp_path / "bad_ids.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert main(["evaluate", str(data), "--judge", "lexical", "--no-progress"]) == 1
+    captured = capsys.readouterr()
+    assert [json.loads(line)["item_id"] for line in captured.out.splitlines()] == ["7"]
+    for number, got in ((1, "number"), (2, "boolean"), (3, "array")):
+        assert f"{data}:{number}: id: must be a string, an integer or null, got {got}" in captured.err
 
 
 def test_the_output_field_list_in_batch_md_is_the_results_fields() -> None:

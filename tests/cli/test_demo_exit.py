@@ -6,7 +6,10 @@ the real receiver of ``tests/support`` or a 127.0.0.1 port where nothing listens
 
 from __future__ import annotations
 
+import http.server
+import re
 import socket
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -42,7 +45,7 @@ def test_console_shows_each_metric_point_once() -> None:
     assert "telemetry (traces: console, metrics: console, logs: console): 6 spans, 6 log events and the " in (
         proc.stdout
     )
-    assert "export finished within 5 s" in proc.stdout
+    assert re.search(r"; \d+ exports delivered within 5 s$", proc.stdout.rstrip("\n")), proc.stdout
 
 
 def test_otlp_backend_receives_one_metrics_export() -> None:
@@ -54,7 +57,7 @@ def test_otlp_backend_receives_one_metrics_export() -> None:
         assert len(receiver.metric_requests) == 1
         assert len(receiver.metrics("gen_ai.evaluation.score")) == 1
     assert "warning" not in proc.stderr
-    assert "export finished within" in proc.stdout
+    assert re.search(r"; \d+ exports delivered within 5 s$", proc.stdout.rstrip("\n")), proc.stdout
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
@@ -76,7 +79,9 @@ def test_unreachable_endpoint_is_named_in_a_warning_and_the_summary(protocol: st
         "Connection refused; telemetry may not be delivered (the exit waits at most 1 s for it)"
     ]
     assert "evaluator: captured 2, sampled out 0, not selected 0, evaluated 2" in proc.stdout
-    assert "did not accept a connection at the start: probably not delivered" in proc.stdout
+    last = proc.stdout.rstrip("\n").splitlines()[-1]
+    assert last.endswith("; an OTLP endpoint did not accept a connection at the start"), last
+    assert "failed (see the warnings above)" in last or "export unfinished after 1 s" in last, last
     # The SDK's exporters log their failed exports naming the endpoint as configured ("Failed to export
     # metrics to alice:s3cret@127.0.0.1:...", "url: /otlp?token=abc123/v1/metrics"): printed through the
     # CLI's redacting handler, with neither secret. (The gRPC exporter names its endpoint in every such
@@ -116,3 +121,48 @@ def test_probe_reports_only_endpoints_that_refuse(
         f"https://127.0.0.1:{dead}/v1/logs (logs): Connection refused"
     ]
     assert unreachable_otlp_endpoints({"traces": ("console",), "metrics": (), "logs": ()}) == []
+
+
+class _Refusing(http.server.BaseHTTPRequestHandler):
+    """An OTLP/HTTP endpoint that answers every export 400 Bad Request."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.send_response(400)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:  # the base class names it `format`
+        return None
+
+
+@pytest.fixture
+def refusing_endpoint() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_endpoint_that_refuses_every_export_is_reported_failed_not_delivered(
+    refusing_endpoint: str,
+) -> None:
+    # The endpoint accepts connections and answers each export 400: the last line said "export finished
+    # within 5 s" (force_flush returned) though nothing was delivered. It now counts the exporters' results.
+    proc = run_demo(
+        "--limit",
+        "2",
+        env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": refusing_endpoint,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        },
+    )
+    assert proc.returncode == 0, proc.stderr
+    last = proc.stdout.rstrip("\n").splitlines()[-1]
+    assert re.search(r"; [1-9]\d* exports? failed \(see the warnings above\)$", last), last
+    assert "delivered" not in last and "finished" not in last
+    assert "400" in proc.stderr  # the SDK's warnings the line points to

@@ -6,6 +6,9 @@ deletes it first.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from ctxutil_otel import Settings
@@ -13,7 +16,7 @@ from ctxutil_otel.cli import build_parser
 from ctxutil_otel.cli._demo import _settings
 from ctxutil_otel.worker import Evaluator
 
-from ..support.env import WORKER_CPU_ENV
+from ..support.env import WORKER_CPU_ENV, environ_without_settings
 
 
 def _demo_settings(*argv: str) -> Settings:
@@ -62,3 +65,21 @@ def test_the_judge_option_help_names_the_default_judge(command: str) -> None:
     text = judge.help or ""
     assert f"else {default}" in text and "CTXUTIL_JUDGE" in text, text
     assert "or learned" not in text
+
+
+@pytest.mark.parametrize(("argv", "env"), [(["--judge", "openai"], {}), ([], {"CTXUTIL_JUDGE": "openai"})])
+def test_the_openai_judge_without_a_key_is_a_one_line_error(argv: list[str], env: dict[str, str]) -> None:
+    # demo printed a raw traceback ending "ValueError: api_key: none given ..." where evaluate, bench and
+    # serve print "error: api_key: ..." and exit 2.
+    base = environ_without_settings("OPENAI_")
+    proc = subprocess.run(
+        [sys.executable, "-m", "ctxutil_otel", "demo", "--limit", "1", *argv],
+        capture_output=True,
+        text=True,
+        env={**base, **env},
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: api_key: none given and OPENAI_API_KEY is not set"), proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr

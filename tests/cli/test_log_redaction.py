@@ -9,14 +9,27 @@ fresh interpreter with the CLI's logging installed as ``main`` installs it.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 
 import pytest
 
-from ctxutil_otel._redact import redact_urls, redact_with_urls
+from ctxutil_otel._redact import OtlpHeaderSecrets, otlp_header_secrets, redact_urls, redact_with_urls
 from tests.support.env import environ_without_settings
 from tests.support.net import free_port
+from tests.support.otlp_receiver import OTLPReceiver
+
+from .conftest import run_demo
+
+SECRET = "s3cr3tT0kenValue"
+# Header variables the SDK finds malformed (it logs the item whole, secret and all): the forms users copy
+# from vendors' docs (``name: value``, ``name value``), per signal too.
+MALFORMED_HEADERS = [
+    ("OTEL_EXPORTER_OTLP_HEADERS", f"x-honeycomb-team: {SECRET}"),
+    ("OTEL_EXPORTER_OTLP_HEADERS", f"signoz-access-token:{SECRET}"),
+    ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", f"x-ok=fine, dd-api-key {SECRET}"),
+]
 
 _EXPORT = """
 import logging, sys
@@ -73,3 +86,81 @@ def test_the_http_exporters_retry_line_is_printed_without_the_credentials() -> N
 def test_what_is_redacted_and_what_is_not(line: str, printed: str) -> None:
     assert redact_with_urls(line) == printed
     assert redact_urls(printed) == printed  # idempotent: a redacted line stays as it is
+
+
+@pytest.mark.parametrize(("variable", "value"), MALFORMED_HEADERS)
+def test_demo_prints_a_malformed_header_variable_without_its_secret(variable: str, value: str) -> None:
+    with OTLPReceiver() as receiver:
+        proc = run_demo(
+            "--limit",
+            "1",
+            "--quiet",
+            env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.grpc_endpoint, variable: value},
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert "Header format invalid!" in proc.stderr and f"occurrences: {'[REDACTED]'}" in proc.stderr, (
+        proc.stderr
+    )
+    assert SECRET.lower() not in (proc.stderr + proc.stdout).lower()
+
+
+def test_serve_prints_a_malformed_header_variable_without_its_secret() -> None:
+    env = environ_without_settings()
+    env.update(
+        {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}",
+            "OTEL_EXPORTER_OTLP_HEADERS": f"x-honeycomb-team: {SECRET}",
+            "OTEL_EXPORTER_OTLP_LOGS_HEADERS": f"authorization=Bearer%20{SECRET}x, x-tenant {SECRET}y",
+            "CTXUTIL_SHUTDOWN_TIMEOUT_S": "2",
+        }
+    )
+    popen = subprocess.Popen(
+        [sys.executable, "-m", "ctxutil_otel", "serve", "--grpc-port", "0", "--http-port", str(free_port())],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert popen.stderr is not None
+        lines = []
+        for line in popen.stderr:  # the header lines come first: the exporters are built before listening
+            lines.append(line)
+            if "listening" in line:
+                break
+        popen.send_signal(signal.SIGTERM)
+        _, rest = popen.communicate(timeout=60)
+    finally:
+        if popen.poll() is None:
+            popen.kill()
+            popen.wait(10)
+    output = "".join(lines) + rest
+    assert popen.returncode == 0, output
+    assert output.count("Header format invalid!") >= 3, output
+    assert "stopped;" in output
+    assert SECRET.lower() not in output.lower()
+
+
+@pytest.mark.parametrize(
+    ("raw", "found"),
+    [
+        ("x-honeycomb-team: abcdefgh12", {"x-honeycomb-team: abcdefgh12", "abcdefgh12"}),
+        (" a=b , dd-api-key  abcdefgh12 ,", {"a=b", "dd-api-key  abcdefgh12", "abcdefgh12"}),
+        (
+            "authorization=Bearer%20tok3n-value",
+            {"authorization=Bearer%20tok3n-value", "Bearer%20tok3n-value", "Bearer tok3n-value"},
+        ),
+        ("lonesecretvalue", {"lonesecretvalue"}),  # no separator: the item is the value
+        ("", set()),
+    ],
+)
+def test_header_variables_are_parsed_leniently(raw: str, found: set[str]) -> None:
+    assert otlp_header_secrets(raw) == found
+
+
+def test_header_values_are_redacted_in_any_case_and_read_at_each_record() -> None:
+    environ = {"OTEL_EXPORTER_OTLP_METRICS_HEADERS": "x-key: abcdefgh12, x-flag=true"}
+    redact_headers = OtlpHeaderSecrets(environ)
+    assert redact_headers("got ABCDEFGH12 and true; x-flag=true") == "got [REDACTED] and true; [REDACTED]"
+    environ["OTEL_EXPORTER_OTLP_METRICS_HEADERS"] = "x-key: zyxwvuts98"
+    assert redact_headers("abcdefgh12 zyxwvuts98") == "abcdefgh12 [REDACTED]"

@@ -14,10 +14,12 @@ import logging
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy
 import pytest
 from langchain_core.documents import Document
 from openai import OpenAI
@@ -196,8 +198,9 @@ def test_retrieved_content_that_is_not_a_list_of_chunks_is_named_as_the_batch_pa
     [
         ("metadata", "x", "`metadata` must be a mapping or None, got str"),
         ("span_context", "abc", "`span_context` must be an opentelemetry.trace.SpanContext"),
-        ("interaction_id", [1], "`interaction_id` must be a string, an integer or None, got list"),
-        ("interaction_id", True, "`interaction_id` must be a string, an integer or None, got bool"),
+        ("interaction_id", [1], "`interaction_id` must be a string, an integer, a UUID or None, got list"),
+        ("interaction_id", True, "`interaction_id` must be a string, an integer, a UUID or None, got bool"),
+        ("interaction_id", 1.5, "`interaction_id` must be a string, an integer, a UUID or None, got float"),
     ],
 )
 def test_a_call_argument_of_the_wrong_type_is_counted_and_logged_naming_it(
@@ -264,6 +267,104 @@ def test_an_integer_id_and_a_non_string_name_are_taken_not_failed_or_sampled_out
     assert (stats.captured, stats.evaluated, stats.sampled_out, stats.failed) == (3, 3, 0, {}), stats
     ids = {s.attributes.get(n.ATTR_INTERACTION_ID) for s in telemetry.spans(n.SPAN_EVALUATION)}  # type: ignore[union-attr]
     assert {"12345", "order-7"} <= ids
+    evaluator.shutdown(5_000)
+
+
+@pytest.mark.parametrize("worker", ["thread", "process"])
+def test_uuid_and_numpy_integer_ids_are_taken_and_a_long_id_is_cut(telemetry: Telemetry, worker: str) -> None:
+    # interaction_id=uuid.uuid4() and numpy.int64(5) (a DataFrame's id column) were refused: dropped
+    # capture_error, one WARNING per process and then silently. A 1,000,000-character id was emitted uncut
+    # on the span and the event. A UUID is its text, anything with __index__ its decimal text, and an id
+    # is cut to 256 characters (the last one "…").
+    evaluator = _evaluator(telemetry, worker=worker)
+    args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
+    given = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    assert evaluator.record_interaction(**args, interaction_id=given)
+    assert evaluator.record_interaction(**args, interaction_id=numpy.int64(5))
+    assert evaluator.record_interaction(**args, interaction_id="i" * 1_000_000)
+    assert evaluator.force_flush(30_000)
+    stats = evaluator.stats()
+    assert (stats.captured, stats.evaluated, stats.dropped) == (3, 3, {}), stats
+    cut = "i" * 255 + "…"
+    span_ids = {(s.attributes or {}).get(n.ATTR_INTERACTION_ID) for s in telemetry.spans(n.SPAN_EVALUATION)}
+    assert span_ids == {str(given), "5", cut}
+    event_ids = {(r.log_record.attributes or {}).get(n.ATTR_INTERACTION_ID) for r in telemetry.logs()}
+    assert event_ids == {str(given), "5", cut}
+    evaluator.shutdown(5_000)
+
+
+@pytest.mark.parametrize(
+    ("argument", "value", "dimension"),
+    [
+        ("model", 123, n.ATTR_REQUEST_MODEL),
+        ("provider", ["openai"], n.ATTR_PROVIDER_NAME),
+        ("retriever_name", {"a": 1}, n.ATTR_RETRIEVER_NAME),
+        ("name", b"checkout", n.ATTR_CHAIN_NAME),
+    ],
+)
+def test_a_dimension_of_the_wrong_type_is_left_out_with_a_warning_naming_it(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture, argument: str, value: object, dimension: str
+) -> None:
+    # model=123, provider=["openai"], retriever_name={...} and name=b"..." were ignored silently: the
+    # results came without the dimension and nothing said why. Now a WARNING names the argument (once per
+    # argument), and the interaction is still evaluated, without that dimension.
+    evaluator = _evaluator(telemetry)
+    args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
+    with caplog.at_level(logging.WARNING, logger="ctxutil_otel"):
+        assert evaluator.record_interaction(**args, **{argument: value})
+        assert evaluator.record_interaction(**args, **{argument: value})
+    assert evaluator.force_flush(30_000)
+    stats = evaluator.stats()
+    assert (stats.captured, stats.evaluated, stats.dropped) == (2, 2, {}), stats
+    assert all(dimension not in (s.attributes or {}) for s in telemetry.spans(n.SPAN_EVALUATION))
+    records = [r for r in caplog.records if "record_interaction" in r.getMessage()]
+    assert [r.getMessage() for r in records] == [
+        f"ctxutil evaluator: record_interaction: `{argument}` must be a string or None, got "
+        f"{type(value).__name__}; the interaction is evaluated without it (logged once per argument)"
+    ]
+    evaluator.shutdown(5_000)
+
+
+class _RaisingMapping(Mapping[str, object]):
+    def __getitem__(self, key: str) -> object:
+        raise RuntimeError("getitem boom")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(["tier"])
+
+    def __len__(self) -> int:
+        return 1
+
+
+def _raising_chunks() -> Iterator[str]:
+    yield CHUNKS[0]
+    raise RuntimeError("generator boom")
+
+
+@pytest.mark.parametrize(
+    ("argument", "value", "cause"),
+    [("retrieved_content", _raising_chunks, "generator boom"), ("metadata", _RaisingMapping, "getitem boom")],
+)
+def test_an_argument_whose_reading_raises_is_named_in_the_error_log(
+    telemetry: Telemetry,
+    caplog: pytest.LogCaptureFixture,
+    argument: str,
+    value: Callable[[], object],
+    cause: str,
+) -> None:
+    # A generator of chunks that raised, or a metadata mapping whose methods raise, was logged as
+    # "record_interaction failed (counted capture_error)", the argument left to the traceback.
+    evaluator = _evaluator(telemetry)
+    args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
+    with caplog.at_level(logging.WARNING, logger="ctxutil_otel"):
+        assert not evaluator.record_interaction(**{**args, argument: value()})
+    assert evaluator.stats().dropped == {"capture_error": 1}
+    (record,) = [r for r in caplog.records if "record_interaction" in r.getMessage()]
+    assert record.levelno == logging.ERROR
+    assert record.getMessage().startswith(
+        f"ctxutil evaluator: record_interaction failed reading `{argument}`"
+    )
+    assert record.exc_info is not None and cause in str(record.exc_info[1])
     evaluator.shutdown(5_000)
 
 

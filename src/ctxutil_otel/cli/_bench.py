@@ -34,6 +34,7 @@ from ._io import (
     Line,
     add_judge_options,
     batch_judge,
+    enumerated,
     read_items,
     report_bad_line,
     settings_from_args,
@@ -59,6 +60,7 @@ def register(subparsers: Any) -> None:
     source.add_argument("file", type=Path, metavar="FILE.jsonl", nargs="?")
     source.add_argument(
         "--data",
+        type=enumerated,
         choices=sorted(DATASETS),
         default=None,
         help="a bundled labelled set instead of FILE.jsonl: sample (250 RAGBench rows), seed (80 short "

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 
@@ -31,7 +31,12 @@ from ..emit._endpoints import unreachable_otlp_endpoints
 from ..emit._from_settings import build_emitter
 from ..metric._agreement import AgreementReport, LabelledRow, agreement
 from ..metric._results import MetricEvaluationResult
-from ._io import judge_choices
+from ._io import enumerated, judge_choices
+
+if TYPE_CHECKING:
+    from ..emit._setup import TelemetryHandle
+    from ..worker._evaluator import Evaluator
+    from ._demo_count import ExportTally
 
 __all__ = ["register"]
 
@@ -56,6 +61,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--judge",
+        type=enumerated,
         choices=judge_choices(),
         default=None,
         help="default: CTXUTIL_JUDGE, else semantic (learned, with one warning, without the "
@@ -202,19 +208,33 @@ def _destinations(destinations: Mapping[str, Sequence[str]]) -> str | None:
 
 
 def _telemetry_line(
-    destinations: str | None, made: str, exported: bool, budget_s: float, unreachable: Sequence[str]
+    destinations: str | None,
+    made: str,
+    exports: ExportTally,
+    finished: bool,
+    budget_s: float,
+    unreachable: Sequence[str],
 ) -> str:
     """The summary's last line: how much telemetry was made, where it went and how its export at exit
-    ended (``destinations`` ``None``: nowhere)."""
+    ended, from the exporters' results (``exports``) and whether the shutdown finished in time
+    (``finished``); ``destinations`` ``None``: nowhere."""
     if destinations is None:
         return f"telemetry: {made} made, {_NOT_EXPORTED}"
-    if unreachable:
-        state = "an OTLP endpoint did not accept a connection at the start: probably not delivered"
-    elif exported:
-        state = f"export finished within {budget_s:g} s"
-    else:
-        state = f"export unfinished after {budget_s:g} s: what was still being sent is lost"
-    return f"telemetry ({destinations}): {made}; {state}"
+    problems = []
+    if exports.failed:
+        problems.append(
+            f"{exports.failed} export{'s' * (exports.failed != 1)} failed (see the warnings above)"
+        )
+    if not finished:
+        problems.append(f"export unfinished after {budget_s:g} s: what was still being sent is lost")
+    if problems and unreachable:
+        problems.append("an OTLP endpoint did not accept a connection at the start")
+    if problems:
+        return f"telemetry ({destinations}): {made}; {'; '.join(problems)}"
+    if not exports.delivered:
+        return f"telemetry ({destinations}): {made}; nothing exported"
+    delivered = f"{exports.delivered} export{'s' * (exports.delivered != 1)} delivered"
+    return f"telemetry ({destinations}): {made}; {delivered} within {budget_s:g} s"
 
 
 def render_summary(
@@ -305,12 +325,32 @@ def _agreement(
     return agreement([p[0] for p in pairs], [p[1] for p in pairs])
 
 
+def _evaluator(settings: Settings, telemetry: TelemetryHandle) -> tuple[_Collecting, Evaluator] | None:
+    """The demo's collecting emitter and evaluator; ``None`` (after printing the error and shutting the
+    telemetry down) when the judge cannot be built: no API key, a missing extra (named, never a secret)."""
+    from ..worker._evaluator import Evaluator
+
+    try:
+        emitter = _Collecting(
+            build_emitter(
+                settings,
+                tracer_provider=telemetry.tracer_provider,
+                meter_provider=telemetry.meter_provider,
+                logger_provider=telemetry.logger_provider,
+            )
+        )
+        return emitter, Evaluator(emitter=emitter, settings=settings)
+    except (ValueError, ImportError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        telemetry.shutdown(1_000)
+        return None
+
+
 def run(args: argparse.Namespace) -> int:
     from ..capture._langchain import UtilizationCallbackHandler
     from ..demo import build_rag_chain, replay_parts
     from ..emit._setup import configure_telemetry
-    from ..worker._evaluator import Evaluator
-    from ._demo_count import TelemetryCount
+    from ._demo_count import ExportTally, TelemetryCount
 
     if args.limit < 0 or args.interval < 0:
         print("error: --limit and --interval must be >= 0", file=sys.stderr)
@@ -328,7 +368,7 @@ def run(args: argparse.Namespace) -> int:
     # OTLP export requests time out with the shutdown deadline unless OTEL_EXPORTER_OTLP_*TIMEOUT says
     # otherwise, so an unreachable backend costs the exit at most that long (the SDK's default is 10 s per
     # signal, with retries).
-    count = TelemetryCount()
+    count, exports = TelemetryCount(), ExportTally()
     try:
         telemetry = configure_telemetry(
             console=args.show_telemetry,
@@ -336,20 +376,16 @@ def run(args: argparse.Namespace) -> int:
             otlp_timeout_s=max(1.0, settings.shutdown_timeout_s),
             span_processors=[count.span_processor],
             log_record_processors=[count.log_record_processor],
+            wrap_exporter=exports.wrap,
         )
     except ValueError as exc:  # unsupported OTEL_* exporter/protocol values, named
         print(f"error: {exc}", file=sys.stderr)
         return 2
     export_budget_s = max(1.0, settings.shutdown_timeout_s, telemetry.otlp_timeout_s or 0.0)
-    emitter = _Collecting(
-        build_emitter(
-            settings,
-            tracer_provider=telemetry.tracer_provider,
-            meter_provider=telemetry.meter_provider,
-            logger_provider=telemetry.logger_provider,
-        )
-    )
-    evaluator = Evaluator(emitter=emitter, settings=settings)
+    built = _evaluator(settings, telemetry)
+    if built is None:
+        return 2
+    emitter, evaluator = built
     handler = UtilizationCallbackHandler(evaluator=evaluator)
     stop = _stop_on_signals() if args.loop else None  # before the banner: a signal from now on is handled
     retriever, model = replay_parts(rows)
@@ -384,7 +420,7 @@ def run(args: argparse.Namespace) -> int:
     exported = telemetry.shutdown(int(export_budget_s * 1000))
     stats = evaluator.stats()
     print(render_summary(rows, emitter.results, stats, _agreement(rows, emitter.results), elapsed, passes))
-    print(_telemetry_line(destinations, count.describe(), exported, export_budget_s, unreachable))
+    print(_telemetry_line(destinations, count.describe(), exports, exported, export_budget_s, unreachable))
     if not flushed:
         print("warning: evaluations were still pending at the flush deadline", file=sys.stderr)
     return 0 if flushed and not stats.failed and not bad_lines else 1

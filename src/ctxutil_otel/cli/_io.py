@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
+from .._interaction import interaction_id_text
 from .._item import DatasetItem
 from .._settings import Settings
 from ..judges._from_settings import build_named_judge
@@ -28,6 +29,7 @@ __all__ = [
     "Line",
     "add_judge_options",
     "batch_judge",
+    "enumerated",
     "judge_choices",
     "quiet_broken_pipe",
     "read_items",
@@ -103,13 +105,22 @@ def _not_unicode(item: DatasetItem) -> str | None:
     return None
 
 
+_JSON_TYPES = {bool: "boolean", float: "number", list: "array", dict: "object"}
+
+
 def _item_id(raw_id: object) -> str | None:
-    """A string ``id`` as it is, an integer one as its decimal string (``bool`` is not an id)."""
-    if isinstance(raw_id, str):
-        return raw_id
-    if isinstance(raw_id, int) and not isinstance(raw_id, bool):
-        return str(raw_id)
-    return None
+    """The line's ``id`` by ``record_interaction``'s rule
+    (:func:`~ctxutil_otel._interaction.interaction_id_text`): a string as it is, an integer as its decimal
+    string, cut to 256 characters; ``null`` or absent: none.
+
+    Raises:
+        ValueError: ``id: must be a string, an integer or null, got number`` for any other JSON type.
+    """
+    try:
+        return interaction_id_text(raw_id)
+    except TypeError:
+        got = _JSON_TYPES.get(type(raw_id), type(raw_id).__name__)
+        raise ValueError(f"id: must be a string, an integer or null, got {got}") from None
 
 
 def _parse(number: int, raw: bytes) -> Line | BadLine | None:
@@ -133,13 +144,16 @@ def _parse(number: int, raw: bytes) -> Line | BadLine | None:
     canonical = _canonical(row)
     if isinstance(canonical, str):
         return BadLine(number, canonical)
-    raw_id = canonical.get("id")
+    try:
+        item_id = _item_id(canonical.get("id"))
+    except ValueError as exc:
+        return BadLine(number, str(exc))
     try:
         item = DatasetItem(
             query=canonical["query"],
             actual_output=canonical["actual_output"],
             retrieved_content=canonical["retrieved_content"],
-            id=_item_id(raw_id),
+            id=item_id,
         )
     except ValidationError as exc:
         return BadLine(number, _first_error(exc))
@@ -153,12 +167,12 @@ def read_items(path: Path) -> Iterator[Line | BadLine]:
     """Yield one :class:`Line` or :class:`BadLine` per non-blank line of a JSONL file.
 
     Reads ``query``, ``retrieved_content`` and ``actual_output`` under any of their :data:`FIELD_NAMES`
-    (and ``id`` when it is a string or an integer, as its decimal string); other keys are kept in
-    ``Line.row`` only. A UTF-8 byte order mark before the first line is skipped. A line that is not
+    (and ``id``: a string, or an integer as its decimal string, cut to 256 characters); other keys are
+    kept in ``Line.row`` only. A UTF-8 byte order mark before the first line is skipped. A line that is not
     UTF-8, not JSON (the column is the character where reading stopped), nested too deeply, holding an
     integer of more than 4,300 digits (Python's limit on converting one), missing a field, giving one
-    twice, of the wrong type or holding text that is not valid Unicode is a :class:`BadLine`;
-    it never stops the rest.
+    twice, of the wrong type (``id`` included) or holding text that is not valid Unicode is a
+    :class:`BadLine`; it never stops the rest.
 
     Raises:
         OSError: when the file cannot be opened.
@@ -175,6 +189,12 @@ def report_bad_line(path: Path, bad: BadLine) -> None:
     print(f"{path}:{bad.number}: {bad.error}", file=sys.stderr)
 
 
+def enumerated(value: str) -> str:
+    """An enumerated option's value as the settings read one (docs/settings.md): in any case, surrounding
+    blanks ignored (``--judge " LEXICAL"`` is ``lexical``); pass as ``type=`` beside ``choices=``."""
+    return value.strip().lower()
+
+
 def judge_choices() -> tuple[str, ...]:
     """The judge names :class:`Settings` accepts (its ``judge`` field's literal values)."""
     return tuple(str(v) for v in typing.get_args(Settings.model_fields["judge"].annotation))
@@ -185,6 +205,7 @@ def add_judge_options(parser: argparse.ArgumentParser) -> None:
     that :func:`settings_from_args` resolves option > ``CTXUTIL_*`` variable > default."""
     parser.add_argument(
         "--judge",
+        type=enumerated,
         choices=judge_choices(),
         default=None,
         help="judge (default: CTXUTIL_JUDGE, else semantic: learned, with one warning, without the "
@@ -196,7 +217,11 @@ def add_judge_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--threshold", type=float, default=None, help="pass threshold in [0, 1]")
     parser.add_argument(
-        "--mode", choices=("granular", "fast"), default=None, help="granular (reasons) or fast"
+        "--mode",
+        type=enumerated,
+        choices=("granular", "fast"),
+        default=None,
+        help="granular (reasons) or fast",
     )
     parser.add_argument(
         "--concurrency",

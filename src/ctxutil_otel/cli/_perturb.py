@@ -52,6 +52,7 @@ from pydantic import BaseModel
 from .._item import DatasetItem
 from ..metric import MetricEvaluationResult, MetricRunner
 from ..metric._agreement import prediction_from_result
+from ._io import enumerated
 from ._perturb_rows import FROM_OTHER_ROWS, PERTURBATIONS, add_offtopic, perturb
 
 __all__ = [
@@ -87,6 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--perturb",
         action="append",
+        type=enumerated,
         choices=PERTURBATIONS,
         default=None,
         help="drift check, repeatable: swap answers between rows, truncate answers to their first "

@@ -187,6 +187,7 @@ def configure_telemetry(
     span_processors: Sequence[SpanProcessor] = (),
     log_record_processors: Sequence[LogRecordProcessor] = (),
     otlp_timeout_s: float | None = None,
+    wrap_exporter: Callable[[Any], Any] | None = None,
 ) -> TelemetryHandle:
     """Build a TracerProvider, MeterProvider and LoggerProvider exporting per the environment.
 
@@ -209,6 +210,9 @@ def configure_telemetry(
         otlp_timeout_s: Timeout of each OTLP export request, seconds (retries included), used only where
             the user set neither ``OTEL_EXPORTER_OTLP_{SIGNAL}_TIMEOUT`` nor ``OTEL_EXPORTER_OTLP_TIMEOUT``
             (seconds, as the Python exporters read them); ``None``: the exporters' default (10 s).
+        wrap_exporter: Called with each exporter built (a ``SpanExporter``, ``MetricExporter`` or
+            ``LogRecordExporter``); what it returns is used instead (e.g. a delegating exporter that
+            counts export results, as the demo's summary does). Default: the exporters as built.
 
     Returns:
         A :class:`TelemetryHandle`; call ``shutdown()`` when done (also registered with ``atexit``).
@@ -221,6 +225,8 @@ def configure_telemetry(
     destinations = exporter_destinations(console)
     out = console_out if console_out is not None else sys.stdout
     exporters, longest_timeout = _exporters(destinations, out, console_format == "compact", otlp_timeout_s)
+    if wrap_exporter is not None:
+        exporters = {signal: [wrap_exporter(e) for e in built] for signal, built in exporters.items()}
     span_exporters: list[SpanExporter] = exporters["traces"]
     metric_exporters: list[MetricExporter] = exporters["metrics"]
     log_exporters: list[LogRecordExporter] = exporters["logs"]

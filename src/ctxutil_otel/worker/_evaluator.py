@@ -8,7 +8,8 @@ import logging
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, SupportsIndex
+from uuid import UUID
 
 from .._accounting import Admission, DropReason
 from .._selection import SelectionFacts
@@ -20,7 +21,7 @@ from ..metric._contextual_utilization import ContextualUtilization
 from ..sampling import TraceIdRatioSampler
 from ._engine import Engine
 from ._process import ChildProcessJudging
-from ._record import ArgumentError, facts_of_call, interaction_of_call
+from ._record import ArgumentError, ArgumentReadError, facts_of_call, ignored_arguments, interaction_of_call
 from ._stats import EvaluatorStats
 from ._ticket import Ticket
 from ._types import EvaluationEmitter
@@ -124,7 +125,7 @@ class Evaluator:
         )
         self._settings = resolved
         self._record_logged = False  # record_interaction's first unexpected error was logged
-        self._record_refused: set[str] = set()  # the record_interaction arguments refused (and logged) once
+        self._record_refused: set[str] = set()  # the record_interaction arguments whose problem was logged
         judging: ContextualUtilization | ChildProcessJudging
         if resolved.worker == "process":  # the child builds the judge (a metric given is pickled to it)
             judging = ChildProcessJudging(
@@ -189,7 +190,7 @@ class Evaluator:
         name: str | None = None,
         metadata: Mapping[str, object] | None = None,
         span_context: SpanContext | None = None,
-        interaction_id: str | int | None = None,
+        interaction_id: str | SupportsIndex | UUID | None = None,
     ) -> bool:
         """Evaluate one finished RAG interaction of an application without a framework (the seed's field
         names, as ``DatasetItem``); the call for code that retrieves and generates by itself (the OpenAI
@@ -214,15 +215,20 @@ class Evaluator:
             span_context: The ``SpanContext`` to evaluate under; default: the current OpenTelemetry span
                 (the evaluation span becomes its child, in its trace), else a new ``rag.interaction``
                 root span.
-            interaction_id: ``ctxutil.interaction.id`` of the result: a string, or an integer (as its
-                decimal text).
+            interaction_id: ``ctxutil.interaction.id`` of the result: a string, a ``uuid.UUID`` (as its
+                text) or an integer (``int``, ``numpy.int64``: anything with ``__index__``, as its decimal
+                text), cut to 256 characters.
 
         Returns ``True`` when queued for evaluation; ``False`` when not selected, sampled out or refused
         (each counted in :meth:`stats`, as for the capture paths: same selection rules, sampling, rate
         cap, queue and token budget). Never raises and never blocks: the texts are validated off the
         request path (a wrong type fails that evaluation ``invalid_input``, its explanation naming the
         field); a ``metadata``, ``span_context`` or ``interaction_id`` of the wrong type is counted
-        dropped ``capture_error`` at the call and logged once per argument (a WARNING naming it), and an
+        dropped ``capture_error`` at the call and logged once per argument (a WARNING naming it); a
+        ``model``, ``provider``, ``retriever_name`` or ``name`` that is not a string is left out (the
+        interaction evaluated without that dimension; a WARNING naming it, once per argument); an
+        argument whose reading raises (a generator of chunks, a mapping's own methods) is counted dropped
+        ``capture_error`` and logged once per argument, an ERROR naming it with the error; any other
         unexpected error is logged once and counted dropped ``capture_error``.
         """
         try:
@@ -240,9 +246,11 @@ class Evaluator:
                 interaction_id=interaction_id,
             )
             facts = facts_of_call(name, metadata)
+            ignored = ignored_arguments(
+                model=model, provider=provider, retriever_name=retriever_name, name=name
+            )
         except ArgumentError as exc:  # a wrong argument type: counted, logged once per argument
-            if exc.argument not in self._record_refused:
-                self._record_refused.add(exc.argument)
+            if self._first_time(exc.argument):
                 _log.warning(
                     "ctxutil evaluator: record_interaction: %s; the interaction is counted dropped "
                     "capture_error (logged once per argument)",
@@ -250,13 +258,37 @@ class Evaluator:
                 )
             self.admit(0, None, lost="capture_error")
             return False
+        except ArgumentReadError as exc:  # reading an argument raised: counted, logged once per argument
+            if self._first_time(f"reading {exc.argument}"):
+                _log.error(
+                    "ctxutil evaluator: record_interaction failed reading `%s` (counted capture_error; "
+                    "logged once per argument)",
+                    exc.argument,
+                    exc_info=exc.__cause__,
+                )
+            self.admit(0, None, lost="capture_error")  # the trace id is unknown: 0
+            return False
         except Exception:  # never raise into the application; counted, logged once
             if not self._record_logged:
                 self._record_logged = True
                 _log.exception("ctxutil evaluator: record_interaction failed (counted capture_error)")
             self.admit(0, None, lost="capture_error")  # the trace id is unknown: 0
             return False
+        for problem in ignored:  # a dimension of the wrong type: left out, the interaction still evaluated
+            if self._first_time(problem.argument):
+                _log.warning(
+                    "ctxutil evaluator: record_interaction: %s; the interaction is evaluated without it "
+                    "(logged once per argument)",
+                    problem,
+                )
         return self.admit(interaction.trace_id, facts).submit(interaction)  # neither blocks nor raises
+
+    def _first_time(self, argument: str) -> bool:
+        """Whether ``record_interaction``'s problem with ``argument`` is logged now (once per argument)."""
+        if argument in self._record_refused:
+            return False
+        self._record_refused.add(argument)
+        return True
 
     def would_sample(self, trace_id: int, facts: SelectionFacts | None = None) -> bool:
         """The selection decision of :meth:`admit` alone (rules with ``facts``, else ``sample_rate``);

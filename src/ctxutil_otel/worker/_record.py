@@ -7,7 +7,10 @@ path, which fails a wrong one ``invalid_input`` naming the field) and :func:`fac
 selection rules' facts; ``Evaluator.record_interaction`` then hands the interaction over as every capture
 path does, through one ticket: ``admit(...).submit(interaction)``. The call's own arguments (``metadata``,
 ``span_context``, ``interaction_id``) are checked at the call, by type only: a wrong one raises
-:class:`ArgumentError`, which ``record_interaction`` logs and counts dropped ``capture_error``.
+:class:`ArgumentError`, which ``record_interaction`` logs and counts dropped ``capture_error``. A dimension
+argument (``model``, ``provider``, ``retriever_name``, ``name``) that is not a string is left out
+(:func:`ignored_arguments`: logged, the interaction still evaluated). An argument whose reading raises (a
+generator of chunks that raises, a mapping whose methods raise) raises :class:`ArgumentReadError` naming it.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from opentelemetry import trace
 from opentelemetry.trace import SpanContext
 
-from .._interaction import Interaction
+from .._interaction import Interaction, interaction_id_text
 from .._item import chunk_list
 from .._selection import SelectionFacts
 from ..emit._names import (
@@ -30,7 +33,14 @@ from ..emit._names import (
     DIMENSION_METADATA_PREFIX,
 )
 
-__all__ = ["SOURCE", "ArgumentError", "facts_of_call", "interaction_of_call"]
+__all__ = [
+    "SOURCE",
+    "ArgumentError",
+    "ArgumentReadError",
+    "facts_of_call",
+    "ignored_arguments",
+    "interaction_of_call",
+]
 
 #: ``ctxutil.interaction.source`` of these interactions.
 SOURCE = "record_interaction"
@@ -40,24 +50,48 @@ class ArgumentError(TypeError):
     """A ``record_interaction`` argument that is not of its documented type; the message names the
     argument, what it takes and the type given (never the value)."""
 
-    def __init__(self, argument: str, expected: str, value: object) -> None:
+    def __init__(self, argument: str, problem: str) -> None:
         self.argument = argument
-        super().__init__(f"`{argument}` must be {expected}, got {type(value).__name__}")
+        super().__init__(f"`{argument}` {problem}")
+
+    @classmethod
+    def wrong_type(cls, argument: str, expected: str, value: object) -> ArgumentError:
+        """``argument`` must be ``expected``, got ``type(value)``."""
+        return cls(argument, f"must be {expected}, got {type(value).__name__}")
 
 
-def check_arguments(*, metadata: object, span_context: object, interaction_id: object) -> None:
+class ArgumentReadError(Exception):
+    """Reading a ``record_interaction`` argument raised (the error chained as ``__cause__``)."""
+
+    def __init__(self, argument: str) -> None:
+        self.argument = argument
+        super().__init__(f"reading `{argument}` raised")
+
+
+def ignored_arguments(**dimensions: object) -> list[ArgumentError]:
+    """An :class:`ArgumentError` for each dimension argument (``model=...``) given that is not a string:
+    the interaction is evaluated without that dimension (a ``name`` that is not one is no name)."""
+    return [
+        ArgumentError.wrong_type(argument, "a string or None", value)
+        for argument, value in dimensions.items()
+        if value is not None and not isinstance(value, str)
+    ]
+
+
+def check_arguments(*, metadata: object, span_context: object, interaction_id: object) -> str | None:
     """Raise :class:`ArgumentError` for a ``metadata`` that is not a mapping, a ``span_context`` that is
-    not a ``SpanContext``, or an ``interaction_id`` that is neither a string nor an integer (``None``
-    is each one's default)."""
+    not a ``SpanContext``, or an ``interaction_id`` that
+    :func:`~ctxutil_otel._interaction.interaction_id_text` refuses (``None`` is each one's default); return
+    the id's text."""
     if metadata is not None and not isinstance(metadata, Mapping):
-        raise ArgumentError("metadata", "a mapping or None", metadata)
+        raise ArgumentError.wrong_type("metadata", "a mapping or None", metadata)
     if span_context is not None and not isinstance(span_context, SpanContext):
         expected = "an opentelemetry.trace.SpanContext (span.get_span_context()) or None"
-        raise ArgumentError("span_context", expected, span_context)
-    if interaction_id is not None and (
-        not isinstance(interaction_id, (str, int)) or isinstance(interaction_id, bool)
-    ):
-        raise ArgumentError("interaction_id", "a string, an integer or None", interaction_id)
+        raise ArgumentError.wrong_type("span_context", expected, span_context)
+    try:
+        return interaction_id_text(interaction_id)
+    except TypeError as exc:
+        raise ArgumentError("interaction_id", str(exc)) from None
 
 
 def interaction_of_call(
@@ -81,7 +115,7 @@ def interaction_of_call(
     Raises :class:`ArgumentError` (see :func:`check_arguments`). ``retrieved_content`` that is not a list
     of chunks is handed over as given: the worker fails it ``invalid_input`` with
     :func:`~ctxutil_otel._item.chunk_list`'s message, as ``DatasetItem`` does."""
-    check_arguments(metadata=metadata, span_context=span_context, interaction_id=interaction_id)
+    id_text = check_arguments(metadata=metadata, span_context=span_context, interaction_id=interaction_id)
     mapping = metadata if isinstance(metadata, Mapping) else None  # checked above: the same value
     context = (
         span_context if isinstance(span_context, SpanContext) else trace.get_current_span().get_span_context()
@@ -94,6 +128,12 @@ def interaction_of_call(
         documents: Sequence[object] = chunk_list(retrieved_content)  # a copy: the caller may reuse theirs
     except ValueError:  # not a list of chunks: the worker names it (``to_dataset_item``, ``to_strings``)
         documents = retrieved_content  # type: ignore[assignment]  # validated there, failed invalid_input
+    except Exception as exc:  # a generator that raises, a __len__ or __iter__ that raises
+        raise ArgumentReadError("retrieved_content") from exc
+    try:
+        dimensions = _dimensions(model, provider, retriever_name, name, mapping, metric_dimensions)
+    except Exception as exc:  # the only argument read there that can raise: a mapping's own methods
+        raise ArgumentReadError("metadata") from exc
     now = time.time_ns()
     return Interaction(
         query=query,  # type: ignore[arg-type]  # validated by the worker: a wrong type fails invalid_input
@@ -104,24 +144,21 @@ def interaction_of_call(
         start_time_ns=now,
         end_time_ns=now,
         source=SOURCE,
-        id=_id_text(interaction_id),
-        dimensions=_dimensions(model, provider, retriever_name, name, mapping, metric_dimensions) or None,
+        id=id_text,
+        dimensions=dimensions or None,
     )
 
 
 def facts_of_call(name: object, metadata: Mapping[str, object] | None) -> SelectionFacts:
     """What the selection rules see of the call: ``name`` as the root name (a name that is not a string
-    is no name: the rules' match would fail, counted ``sampled_out``), ``metadata``."""
+    is no name: the rules' match would fail, counted ``sampled_out``), ``metadata`` (copied: reading it
+    raises :class:`ArgumentReadError`)."""
     root_name = name if isinstance(name, str) else None
-    return SelectionFacts(root_name=root_name, metadata=dict(metadata) if metadata else None)
-
-
-def _id_text(interaction_id: object) -> str | None:
-    """``interaction_id`` as ``ctxutil.interaction.id`` takes it: an integer (a database row's id) as its
-    decimal text (anything else was refused by :func:`check_arguments`)."""
-    if interaction_id is None or isinstance(interaction_id, str):
-        return interaction_id
-    return str(interaction_id)
+    try:
+        copied = dict(metadata) if metadata else None
+    except Exception as exc:  # a mapping whose own methods raise
+        raise ArgumentReadError("metadata") from exc
+    return SelectionFacts(root_name=root_name, metadata=copied)
 
 
 def _dimensions(
