@@ -6,10 +6,8 @@ the real receiver of ``tests/support`` or a 127.0.0.1 port where nothing listens
 
 from __future__ import annotations
 
-import http.server
 import re
 import socket
-import threading
 from collections.abc import Iterator
 
 import pytest
@@ -18,6 +16,7 @@ from ctxutil_otel.emit._endpoints import unreachable_otlp_endpoints
 
 from ..support.net import free_port
 from ..support.otlp_receiver import OTLPReceiver
+from ..support.refusing_otlp import refusing_otlp_http
 from .conftest import run_demo
 
 
@@ -81,7 +80,9 @@ def test_unreachable_endpoint_is_named_in_a_warning_and_the_summary(protocol: st
     assert "evaluator: captured 2, sampled out 0, not selected 0, evaluated 2" in proc.stdout
     last = proc.stdout.rstrip("\n").splitlines()[-1]
     assert last.endswith("; an OTLP endpoint did not accept a connection at the start"), last
-    assert "failed (see the warnings above)" in last or "export unfinished after 1 s" in last, last
+    assert "failed (the exporters' warnings above say why; repeats are logged once)" in last or (
+        "export unfinished after 1 s" in last
+    ), last
     # The SDK's exporters log their failed exports naming the endpoint as configured ("Failed to export
     # metrics to alice:s3cret@127.0.0.1:...", "url: /otlp?token=abc123/v1/metrics"): printed through the
     # CLI's redacting handler, with neither secret. (The gRPC exporter names its endpoint in every such
@@ -123,29 +124,10 @@ def test_probe_reports_only_endpoints_that_refuse(
     assert unreachable_otlp_endpoints({"traces": ("console",), "metrics": (), "logs": ()}) == []
 
 
-class _Refusing(http.server.BaseHTTPRequestHandler):
-    """An OTLP/HTTP endpoint that answers every export 400 Bad Request."""
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("content-length", 0)))
-        self.send_response(400)
-        self.send_header("content-length", "0")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: object) -> None:  # the base class names it `format`
-        return None
-
-
 @pytest.fixture
 def refusing_endpoint() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with refusing_otlp_http() as endpoint:
+        yield endpoint
 
 
 def test_an_endpoint_that_refuses_every_export_is_reported_failed_not_delivered(
@@ -163,6 +145,7 @@ def test_an_endpoint_that_refuses_every_export_is_reported_failed_not_delivered(
     )
     assert proc.returncode == 0, proc.stderr
     last = proc.stdout.rstrip("\n").splitlines()[-1]
-    assert re.search(r"; [1-9]\d* exports? failed \(see the warnings above\)$", last), last
+    why = "the exporters' warnings above say why; repeats are logged once"
+    assert re.search(rf"; [1-9]\d* exports? failed \({re.escape(why)}\)$", last), last
     assert "delivered" not in last and "finished" not in last
     assert "400" in proc.stderr  # the SDK's warnings the line points to

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import queue
+import re
 import signal
 import socket
 import subprocess
@@ -23,6 +24,7 @@ from ctxutil_otel.cli import main
 from tests.support.env import environ_without_settings
 from tests.support.net import free_port
 from tests.support.otlp_receiver import OTLPReceiver, attributes_of
+from tests.support.refusing_otlp import refusing_otlp_http
 
 from .conftest import record_rag_trace
 
@@ -130,9 +132,11 @@ def test_sigterm_flushes_evaluations_and_exits_zero(
     assert sink.metrics("gen_ai.evaluation.score")
     assert {r.get("service.name") for r in sink.resources()} == {"ctxutil-otel"}
     assert set(sink.transports) == {"http"}
+    stopped = process.wait_for_line("stopped;")  # the last line: the reader thread has the others
     output = "".join(process.stderr)
     assert "SIGTERM: stopping" in output
     assert "spans accepted 3" in output
+    assert re.search(r"; telemetry: [1-9]\d* exports? delivered$", stopped.rstrip()), stopped
     assert TOKEN not in output
 
 
@@ -174,6 +178,43 @@ def test_an_unreachable_endpoint_with_credentials_is_never_printed(protocol: str
         assert f"[REDACTED]@127.0.0.1:{port}" in output, output
     for secret in ("alice", "s3cretPW", "abc123"):
         assert secret not in output, output
+
+
+def test_the_stopped_line_counts_the_exports_the_backend_refused() -> None:
+    # The results' endpoint accepts connections and answers every export 400: the stopped line said
+    # nothing of it. It now counts the exporters' results, as the demo's last line does.
+    with refusing_otlp_http() as endpoint:
+        env = environ_without_settings()
+        env.update(
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+                "CTXUTIL_MAX_EVALUATIONS_PER_SECOND": "0",
+                "CTXUTIL_SHUTDOWN_TIMEOUT_S": "30",
+            }
+        )
+        http_port = free_port()
+        process = Process(["--grpc-port", "0", "--http-port", str(http_port)], env)
+        try:
+            process.wait_for_line("listening")
+            exporter = HttpSpanExporter(endpoint=f"http://127.0.0.1:{http_port}/v1/traces")
+            try:
+                assert exporter.export(record_rag_trace().spans) is SpanExportResult.SUCCESS
+            finally:
+                exporter.shutdown()
+            process.popen.send_signal(signal.SIGTERM)
+            stopped = process.wait_for_line("stopped;")
+            process.popen.wait(60)
+        finally:
+            if process.popen.poll() is None:
+                process.popen.kill()
+                process.popen.wait(10)
+    assert "spans accepted 3" in stopped, stopped
+    why = "the exporters' warnings above say why; repeats are logged once"
+    # Traces, logs and metrics were each exported at least once, each refused.
+    match = re.search(rf"; telemetry: ([1-9]\d*) exports? failed \({re.escape(why)}\)$", stopped.rstrip())
+    assert match and int(match.group(1)) >= 3, stopped
+    assert "400" in "".join(process.stderr)  # the SDK's warnings the line points to
 
 
 def test_listener_can_be_disabled_and_connection_limits_apply(run_serve: Any) -> None:

@@ -36,7 +36,7 @@ from ._io import enumerated, judge_choices
 if TYPE_CHECKING:
     from ..emit._setup import TelemetryHandle
     from ..worker._evaluator import Evaluator
-    from ._demo_count import ExportTally
+    from ._export_tally import ExportTally
 
 __all__ = ["register"]
 
@@ -220,11 +220,8 @@ def _telemetry_line(
     (``finished``); ``destinations`` ``None``: nowhere."""
     if destinations is None:
         return f"telemetry: {made} made, {_NOT_EXPORTED}"
-    problems = []
-    if exports.failed:
-        problems.append(
-            f"{exports.failed} export{'s' * (exports.failed != 1)} failed (see the warnings above)"
-        )
+    failures = exports.failures()
+    problems = [failures] if failures else []
     if not finished:
         problems.append(f"export unfinished after {budget_s:g} s: what was still being sent is lost")
     if problems and unreachable:
@@ -233,8 +230,7 @@ def _telemetry_line(
         return f"telemetry ({destinations}): {made}; {'; '.join(problems)}"
     if not exports.delivered:
         return f"telemetry ({destinations}): {made}; nothing exported"
-    delivered = f"{exports.delivered} export{'s' * (exports.delivered != 1)} delivered"
-    return f"telemetry ({destinations}): {made}; {delivered} within {budget_s:g} s"
+    return f"telemetry ({destinations}): {made}; {exports.deliveries()} within {budget_s:g} s"
 
 
 def render_summary(
@@ -350,7 +346,8 @@ def run(args: argparse.Namespace) -> int:
     from ..capture._langchain import UtilizationCallbackHandler
     from ..demo import build_rag_chain, replay_parts
     from ..emit._setup import configure_telemetry
-    from ._demo_count import ExportTally, TelemetryCount
+    from ._demo_count import TelemetryCount
+    from ._export_tally import ExportTally
 
     if args.limit < 0 or args.interval < 0:
         print("error: --limit and --interval must be >= 0", file=sys.stderr)

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ..emit._setup import TelemetryHandle
     from ..serve import TLSFiles, TraceReceiver
     from ..worker._evaluator import Evaluator
+    from ._export_tally import ExportTally
 
 __all__ = ["TLS_CERT_ENV", "TLS_KEY_ENV", "TOKEN_ENV", "register"]
 
@@ -216,13 +217,15 @@ def run(args: argparse.Namespace) -> int:
     the exit status is the module's (0, 1, 2 or ``128 + signal``)."""
     from ..emit._setup import configure_telemetry
     from ..serve import serve_until_signal
+    from ._export_tally import ExportTally
 
     resolved = _resolve(args)
     if resolved is None:
         return 2
     settings, token, tls = resolved
+    exports = ExportTally()
     try:
-        telemetry = configure_telemetry(console=True, console_format="compact")
+        telemetry = configure_telemetry(console=True, console_format="compact", wrap_exporter=exports.wrap)
     except ValueError as exc:  # unsupported OTEL_* exporter/protocol values, named
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -232,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
     receiver, evaluator = started
     announcement = _announcement(args, settings, receiver, telemetry, tls=tls, token=token)
     status = serve_until_signal(receiver, ready=lambda: print(announcement, file=sys.stderr, flush=True))
-    _report_stopped(receiver, evaluator)
+    _report_stopped(receiver, evaluator, exports)
     return status
 
 
@@ -343,8 +346,9 @@ def _rate_cap(settings: Settings) -> str:
     return "unlimited" if not rate else f"{rate:g}"
 
 
-def _report_stopped(receiver: TraceReceiver, evaluator: Evaluator) -> None:
-    """Print the receiver's and the evaluator's counts once serving has stopped."""
+def _report_stopped(receiver: TraceReceiver, evaluator: Evaluator, exports: ExportTally) -> None:
+    """Print the receiver's and the evaluator's counts once serving has stopped, and the results of its own
+    telemetry's exports (``exports``)."""
     stats, evaluated = receiver.stats(), evaluator.stats()
     print(
         f"ctxutil-otel serve: stopped; spans accepted {stats.spans_accepted}, rejected "
@@ -352,7 +356,8 @@ def _report_stopped(receiver: TraceReceiver, evaluator: Evaluator) -> None:
         f"{evaluated.captured}, sampled out {evaluated.sampled_out}, not selected {evaluated.not_selected}, "
         f"evaluated {evaluated.evaluated}, "
         f"not applicable {evaluated.not_applicable}, "
-        f"dropped {dict(evaluated.dropped)}, failed {dict(evaluated.failed)}",
+        f"dropped {dict(evaluated.dropped)}, failed {dict(evaluated.failed)}; "
+        f"telemetry: {exports.describe()}",
         file=sys.stderr,
         flush=True,
     )

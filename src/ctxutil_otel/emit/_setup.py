@@ -212,7 +212,8 @@ def configure_telemetry(
             (seconds, as the Python exporters read them); ``None``: the exporters' default (10 s).
         wrap_exporter: Called with each exporter built (a ``SpanExporter``, ``MetricExporter`` or
             ``LogRecordExporter``); what it returns is used instead (e.g. a delegating exporter that
-            counts export results, as the demo's summary does). Default: the exporters as built.
+            counts export results, as the last lines of ``demo`` and ``serve`` do). Default: the
+            exporters as built.
 
     Returns:
         A :class:`TelemetryHandle`; call ``shutdown()`` when done (also registered with ``atexit``).
