@@ -23,8 +23,9 @@ Configuration:
 
 Exit status: on SIGTERM or SIGINT, stop accepting, finish the exports in progress, evaluate what was
 submitted (within ``CTXUTIL_SHUTDOWN_TIMEOUT_S``), export the results, then exit 0; exit 1 when that
-deadline passed first (evaluations still queued are dropped, counted reason ``shutdown``) or the results
-could not be exported. A second signal exits at once with ``128 + signal``. Exit 2 for bad options or an
+deadline passed first (evaluations still queued are dropped, counted reason ``shutdown``) or the final
+export of the results did not finish in time (exports the backend refused are counted on the ``stopped;``
+line, not in the status). A second signal exits at once with ``128 + signal``. Exit 2 for bad options or an
 address that cannot be bound (the message names the listener and its address).
 """
 
@@ -95,9 +96,9 @@ def _seconds(text: str) -> float:
 _EPILOG = (
     "exit status: on SIGTERM/SIGINT serve stops accepting, evaluates what it has received and exports the "
     "results within CTXUTIL_SHUTDOWN_TIMEOUT_S (default 5 s), then exits 0; it exits 1 when that deadline "
-    "passed first (queued evaluations are dropped, counted reason 'shutdown') or the results could not be "
-    "exported; a second signal exits at once (128 + signal); 2 for bad options or an address that cannot "
-    "be bound."
+    "passed first (queued evaluations are dropped, counted reason 'shutdown') or the final export of the "
+    "results did not finish in time (refused exports are counted on the 'stopped;' line); a second "
+    "signal exits at once (128 + signal); 2 for bad options or an address that cannot be bound."
 )
 
 

@@ -73,8 +73,8 @@ def serve_until_signal(
     that a supervisor that reads the announcement can signal safely). A second signal during the
     shutdown exits the process at once (status ``128 + signal``). Returns ``0`` when the shutdown
     flushed everything in time, ``1`` when the deadline (``timeout_s``, default the
-    ``shutdown_timeout_s`` setting) passed first or an export of the results failed: the CLI's exit
-    status.
+    ``shutdown_timeout_s`` setting) passed first or the final export of the results did not finish: the
+    CLI's exit status.
 
     Raises:
         ValueError: when not called from the main thread (signal handlers can only be set there).
