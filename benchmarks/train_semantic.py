@@ -146,8 +146,19 @@ def _variant(
     )
 
 
-def variants(rows: Sequence[dict[str, Any]], rng: random.Random, seed_weight: float) -> list[Variant]:
-    """Natural rows first (file order), then their copies (module docstring, step 2)."""
+def _seed_pool(rows: Sequence[dict[str, Any]], i: int) -> list[dict[str, Any]]:
+    """The seed-style rows of row ``i``'s fold in other domains (their chunks: short off-topic negatives
+    in the same style, never a held-out fold's text)."""
+    fold, subset = fold_name(rows[i]), rows[i]["subset"]
+    return [r for r in rows if fold_name(r) == fold and r["subset"] != subset]
+
+
+def variants(
+    rows: Sequence[dict[str, Any]], rng: random.Random, seed_weight: float, seed_negatives: int = 0
+) -> list[Variant]:
+    """Natural rows first (file order), then their copies (module docstring, step 2). ``seed_negatives``
+    > 0 (a variant): a seed-style row's off-topic chunks come from its own fold's other domains (short
+    chunks in its style, not RAGBench's documents), plus one copy with that many of them appended."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from _train_data import derangement, first_sentence_uses, offtopic_chunks, with_chunks
 
@@ -174,7 +185,13 @@ def variants(rows: Sequence[dict[str, Any]], rng: random.Random, seed_weight: fl
         if other:
             replaced = with_chunks(r, other, False)
             out.append(_variant(replaced, i, "replaced", r["actual_output"], [False] * len(other), w(r)))
-        extra = offtopic_chunks(rows, i, 1, rng)
+        seed_row = seed_negatives > 0 and fold_name(r).startswith(SEED_FOLD)
+        pool = [r, *_seed_pool(rows, i)] if seed_row else rows
+        extra = offtopic_chunks(pool, 0 if seed_row else i, 1, rng)
+        if seed_row and (more := offtopic_chunks(pool, 0, seed_negatives, rng)):
+            crowded = with_chunks(r, more)
+            used = [lab["utilized"] for lab in crowded["chunk_labels"]]
+            out.append(_variant(crowded, i, "crowded", r["actual_output"], used, w(r)))
         if extra:
             appended = with_chunks(r, extra)
             used = [lab["utilized"] for lab in appended["chunk_labels"]]
@@ -212,8 +229,8 @@ def featurise(examples: Sequence[Variant], weights: Any) -> None:
         ex.rel_rows, ex.use_rows = rows.relevance, rows.utilization
 
 
-REL_KINDS = ("natural", "replaced", "appended")
-USE_KINDS = ("natural", "swapped", "truncated", "appended", "wrong_source")
+REL_KINDS = ("natural", "replaced", "appended", "crowded")
+USE_KINDS = ("natural", "swapped", "truncated", "appended", "wrong_source", "crowded")
 
 
 def training_sets(
@@ -574,7 +591,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         for ex in examples:
             ex.weight = args.seed_weight if ex.fold.startswith(SEED_FOLD) else 1.0
     else:
-        examples = variants(rows, rng, args.seed_weight)
+        examples = variants(rows, rng, args.seed_weight, args.seed_negatives)
         featurise(examples, weights)
         if cache:
             import pickle
@@ -708,6 +725,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--min-samples-leaf", type=int, default=20)
     parser.add_argument("--l2-regularization", type=float, default=1.0)
     parser.add_argument("--seed-weight", type=float, default=1.0, help="training weight of seed-style rows")
+    parser.add_argument(
+        "--seed-negatives",
+        type=int,
+        default=0,
+        help="a variant: seed-style rows' off-topic chunks from their fold's other domains, plus a copy "
+        "with this many appended (0: off-topic chunks from any row, as shipped)",
+    )
     parser.add_argument("--vocabulary", type=int, default=25_000, help="wordfreq words exported")
     parser.add_argument(
         "--monotonic",
