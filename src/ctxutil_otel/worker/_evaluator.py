@@ -8,7 +8,7 @@ import logging
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, SupportsIndex
+from typing import TYPE_CHECKING, Any, Final, SupportsIndex
 from uuid import UUID
 
 from .._accounting import Admission, DropReason
@@ -36,6 +36,8 @@ __all__ = ["Evaluator", "EvaluatorStats"]
 EMISSION_SETTINGS = ("capture_content", "application_name", "max_content_chars")
 
 _log = logging.getLogger("ctxutil_otel.worker")
+#: The key under which record_interaction's first unexpected error is logged (no argument names it).
+_UNEXPECTED: Final = "<unexpected>"
 
 
 class Evaluator:
@@ -124,8 +126,7 @@ class Evaluator:
             logger_provider=logger_provider,
         )
         self._settings = resolved
-        self._record_logged = False  # record_interaction's first unexpected error was logged
-        self._record_refused: set[str] = set()  # the record_interaction arguments whose problem was logged
+        self._record_refused: set[str] = set()  # record_interaction's problems logged (by argument)
         judging: ContextualUtilization | ChildProcessJudging
         if resolved.worker == "process":  # the child builds the judge (a metric given is pickled to it)
             judging = ChildProcessJudging(
@@ -222,14 +223,11 @@ class Evaluator:
         Returns ``True`` when queued for evaluation; ``False`` when not selected, sampled out or refused
         (each counted in :meth:`stats`, as for the capture paths: same selection rules, sampling, rate
         cap, queue and token budget). Never raises and never blocks: the texts are validated off the
-        request path (a wrong type fails that evaluation ``invalid_input``, its explanation naming the
-        field); a ``metadata``, ``span_context`` or ``interaction_id`` of the wrong type is counted
-        dropped ``capture_error`` at the call and logged once per argument (a WARNING naming it); a
-        ``model``, ``provider``, ``retriever_name`` or ``name`` that is not a string is left out (the
-        interaction evaluated without that dimension; a WARNING naming it, once per argument); an
-        argument whose reading raises (a generator of chunks, a mapping's own methods) is counted dropped
-        ``capture_error`` and logged once per argument, an ERROR naming it with the error; any other
-        unexpected error is logged once and counted dropped ``capture_error``.
+        request path (a wrong type fails that evaluation ``invalid_input``, naming the field); a
+        ``model``, ``provider``, ``retriever_name`` or ``name`` that is not a string is left out (a WARNING
+        naming it, once); a ``metadata``, ``span_context`` or ``interaction_id`` of the wrong type, an
+        argument whose reading raises, or any other error counts the call dropped ``capture_error``
+        (logged once per argument: :meth:`_refuse_call`).
         """
         try:
             interaction = interaction_of_call(
@@ -249,30 +247,8 @@ class Evaluator:
             ignored = ignored_arguments(
                 model=model, provider=provider, retriever_name=retriever_name, name=name
             )
-        except ArgumentError as exc:  # a wrong argument type: counted, logged once per argument
-            if self._first_time(exc.argument):
-                _log.warning(
-                    "ctxutil evaluator: record_interaction: %s; the interaction is counted dropped "
-                    "capture_error (logged once per argument)",
-                    exc,
-                )
-            self.admit(0, None, lost="capture_error")
-            return False
-        except ArgumentReadError as exc:  # reading an argument raised: counted, logged once per argument
-            if self._first_time(f"reading {exc.argument}"):
-                _log.error(
-                    "ctxutil evaluator: record_interaction failed reading `%s` (counted capture_error; "
-                    "logged once per argument)",
-                    exc.argument,
-                    exc_info=exc.__cause__,
-                )
-            self.admit(0, None, lost="capture_error")  # the trace id is unknown: 0
-            return False
-        except Exception:  # never raise into the application; counted, logged once
-            if not self._record_logged:
-                self._record_logged = True
-                _log.exception("ctxutil evaluator: record_interaction failed (counted capture_error)")
-            self.admit(0, None, lost="capture_error")  # the trace id is unknown: 0
+        except Exception as exc:  # never raise into the application
+            self._refuse_call(exc)
             return False
         for problem in ignored:  # a dimension of the wrong type: left out, the interaction still evaluated
             if self._first_time(problem.argument):
@@ -282,6 +258,29 @@ class Evaluator:
                     problem,
                 )
         return self.admit(interaction.trace_id, facts).submit(interaction)  # neither blocks nor raises
+
+    def _refuse_call(self, exc: Exception) -> None:
+        """Count a ``record_interaction`` call that failed before admission as dropped ``capture_error``
+        (the trace id is unknown: 0) and log why, once per argument: a wrong type (WARNING), an argument
+        whose reading raised (ERROR with its error), or any other error (ERROR, once)."""
+        if isinstance(exc, ArgumentError):
+            if self._first_time(exc.argument):
+                _log.warning(
+                    "ctxutil evaluator: record_interaction: %s; the interaction is counted dropped "
+                    "capture_error (logged once per argument)",
+                    exc,
+                )
+        elif isinstance(exc, ArgumentReadError):
+            if self._first_time(f"reading {exc.argument}"):
+                _log.error(
+                    "ctxutil evaluator: record_interaction failed reading `%s` (counted capture_error; "
+                    "logged once per argument)",
+                    exc.argument,
+                    exc_info=exc.__cause__,
+                )
+        elif self._first_time(_UNEXPECTED):
+            _log.error("ctxutil evaluator: record_interaction failed (counted capture_error)", exc_info=exc)
+        self.admit(0, None, lost="capture_error")
 
     def _first_time(self, argument: str) -> bool:
         """Whether ``record_interaction``'s problem with ``argument`` is logged now (once per argument)."""
