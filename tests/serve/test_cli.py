@@ -59,6 +59,28 @@ class Process:
                 return line
 
 
+def _one_trace_then_sigterm(env: dict[str, str]) -> tuple[str, str]:
+    """``serve`` with ``env``: one RAG trace over OTLP/HTTP, then SIGTERM; its ``stopped;`` line (the
+    last) and all of its stderr up to it."""
+    http_port = free_port()
+    process = Process(["--grpc-port", "0", "--http-port", str(http_port)], env)
+    try:
+        process.wait_for_line("listening")
+        exporter = HttpSpanExporter(endpoint=f"http://127.0.0.1:{http_port}/v1/traces")
+        try:
+            assert exporter.export(record_rag_trace().spans) is SpanExportResult.SUCCESS
+        finally:
+            exporter.shutdown()
+        process.popen.send_signal(signal.SIGTERM)
+        stopped = process.wait_for_line("stopped;")
+        process.popen.wait(60)
+    finally:
+        if process.popen.poll() is None:
+            process.popen.kill()
+            process.popen.wait(10)
+    return stopped, "".join(process.stderr)
+
+
 @pytest.fixture
 def process_env(sink: OTLPReceiver) -> dict[str, str]:
     env = environ_without_settings()
@@ -156,23 +178,8 @@ def test_an_unreachable_endpoint_with_credentials_is_never_printed(protocol: str
             "OTEL_EXPORTER_OTLP_TIMEOUT": "2",
         }
     )
-    http_port = free_port()
-    process = Process(["--grpc-port", "0", "--http-port", str(http_port)], env)
-    try:
-        process.wait_for_line("listening")
-        exporter = HttpSpanExporter(endpoint=f"http://127.0.0.1:{http_port}/v1/traces")
-        try:
-            assert exporter.export(record_rag_trace().spans) is SpanExportResult.SUCCESS
-        finally:
-            exporter.shutdown()
-        process.popen.send_signal(signal.SIGTERM)
-        process.popen.wait(60)
-    finally:
-        if process.popen.poll() is None:
-            process.popen.kill()
-            process.popen.wait(10)
-    output = "".join(process.stderr)
-    assert "stopped; spans accepted 3" in output, output
+    stopped, output = _one_trace_then_sigterm(env)
+    assert "stopped; spans accepted 3" in stopped, output
     assert "Failed to export" in output or "Transient error" in output, output  # the SDK's own lines
     if protocol == "grpc":  # named in every line of the gRPC exporter; the HTTP one: test_log_redaction.py
         assert f"[REDACTED]@127.0.0.1:{port}" in output, output
@@ -193,28 +200,13 @@ def test_the_stopped_line_counts_the_exports_the_backend_refused() -> None:
                 "CTXUTIL_SHUTDOWN_TIMEOUT_S": "30",
             }
         )
-        http_port = free_port()
-        process = Process(["--grpc-port", "0", "--http-port", str(http_port)], env)
-        try:
-            process.wait_for_line("listening")
-            exporter = HttpSpanExporter(endpoint=f"http://127.0.0.1:{http_port}/v1/traces")
-            try:
-                assert exporter.export(record_rag_trace().spans) is SpanExportResult.SUCCESS
-            finally:
-                exporter.shutdown()
-            process.popen.send_signal(signal.SIGTERM)
-            stopped = process.wait_for_line("stopped;")
-            process.popen.wait(60)
-        finally:
-            if process.popen.poll() is None:
-                process.popen.kill()
-                process.popen.wait(10)
+        stopped, output = _one_trace_then_sigterm(env)
     assert "spans accepted 3" in stopped, stopped
     why = "the exporters' warnings above say why; repeats are logged once"
     # Traces, logs and metrics were each exported at least once, each refused.
     match = re.search(rf"; telemetry: ([1-9]\d*) exports? failed \({re.escape(why)}\)$", stopped.rstrip())
     assert match and int(match.group(1)) >= 3, stopped
-    assert "400" in "".join(process.stderr)  # the SDK's warnings the line points to
+    assert "400" in output  # the SDK's warnings the line points to
 
 
 def test_listener_can_be_disabled_and_connection_limits_apply(run_serve: Any) -> None:
