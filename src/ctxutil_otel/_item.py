@@ -55,6 +55,10 @@ def chunk_list(value: object) -> list[object]:
     return list(value)
 
 
+class _ChunkError(ValueError):
+    """A chunk that is not one: its message is ours (names the index and the type, never the text)."""
+
+
 def chunk_text(chunk: object, index: int) -> str:
     """Return the text of one retrieved chunk.
 
@@ -63,21 +67,34 @@ def chunk_text(chunk: object, index: int) -> str:
 
     Raises:
         ValueError: naming ``retrieved_content[index]`` and the type received, for anything else
-            (``None``, numbers, mappings without a text key, non-string text).
+            (``None``, numbers, mappings without a text key, non-string text); and for a chunk whose
+            reading raises (a mapping whose ``get``, ``__getitem__`` or iteration raises, a
+            ``page_content`` property that raises): ``reading the chunk raised <class>``, never its
+            message, which may quote the chunk (the error chained as ``__cause__``).
     """
     if isinstance(chunk, str):
         return chunk
+    try:
+        return _read_chunk(chunk, index)
+    except _ChunkError:
+        raise
+    except Exception as exc:  # the chunk's own methods raised: bad input, not our error
+        problem = f"reading the chunk raised {type(exc).__name__}"
+        raise _ChunkError(f"retrieved_content[{index}]: {problem}") from exc
+
+
+def _read_chunk(chunk: object, index: int) -> str:
     if isinstance(chunk, Mapping):
         if (text := mapping_text(chunk)) is not None:
             return text
-        raise ValueError(
+        raise _ChunkError(
             f"retrieved_content[{index}]: mapping has no string 'page_content', 'content' or 'text' key "
             f"(keys: {sorted(map(str, chunk))[:5]})"
         )
     page_content = getattr(chunk, "page_content", None)
     if isinstance(page_content, str):
         return page_content
-    raise ValueError(
+    raise _ChunkError(
         f"retrieved_content[{index}]: expected str, LangChain Document or a mapping with "
         f"'page_content'/'content'/'text', got {type(chunk).__name__}"
     )

@@ -368,6 +368,65 @@ def test_an_argument_whose_reading_raises_is_named_in_the_error_log(
     evaluator.shutdown(5_000)
 
 
+class _ChunkWhoseReadingRaises(Mapping[str, object]):
+    """A chunk mapping whose every read raises (a vector store's lazy record whose fetch failed); the
+    error's message holds text that must never reach a log or the telemetry."""
+
+    def __getitem__(self, key: str) -> object:
+        raise RuntimeError("private chunk text")
+
+    def __iter__(self) -> Iterator[str]:
+        raise RuntimeError("private chunk text")
+
+    def __len__(self) -> int:
+        return 1
+
+    def get(self, key: str, default: object = None) -> object:
+        raise RuntimeError("private chunk text")
+
+
+@pytest.mark.parametrize("worker", ["thread", "process"])
+def test_a_chunk_whose_reading_raises_fails_invalid_input_naming_it(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture, worker: str
+) -> None:
+    # A chunk mapping whose .get (or __getitem__, or iteration) raised was counted failed internal_error,
+    # logged as an ERROR with a full traceback on every call, and no result span was emitted. It is bad
+    # input: failed invalid_input with a result naming retrieved_content[1], one WARNING (throttled), no
+    # traceback, nothing of the error's text.
+    evaluator = _evaluator(telemetry, worker=worker)
+    chunks: list[object] = [CHUNKS[0], _ChunkWhoseReadingRaises()]
+    with caplog.at_level(logging.WARNING, logger="ctxutil_otel"):
+        for _ in range(2):
+            assert evaluator.record_interaction(
+                query=QUESTION, retrieved_content=chunks, actual_output=ANSWER
+            )
+        assert evaluator.force_flush(30_000)
+    stats = evaluator.stats()
+    assert (stats.captured, stats.evaluated, stats.failed) == (2, 0, {"invalid_input": 2}), stats
+    failed = [dict(s.attributes or {}) for s in telemetry.spans(n.SPAN_EVALUATION)]
+    assert len(failed) == 2 and all(a[n.ATTR_EVALUATION_SCORE_LABEL] == "error" for a in failed)
+    explanation = str(failed[0][n.ATTR_EVALUATION_EXPLANATION])
+    assert "retrieved_content[1]" in explanation and "RuntimeError" in explanation
+    assert "private" not in explanation
+    records = [r for r in caplog.records if r.levelno >= logging.WARNING and "evaluator" in r.getMessage()]
+    assert len(records) == 1, [r.getMessage() for r in records]  # throttled: one for both
+    (record,) = records
+    assert record.levelno == logging.WARNING and record.exc_info is None
+    assert "invalid_input" in record.getMessage() and "retrieved_content[1]" in record.getMessage()
+    assert "private" not in record.getMessage()
+    evaluator.shutdown(5_000)
+
+
+def test_a_chunk_whose_reading_raises_is_a_validation_error_of_the_batch_path() -> None:
+    # DatasetItem let the chunk's RuntimeError through (the batch runner counted it _OTHER).
+    with pytest.raises(ValidationError) as caught:
+        DatasetItem(
+            query=QUESTION, actual_output=ANSWER, retrieved_content=["ok", _ChunkWhoseReadingRaises()]
+        )
+    assert "retrieved_content[1]: reading the chunk raised RuntimeError" in str(caught.value)
+    assert "private" not in str(caught.value)
+
+
 def test_after_shutdown_it_is_refused_and_counted(telemetry: Telemetry) -> None:
     evaluator = _evaluator(telemetry)
     evaluator.shutdown(5_000)

@@ -6,8 +6,9 @@ Decisions (DESIGN.md, "Edge cases"):
   nothing to judge: dropped, reason ``not_evaluable`` (no evaluation result is emitted).
 * ``answer == ""`` is a real, empty answer: evaluated (0.0 when relevant chunks were retrieved).
 * anything :class:`DatasetItem` rejects (``retrieved_content`` that is not a list of chunks, a chunk of an
-  unsupported type, a non-string answer):
-  failed, ``error.type`` ``invalid_input``. The message names the field and index, never the text.
+  unsupported type or whose reading raises, a non-string answer):
+  failed, ``error.type`` ``invalid_input``. The message names the field and index, never the text (the
+  engine logs it, throttled: ``_drop_log.py``).
 """
 
 from __future__ import annotations

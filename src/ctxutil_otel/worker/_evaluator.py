@@ -223,7 +223,9 @@ class Evaluator:
         Returns ``True`` when queued for evaluation; ``False`` when not selected, sampled out or refused
         (each counted in :meth:`stats`, as for the capture paths: same selection rules, sampling, rate
         cap, queue and token budget). Never raises and never blocks: the texts are validated off the
-        request path (a wrong type fails that evaluation ``invalid_input``, naming the field); a
+        request path (a wrong type, or a chunk whose reading raises, fails that evaluation
+        ``invalid_input`` naming the field, e.g. ``retrieved_content[1]``, with a WARNING at most once
+        per 10 s); a
         ``model``, ``provider``, ``retriever_name`` or ``name`` that is not a string is left out (a WARNING
         naming it, once); a ``metadata``, ``span_context`` or ``interaction_id`` of the wrong type, an
         argument whose reading raises, or any other error counts the call dropped ``capture_error``
