@@ -69,7 +69,7 @@ DropReason: TypeAlias = Literal[
 #:
 #: * ``timeout``: the evaluation ran past ``evaluation_timeout_s``;
 #: * ``invalid_input``: the captured interaction does not convert (a chunk of an unsupported type, a chunk
-#:   whose reading raises);
+#:   whose reading raises, more than ``MAX_CHUNKS`` chunks);
 #: * ``worker_crashed``: ``worker="process"``: the child process evaluating it ended (crashed, killed, out
 #:   of memory) before answering; a new child takes the next evaluations;
 #: * ``internal_error``: an unexpected error of the evaluator itself while evaluating an admitted

@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["DatasetItem", "chunk_list", "chunk_text", "document_sequence", "is_document", "mapping_text"]
+__all__ = [
+    "MAX_CHUNKS",
+    "DatasetItem",
+    "TooManyChunksError",
+    "chunk_list",
+    "chunk_text",
+    "document_sequence",
+    "is_document",
+    "mapping_text",
+]
 
 _TEXT_KEYS = ("page_content", "content", "text")
+
+#: The most chunks one interaction may have (``retrieved_content``): more is refused as invalid input, on
+#: every path, without reading past ``MAX_CHUNKS + 1`` (an endless iterable included). Generous: a judge's
+#: cost grows with the count (the semantic judge: about 1.5 s CPU at 10,000 short chunks, docs/judges.md).
+MAX_CHUNKS = 10_000
 
 
 def is_document(value: object) -> bool:
@@ -39,20 +54,35 @@ def mapping_text(mapping: Mapping[Any, object]) -> str | None:
     return None
 
 
+class TooManyChunksError(ValueError):
+    """``retrieved_content`` holds more than :data:`MAX_CHUNKS` chunks. ``read``: the first
+    ``MAX_CHUNKS + 1`` (what was consumed of an iterator; :func:`chunk_list` refuses them again, with the
+    same message)."""
+
+    def __init__(self, read: list[object]) -> None:
+        self.read = read
+        super().__init__(f"must hold at most {MAX_CHUNKS:,} chunks, got more")
+
+
 def chunk_list(value: object) -> list[object]:
     """``retrieved_content`` as a list of chunks, not yet read: the one shape check of every path
     (:class:`DatasetItem`, ``Evaluator.record_interaction`` and both workers). Accepts a list, a tuple
-    or any other iterable of chunks (a generator is consumed).
+    or any other iterable of chunks (a generator is consumed), of at most :data:`MAX_CHUNKS` chunks: no
+    more than ``MAX_CHUNKS + 1`` are ever read from it.
 
     Raises:
         ValueError: ``must be a list of chunks ..., got <type>`` for ``None``, a ``str`` or ``bytes``
             (one text is not a list of chunks), a mapping (one chunk), or anything not iterable.
+        TooManyChunksError: (a ``ValueError``) ``must hold at most 10,000 chunks, got more``.
     """
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
         raise ValueError(
             f"must be a list of chunks (strings, LangChain Documents or mappings), got {type(value).__name__}"
         )
-    return list(value)
+    chunks = list(itertools.islice(value, MAX_CHUNKS + 1))
+    if len(chunks) > MAX_CHUNKS:
+        raise TooManyChunksError(chunks)
+    return chunks
 
 
 class _ChunkError(ValueError):
@@ -108,13 +138,15 @@ class DatasetItem(BaseModel):
         actual_output: The generated answer (may be empty: an empty answer scores 0.0 when relevant
             chunks were retrieved).
         retrieved_content: The retrieved chunks in retrieval order, normalised to a list of ``str``.
-            Accepts ``str``, LangChain ``Document`` and mappings (see :func:`chunk_text`).
+            Accepts ``str``, LangChain ``Document`` and mappings (see :func:`chunk_text`); at most
+            :data:`MAX_CHUNKS` (10,000) of them.
         id: An optional identifier carried through to the result.
         metadata: Free-form data carried through to the result; never emitted as telemetry.
 
     Raises:
-        pydantic.ValidationError: for a missing or blank ``query``, a non-string ``actual_output``, or
-            a chunk of an unsupported type; the message names the field and the chunk index.
+        pydantic.ValidationError: for a missing or blank ``query``, a non-string ``actual_output``, a
+            chunk of an unsupported type or whose reading raises, or more than :data:`MAX_CHUNKS` chunks;
+            the message names the field and the chunk index.
     """
 
     model_config = ConfigDict(frozen=True)

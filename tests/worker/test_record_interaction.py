@@ -10,6 +10,7 @@ in-memory exporters, and the example ``examples/plain_openai_rag.py`` run as a s
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import subprocess
@@ -27,6 +28,7 @@ from opentelemetry.trace import SpanContext
 from pydantic import ValidationError
 
 from ctxutil_otel import DatasetItem, Evaluator
+from ctxutil_otel._item import MAX_CHUNKS
 from ctxutil_otel.emit import names as n
 from tests.support.env import environ_without_settings
 from tests.support.openai_server import OpenAICompatServer, Reply, completion
@@ -425,6 +427,64 @@ def test_a_chunk_whose_reading_raises_is_a_validation_error_of_the_batch_path() 
         )
     assert "retrieved_content[1]: reading the chunk raised RuntimeError" in str(caught.value)
     assert "private" not in str(caught.value)
+
+
+def _endless_chunks() -> Iterator[str]:
+    """``itertools.repeat("x")``, with a guard that fails the test (rather than filling the memory) when
+    more than ``MAX_CHUNKS + 1`` chunks are read from it."""
+    for read, chunk in enumerate(itertools.repeat("x")):
+        if read > MAX_CHUNKS:
+            raise AssertionError(f"read {read + 1} chunks of an endless iterable")
+        yield chunk
+
+
+@pytest.mark.parametrize("worker", ["thread", "process"])
+def test_an_endless_iterable_of_chunks_is_refused_at_the_limit(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture, worker: str
+) -> None:
+    # record_interaction(retrieved_content=itertools.repeat("x")) blocked the application's thread for
+    # ever, materialising the iterable (a list of MAX_CHUNKS + 1 chunks was evaluated in full). At most
+    # MAX_CHUNKS + 1 chunks are read; more than MAX_CHUNKS fail invalid_input naming the field and the
+    # limit, with one WARNING, and the call returns.
+    evaluator = _evaluator(telemetry, worker=worker)
+    with caplog.at_level(logging.WARNING, logger="ctxutil_otel"):
+        for too_many in (_endless_chunks(), ["x"] * (MAX_CHUNKS + 1)):
+            assert evaluator.record_interaction(
+                query=QUESTION, retrieved_content=too_many, actual_output=ANSWER
+            )
+        assert evaluator.force_flush(30_000)
+    stats = evaluator.stats()
+    assert (stats.captured, stats.evaluated, stats.failed) == (2, 0, {"invalid_input": 2}), stats
+    failed = [dict(s.attributes or {}) for s in telemetry.spans(n.SPAN_EVALUATION)]
+    assert [a[n.ATTR_TOTAL_CHUNKS] for a in failed] == [0, 0]  # refused, not 10,001 chunks
+    for attributes in failed:
+        explanation = str(attributes[n.ATTR_EVALUATION_EXPLANATION])
+        assert (
+            explanation
+            == f"retrieved_content: Value error, must hold at most {MAX_CHUNKS:,} chunks, got more"
+        )
+    records = [r for r in caplog.records if r.levelno >= logging.WARNING and "evaluator" in r.getMessage()]
+    assert len(records) == 1 and f"at most {MAX_CHUNKS:,} chunks" in records[0].getMessage()
+    evaluator.shutdown(5_000)
+
+
+def test_the_batch_path_takes_at_most_the_same_number_of_chunks() -> None:
+    assert MAX_CHUNKS == 10_000
+    assert (
+        len(
+            DatasetItem(
+                query=QUESTION, actual_output=ANSWER, retrieved_content=["x"] * MAX_CHUNKS
+            ).retrieved_content
+        )
+        == MAX_CHUNKS
+    )
+    for too_many in (_endless_chunks(), ["x"] * (MAX_CHUNKS + 1)):
+        with pytest.raises(ValidationError) as caught:
+            DatasetItem(query=QUESTION, actual_output=ANSWER, retrieved_content=too_many)
+        assert _batch_message(["x"] * (MAX_CHUNKS + 1)) == (
+            f"retrieved_content: Value error, must hold at most {MAX_CHUNKS:,} chunks, got more"
+        )
+        assert "retrieved_content" in str(caught.value)
 
 
 def test_after_shutdown_it_is_refused_and_counted(telemetry: Telemetry) -> None:

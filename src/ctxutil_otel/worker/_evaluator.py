@@ -200,7 +200,9 @@ class Evaluator:
         Args:
             query: The user's question (``None`` or blank: dropped ``not_evaluable``).
             retrieved_content: The chunks that reached the prompt, in order, as a list (or any iterable,
-                copied at the call): strings, LangChain ``Document`` s, or mappings with ``text`` (or
+                copied at the call), at most ``MAX_CHUNKS`` (10,000): no more than 10,001 are read (an
+                endless iterator included), and more fails ``invalid_input`` naming the field and the
+                limit. Each: a string, a LangChain ``Document``, or a mapping with ``text`` (or
                 ``page_content`` / ``content``) and optionally ``id`` and ``metadata`` (emitted per chunk
                 as ``ctxutil.chunks.{i}.id`` / ``.metadata.<key>`` for ``chunk_metadata_keys``). One
                 string, one mapping or ``None`` is not a list of chunks: failed ``invalid_input``.
