@@ -327,6 +327,19 @@ def test_a_dimension_of_the_wrong_type_is_left_out_with_a_warning_naming_it(
     evaluator.shutdown(5_000)
 
 
+def test_a_nan_or_infinite_metadata_value_is_no_dimension(telemetry: Telemetry) -> None:
+    # metadata={"tier": numpy.nan} (a DataFrame row's missing value) became the dimension "nan" on the
+    # span and every metric point; a NaN or infinite number is no value: the dimension is absent.
+    evaluator = _evaluator(telemetry, metric_dimensions=("tier", "ratio", "shard"))
+    metadata = {"tier": numpy.nan, "ratio": float("inf"), "shard": float("nan")}
+    args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
+    assert evaluator.record_interaction(**args, metadata=metadata)
+    assert evaluator.force_flush(30_000)
+    (span,) = telemetry.spans(n.SPAN_EVALUATION)
+    assert not [k for k in span.attributes or {} if k.startswith("ctxutil.metadata.")]
+    evaluator.shutdown(5_000)
+
+
 class _RaisingMapping(Mapping[str, object]):
     def __getitem__(self, key: str) -> object:
         raise RuntimeError("getitem boom")

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from opentelemetry import trace
 from opentelemetry.trace import SpanContext
 
+from .._dimension_keys import dimension_value
 from .._interaction import Interaction, interaction_id_text
 from .._item import TooManyChunksError, chunk_list
 from .._selection import SelectionFacts
@@ -183,7 +184,7 @@ def _dimensions(
             out[attribute] = value
     if metadata:
         for key in keys:
-            found = metadata.get(key)
-            if isinstance(found, (str, int, float, bool)):
+            found = dimension_value(metadata.get(key))  # a NaN or infinite number is none
+            if found is not None:
                 out[f"{DIMENSION_METADATA_PREFIX}.{key}"] = found
     return out
