@@ -23,9 +23,12 @@ from ctxutil_otel import ContextualUtilization, DatasetItem
 judge, n = sys.argv[1], int(sys.argv[2])
 metric = ContextualUtilization(judge=judge)
 def item(k):
+    # model_construct: the live paths and DatasetItem take at most MAX_CHUNKS (10,000) chunks; this
+    # measures the judge past it (valid strings: nothing else is skipped)
     chunks = ["chunk %d about water and other things" % i for i in range(k)]
-    return DatasetItem(query="What is the boiling point of water?", actual_output="Water boils at 100 C.",
-                       retrieved_content=chunks)
+    return DatasetItem.model_construct(query="What is the boiling point of water?",
+                                       actual_output="Water boils at 100 C.", retrieved_content=chunks,
+                                       id=None, metadata={})
 asyncio.run(metric.execute(item(4)))
 warm, big = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, item(n)
 cpu = time.process_time()

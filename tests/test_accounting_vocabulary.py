@@ -9,7 +9,9 @@ from typing import get_args
 
 import pytest
 
-from ctxutil_otel._accounting import WORKER_ERROR_TYPES
+import ctxutil_otel.judges._retry  # the OpenAI judge's errors, so that JudgeError knows its subclasses
+from ctxutil_otel._accounting import ERROR_TYPE_OTHER, WORKER_ERROR_TYPES
+from ctxutil_otel.judges import JudgeError
 from ctxutil_otel.worker import Admission, DropReason, EvaluatorStats, Outcome
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,12 +49,39 @@ def test_the_vocabulary_is_the_one_on_the_wire() -> None:
 
 
 def test_the_worker_s_own_error_types_are_documented() -> None:
-    assert set(WORKER_ERROR_TYPES) == {"timeout", "invalid_input", "worker_crashed"}
+    assert set(WORKER_ERROR_TYPES) == {"timeout", "invalid_input", "worker_crashed", "internal_error"}
     stats_doc = EvaluatorStats.__doc__ or ""
     worker_doc = (ROOT / "docs" / "worker.md").read_text(encoding="utf-8")
     for error_type in WORKER_ERROR_TYPES:
         assert f"``{error_type}``" in stats_doc
         assert f"`{error_type}`" in worker_doc
+
+
+def _error_types_of_the_code() -> set[str]:
+    """Every ``error.type`` a failed interaction can be counted with: the evaluator's own, the shipped
+    judges' (each ``JudgeError`` subclass of the package) and ``_OTHER``."""
+    found = {JudgeError.error_type, ERROR_TYPE_OTHER, *WORKER_ERROR_TYPES}
+    pending: list[type[JudgeError]] = [JudgeError]
+    while pending:
+        for subclass in pending.pop().__subclasses__():
+            if subclass.__module__.startswith("ctxutil_otel."):  # not a test's own error
+                found.add(subclass.error_type)
+                pending.append(subclass)
+    return found
+
+
+def _documented_error_types() -> set[str]:
+    """The first column of telemetry.md's table of ``error.type`` values."""
+    text = (ROOT / "docs" / "telemetry.md").read_text(encoding="utf-8")
+    table = text.split("| `error.type` | from | when |", 1)[1].split("\n\n", 1)[0]
+    return set(re.findall(r"^\| `([^`]+)` \|", table, flags=re.MULTILINE))
+
+
+def test_telemetry_md_lists_every_error_type_the_code_counts() -> None:
+    # internal_error (an unexpected error of the evaluator while evaluating, counted failed) was not
+    # among the error.type values docs/telemetry.md listed, nor were most judge error types.
+    assert _documented_error_types() == _error_types_of_the_code()
+    assert ctxutil_otel.judges._retry.JudgeServerError.error_type == "http_5xx"
 
 
 def test_the_checker_finds_an_unknown_name() -> None:

@@ -68,10 +68,13 @@ DropReason: TypeAlias = Literal[
 #: :data:`ERROR_TYPE_OTHER`, its class name kept in the result's local ``error_message``):
 #:
 #: * ``timeout``: the evaluation ran past ``evaluation_timeout_s``;
-#: * ``invalid_input``: the captured interaction does not convert (a chunk of an unsupported type);
+#: * ``invalid_input``: the captured interaction does not convert (a chunk of an unsupported type, a chunk
+#:   whose reading raises, more than ``MAX_CHUNKS`` chunks);
 #: * ``worker_crashed``: ``worker="process"``: the child process evaluating it ended (crashed, killed, out
-#:   of memory) before answering; a new child takes the next evaluations.
-WorkerErrorType: TypeAlias = Literal["timeout", "invalid_input", "worker_crashed"]
+#:   of memory) before answering; a new child takes the next evaluations;
+#: * ``internal_error``: an unexpected error of the evaluator itself while evaluating an admitted
+#:   interaction (a bug: logged with its traceback; no result is emitted, only the count).
+WorkerErrorType: TypeAlias = Literal["timeout", "invalid_input", "worker_crashed", "internal_error"]
 
 #: Every :data:`WorkerErrorType`.
 WORKER_ERROR_TYPES: Final[tuple[WorkerErrorType, ...]] = get_args(WorkerErrorType)

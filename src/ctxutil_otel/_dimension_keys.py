@@ -1,4 +1,5 @@
-"""Which metadata keys may become metric dimensions (``metric_dimensions``), checked once at settings time.
+"""Which metadata keys may become metric dimensions (``metric_dimensions``), checked once at settings time,
+and which values (:func:`dimension_value`, on every capture path and at the emitter).
 
 A key becomes the metric attribute ``ctxutil.metadata.<key>`` and, with ``.`` and ``-`` as ``_``, the
 Prometheus label ``ctxutil_metadata_<key>`` (docs/slices.md). Its values leave the process whatever
@@ -7,10 +8,12 @@ Prometheus label ``ctxutil_metadata_<key>`` (docs/slices.md). Its values leave t
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 from collections.abc import Iterable
 
-__all__ = ["check_dimension_keys"]
+__all__ = ["check_dimension_keys", "dimension_value", "is_no_number"]
 
 # A metric_dimensions key: part of an attribute name and, with . and - as _, of a Prometheus label.
 _DIMENSION_KEY = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
@@ -23,6 +26,27 @@ _CONTENT_KEY = re.compile(
     r"|ctxutil\.(?:query|answer).*)",
     re.IGNORECASE,
 )
+
+
+def is_no_number(value: object) -> bool:
+    """Whether ``value`` is a NaN or infinite real number (``float("nan")``, ``numpy.nan``,
+    ``numpy.float32("inf")``, a JSON ``NaN``): no dimension value, as ``None`` is none."""
+    if isinstance(value, float):  # the usual case (numpy.float64 included), without the ABC check
+        return not math.isfinite(value)
+    return isinstance(value, numbers.Real) and not isinstance(value, int) and not math.isfinite(value)
+
+
+def dimension_value(value: object) -> str | int | float | bool | None:
+    """``value`` as a dimension value: a non-empty ``str``, or an ``int`` / ``float`` / ``bool`` as given
+    (the emitter's limiter turns it into text); ``None`` for anything else, a NaN or infinite number
+    included (a DataFrame's missing value would otherwise be the dimension ``"nan"``)."""
+    if isinstance(value, str):
+        return value or None
+    if isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return value
+    return None
 
 
 def _prometheus_label(key: str) -> str:

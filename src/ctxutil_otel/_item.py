@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["DatasetItem", "chunk_list", "chunk_text", "document_sequence", "is_document", "mapping_text"]
+__all__ = [
+    "MAX_CHUNKS",
+    "DatasetItem",
+    "TooManyChunksError",
+    "chunk_list",
+    "chunk_text",
+    "document_sequence",
+    "is_document",
+    "mapping_text",
+]
 
 _TEXT_KEYS = ("page_content", "content", "text")
+
+#: The most chunks one interaction may have (``retrieved_content``): more is refused as invalid input, on
+#: every path, without reading past ``MAX_CHUNKS + 1`` (an endless iterable included). Generous: a judge's
+#: cost grows with the count (the semantic judge: about 1.5 s CPU at 10,000 short chunks, docs/judges.md).
+MAX_CHUNKS = 10_000
 
 
 def is_document(value: object) -> bool:
@@ -39,20 +54,39 @@ def mapping_text(mapping: Mapping[Any, object]) -> str | None:
     return None
 
 
+class TooManyChunksError(ValueError):
+    """``retrieved_content`` holds more than :data:`MAX_CHUNKS` chunks. ``read``: the first
+    ``MAX_CHUNKS + 1`` (what was consumed of an iterator; :func:`chunk_list` refuses them again, with the
+    same message)."""
+
+    def __init__(self, read: list[object]) -> None:
+        self.read = read
+        super().__init__(f"must hold at most {MAX_CHUNKS:,} chunks, got more")
+
+
 def chunk_list(value: object) -> list[object]:
     """``retrieved_content`` as a list of chunks, not yet read: the one shape check of every path
     (:class:`DatasetItem`, ``Evaluator.record_interaction`` and both workers). Accepts a list, a tuple
-    or any other iterable of chunks (a generator is consumed).
+    or any other iterable of chunks (a generator is consumed), of at most :data:`MAX_CHUNKS` chunks: no
+    more than ``MAX_CHUNKS + 1`` are ever read from it.
 
     Raises:
         ValueError: ``must be a list of chunks ..., got <type>`` for ``None``, a ``str`` or ``bytes``
             (one text is not a list of chunks), a mapping (one chunk), or anything not iterable.
+        TooManyChunksError: (a ``ValueError``) ``must hold at most 10,000 chunks, got more``.
     """
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
         raise ValueError(
             f"must be a list of chunks (strings, LangChain Documents or mappings), got {type(value).__name__}"
         )
-    return list(value)
+    chunks = list(itertools.islice(value, MAX_CHUNKS + 1))
+    if len(chunks) > MAX_CHUNKS:
+        raise TooManyChunksError(chunks)
+    return chunks
+
+
+class _ChunkError(ValueError):
+    """A chunk that is not one: its message is ours (names the index and the type, never the text)."""
 
 
 def chunk_text(chunk: object, index: int) -> str:
@@ -63,21 +97,34 @@ def chunk_text(chunk: object, index: int) -> str:
 
     Raises:
         ValueError: naming ``retrieved_content[index]`` and the type received, for anything else
-            (``None``, numbers, mappings without a text key, non-string text).
+            (``None``, numbers, mappings without a text key, non-string text); and for a chunk whose
+            reading raises (a mapping whose ``get``, ``__getitem__`` or iteration raises, a
+            ``page_content`` property that raises): ``reading the chunk raised <class>``, never its
+            message, which may quote the chunk (the error chained as ``__cause__``).
     """
     if isinstance(chunk, str):
         return chunk
+    try:
+        return _read_chunk(chunk, index)
+    except _ChunkError:
+        raise
+    except Exception as exc:  # the chunk's own methods raised: bad input, not our error
+        problem = f"reading the chunk raised {type(exc).__name__}"
+        raise _ChunkError(f"retrieved_content[{index}]: {problem}") from exc
+
+
+def _read_chunk(chunk: object, index: int) -> str:
     if isinstance(chunk, Mapping):
         if (text := mapping_text(chunk)) is not None:
             return text
-        raise ValueError(
+        raise _ChunkError(
             f"retrieved_content[{index}]: mapping has no string 'page_content', 'content' or 'text' key "
             f"(keys: {sorted(map(str, chunk))[:5]})"
         )
     page_content = getattr(chunk, "page_content", None)
     if isinstance(page_content, str):
         return page_content
-    raise ValueError(
+    raise _ChunkError(
         f"retrieved_content[{index}]: expected str, LangChain Document or a mapping with "
         f"'page_content'/'content'/'text', got {type(chunk).__name__}"
     )
@@ -91,13 +138,15 @@ class DatasetItem(BaseModel):
         actual_output: The generated answer (may be empty: an empty answer scores 0.0 when relevant
             chunks were retrieved).
         retrieved_content: The retrieved chunks in retrieval order, normalised to a list of ``str``.
-            Accepts ``str``, LangChain ``Document`` and mappings (see :func:`chunk_text`).
+            Accepts ``str``, LangChain ``Document`` and mappings (see :func:`chunk_text`); at most
+            :data:`MAX_CHUNKS` (10,000) of them.
         id: An optional identifier carried through to the result.
         metadata: Free-form data carried through to the result; never emitted as telemetry.
 
     Raises:
-        pydantic.ValidationError: for a missing or blank ``query``, a non-string ``actual_output``, or
-            a chunk of an unsupported type; the message names the field and the chunk index.
+        pydantic.ValidationError: for a missing or blank ``query``, a non-string ``actual_output``, a
+            chunk of an unsupported type or whose reading raises, or more than :data:`MAX_CHUNKS` chunks;
+            the message names the field and the chunk index.
     """
 
     model_config = ConfigDict(frozen=True)

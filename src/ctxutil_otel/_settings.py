@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import enum
 import json
+import logging
+from collections.abc import Collection
 from typing import Any, Literal, get_origin
 
 from pydantic import SecretStr, ValidationError, field_validator
@@ -53,6 +55,7 @@ def _enumerated(fields: type[SettingsFields]) -> tuple[str, ...]:
 
 
 _ENUMERATED = _enumerated(SettingsFields)
+_log = logging.getLogger("ctxutil_otel")
 
 
 class Settings(SettingsFields):
@@ -171,6 +174,33 @@ class Settings(SettingsFields):
     def token_budget(self) -> int | None:
         """``judge_token_budget_per_minute`` with 0 normalised to ``None`` (unlimited)."""
         return self.judge_token_budget_per_minute or None
+
+    @classmethod
+    def resolved_for(cls, names: Collection[str], reader: str, /, **values: Any) -> Settings:
+        """``Settings(**values)`` for ``reader`` (e.g. ``"the judge"``), which reads only the settings
+        ``names`` (and ``values``): an invalid ``CTXUTIL_*`` variable of another setting does not stop it.
+        One WARNING names those variables, and each of their settings takes its default in the result
+        (read ``names`` only).
+
+        Raises:
+            SettingsError: naming only the invalid settings among ``names`` and ``values``.
+        """
+        try:
+            return cls(**values)
+        except SettingsError as exc:
+            needed = {*names, *values}
+            own = [(name, message) for name, message in exc.errors if name in needed]
+            if own or any(name not in cls.model_fields for name, _ in exc.errors):
+                raise SettingsError(own or exc.errors) from None
+            others = exc.errors
+        _log.warning(
+            "ctxutil-otel: %s reads none of these invalid settings, so they do not stop it (whatever "
+            "reads one refuses it: an Evaluator, a handler, serve):\n%s",
+            reader,
+            "\n".join(f"  - {message}" for _, message in others),
+        )
+        defaults = {name: cls.model_fields[name].get_default(call_default_factory=True) for name, _ in others}
+        return cls(**values, **defaults)
 
     def with_defaults(self, **defaults: Any) -> Settings:
         """A copy where each of ``defaults`` applies to a setting that was neither passed nor set in the

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy
 from langchain_core.language_models import FakeListChatModel
 from langchain_core.runnables import RunnableLambda
 
@@ -82,3 +83,13 @@ def test_dimensions_with_selection_rules_read_the_same_root_name(make_rig: MakeR
     chain.invoke(QUESTION, config={"callbacks": [rig.handler]})
     interaction, _ = rig.only()
     assert (interaction.dimensions or {})[n.ATTR_CHAIN_NAME] == "faq_chain"
+
+
+def test_a_nan_or_infinite_metadata_value_is_no_dimension(make_rig: MakeRig) -> None:
+    # metadata={"tenant": float("nan")} (a DataFrame's missing value) became the dimension "nan".
+    rig = make_rig(metric_dimensions=("tenant", "ratio", "shard"))
+    metadata = {"tenant": float("nan"), "ratio": numpy.inf, "shard": numpy.float64("nan")}
+    rag_chain().invoke(QUESTION, config={"callbacks": [rig.handler], "metadata": metadata})
+    interaction, _ = rig.only()
+    assert not [k for k in interaction.dimensions or {} if k.startswith("ctxutil.metadata.")]
+    assert_accounted(rig)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import numpy
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
 from prometheus_client import CollectorRegistry, generate_latest
@@ -72,3 +73,19 @@ def test_the_evaluated_service_follows_dimension_max_chars(telemetry: Telemetry)
     (point,) = telemetry.points(n.METRIC_CHUNKS_RELEVANT)
     assert point.attributes[n.ATTR_EVALUATED_SERVICE_NAME] == "checkout-s"
     assert point.attributes["ctxutil.evaluated.service.namespace"] == "shop front"
+
+
+def test_a_nan_or_infinite_number_is_no_value() -> None:
+    # float("nan") (a pandas row's missing value) became the dimension value "nan", one series of its own
+    # that read as a real tenant; inf became "inf". Not a number is no value: the dimension is absent.
+    limiter = CardinalityLimiter()
+    values: dict[str, object] = {
+        "nan": float("nan"),
+        "numpy_nan": numpy.nan,
+        "numpy_float32_nan": numpy.float32("nan"),
+        "inf": float("inf"),
+        "minus_inf": -numpy.inf,
+        "ratio": 0.25,
+    }
+    assert limiter.bound(values) == {"ratio": "0.25"}
+    assert limiter.overflowed() == {}

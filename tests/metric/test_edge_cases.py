@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 
 import pytest
@@ -296,3 +297,40 @@ def test_anything_else_is_refused_at_construction_naming_judge(
     assert "judge" in message and named in message
     if error is TypeError:
         assert "'semantic', 'learned', 'lexical', 'openai'" in message
+
+
+@pytest.mark.parametrize("judge", ["learned", None])
+def test_an_invalid_setting_the_metric_does_not_read_does_not_stop_it(
+    judge: str | None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # ContextualUtilization(judge="learned") raised SettingsError for CTXUTIL_SAMPLE_RATE=abc: it resolved
+    # every setting, though it reads only the judge's. Another setting's invalid variable is warned about,
+    # naming it, and the metric is built.
+    monkeypatch.setenv("CTXUTIL_SAMPLE_RATE", "abc")
+    monkeypatch.setenv("CTXUTIL_MAX_QUEUE_SIZE", "-5")
+    monkeypatch.setenv("CTXUTIL_JUDGE", "learned")  # what judge=None builds
+    with caplog.at_level(logging.WARNING, logger="ctxutil_otel"):
+        metric = ContextualUtilization(judge=judge)  # type: ignore[arg-type]
+    assert metric.judge.name == "learned"
+    (record,) = [r for r in caplog.records if "CTXUTIL_SAMPLE_RATE" in r.getMessage()]
+    assert record.levelno == logging.WARNING and "CTXUTIL_MAX_QUEUE_SIZE" in record.getMessage()
+
+
+@pytest.mark.parametrize(
+    ("judge", "variable", "value"),
+    [
+        ("openai", "CTXUTIL_JUDGE_TIMEOUT_S", "abc"),
+        ("learned", "CTXUTIL_JUDGE_RESPONSE_FORMAT", "xml"),
+        (None, "CTXUTIL_JUDGE", "gpt-4o"),
+    ],
+)
+def test_an_invalid_judge_setting_still_raises_naming_it(
+    judge: str | None, variable: str, value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CTXUTIL_SAMPLE_RATE", "abc")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SettingsError) as caught:
+        ContextualUtilization(judge=judge)  # type: ignore[arg-type]
+    assert variable in str(caught.value)
+    assert "CTXUTIL_SAMPLE_RATE" not in str(caught.value)  # not the metric's: not its error either

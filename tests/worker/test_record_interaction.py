@@ -10,6 +10,7 @@ in-memory exporters, and the example ``examples/plain_openai_rag.py`` run as a s
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import subprocess
@@ -27,6 +28,7 @@ from opentelemetry.trace import SpanContext
 from pydantic import ValidationError
 
 from ctxutil_otel import DatasetItem, Evaluator
+from ctxutil_otel._item import MAX_CHUNKS
 from ctxutil_otel.emit import names as n
 from tests.support.env import environ_without_settings
 from tests.support.openai_server import OpenAICompatServer, Reply, completion
@@ -325,6 +327,19 @@ def test_a_dimension_of_the_wrong_type_is_left_out_with_a_warning_naming_it(
     evaluator.shutdown(5_000)
 
 
+def test_a_nan_or_infinite_metadata_value_is_no_dimension(telemetry: Telemetry) -> None:
+    # metadata={"tier": numpy.nan} (a DataFrame row's missing value) became the dimension "nan" on the
+    # span and every metric point; a NaN or infinite number is no value: the dimension is absent.
+    evaluator = _evaluator(telemetry, metric_dimensions=("tier", "ratio", "shard"))
+    metadata = {"tier": numpy.nan, "ratio": float("inf"), "shard": float("nan")}
+    args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
+    assert evaluator.record_interaction(**args, metadata=metadata)
+    assert evaluator.force_flush(30_000)
+    (span,) = telemetry.spans(n.SPAN_EVALUATION)
+    assert not [k for k in span.attributes or {} if k.startswith("ctxutil.metadata.")]
+    evaluator.shutdown(5_000)
+
+
 class _RaisingMapping(Mapping[str, object]):
     def __getitem__(self, key: str) -> object:
         raise RuntimeError("getitem boom")
@@ -366,6 +381,123 @@ def test_an_argument_whose_reading_raises_is_named_in_the_error_log(
     )
     assert record.exc_info is not None and cause in str(record.exc_info[1])
     evaluator.shutdown(5_000)
+
+
+class _ChunkWhoseReadingRaises(Mapping[str, object]):
+    """A chunk mapping whose every read raises (a vector store's lazy record whose fetch failed); the
+    error's message holds text that must never reach a log or the telemetry."""
+
+    def __getitem__(self, key: str) -> object:
+        raise RuntimeError("private chunk text")
+
+    def __iter__(self) -> Iterator[str]:
+        raise RuntimeError("private chunk text")
+
+    def __len__(self) -> int:
+        return 1
+
+    def get(self, key: str, default: object = None) -> object:
+        raise RuntimeError("private chunk text")
+
+
+@pytest.mark.parametrize("worker", ["thread", "process"])
+def test_a_chunk_whose_reading_raises_fails_invalid_input_naming_it(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture, worker: str
+) -> None:
+    # A chunk mapping whose .get (or __getitem__, or iteration) raised was counted failed internal_error,
+    # logged as an ERROR with a full traceback on every call, and no result span was emitted. It is bad
+    # input: failed invalid_input with a result naming retrieved_content[1], one WARNING (throttled), no
+    # traceback, nothing of the error's text.
+    evaluator = _evaluator(telemetry, worker=worker)
+    chunks: list[object] = [CHUNKS[0], _ChunkWhoseReadingRaises()]
+    with caplog.at_level(logging.WARNING, logger="ctxutil_otel"):
+        for _ in range(2):
+            assert evaluator.record_interaction(
+                query=QUESTION, retrieved_content=chunks, actual_output=ANSWER
+            )
+        assert evaluator.force_flush(30_000)
+    stats = evaluator.stats()
+    assert (stats.captured, stats.evaluated, stats.failed) == (2, 0, {"invalid_input": 2}), stats
+    failed = [dict(s.attributes or {}) for s in telemetry.spans(n.SPAN_EVALUATION)]
+    assert len(failed) == 2 and all(a[n.ATTR_EVALUATION_SCORE_LABEL] == "error" for a in failed)
+    explanation = str(failed[0][n.ATTR_EVALUATION_EXPLANATION])
+    assert "retrieved_content[1]" in explanation and "RuntimeError" in explanation
+    assert "private" not in explanation
+    records = [r for r in caplog.records if r.levelno >= logging.WARNING and "evaluator" in r.getMessage()]
+    assert len(records) == 1, [r.getMessage() for r in records]  # throttled: one for both
+    (record,) = records
+    assert record.levelno == logging.WARNING and record.exc_info is None
+    assert "invalid_input" in record.getMessage() and "retrieved_content[1]" in record.getMessage()
+    assert "private" not in record.getMessage()
+    evaluator.shutdown(5_000)
+
+
+def test_a_chunk_whose_reading_raises_is_a_validation_error_of_the_batch_path() -> None:
+    # DatasetItem let the chunk's RuntimeError through (the batch runner counted it _OTHER).
+    with pytest.raises(ValidationError) as caught:
+        DatasetItem(
+            query=QUESTION, actual_output=ANSWER, retrieved_content=["ok", _ChunkWhoseReadingRaises()]
+        )
+    assert "retrieved_content[1]: reading the chunk raised RuntimeError" in str(caught.value)
+    assert "private" not in str(caught.value)
+
+
+def _endless_chunks() -> Iterator[str]:
+    """``itertools.repeat("x")``, with a guard that fails the test (rather than filling the memory) when
+    more than ``MAX_CHUNKS + 1`` chunks are read from it."""
+    for read, chunk in enumerate(itertools.repeat("x")):
+        if read > MAX_CHUNKS:
+            raise AssertionError(f"read {read + 1} chunks of an endless iterable")
+        yield chunk
+
+
+@pytest.mark.parametrize("worker", ["thread", "process"])
+def test_an_endless_iterable_of_chunks_is_refused_at_the_limit(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture, worker: str
+) -> None:
+    # record_interaction(retrieved_content=itertools.repeat("x")) blocked the application's thread for
+    # ever, materialising the iterable (a list of MAX_CHUNKS + 1 chunks was evaluated in full). At most
+    # MAX_CHUNKS + 1 chunks are read; more than MAX_CHUNKS fail invalid_input naming the field and the
+    # limit, with one WARNING, and the call returns.
+    evaluator = _evaluator(telemetry, worker=worker)
+    with caplog.at_level(logging.WARNING, logger="ctxutil_otel"):
+        for too_many in (_endless_chunks(), ["x"] * (MAX_CHUNKS + 1)):
+            assert evaluator.record_interaction(
+                query=QUESTION, retrieved_content=too_many, actual_output=ANSWER
+            )
+        assert evaluator.force_flush(30_000)
+    stats = evaluator.stats()
+    assert (stats.captured, stats.evaluated, stats.failed) == (2, 0, {"invalid_input": 2}), stats
+    failed = [dict(s.attributes or {}) for s in telemetry.spans(n.SPAN_EVALUATION)]
+    assert [a[n.ATTR_TOTAL_CHUNKS] for a in failed] == [0, 0]  # refused, not 10,001 chunks
+    for attributes in failed:
+        explanation = str(attributes[n.ATTR_EVALUATION_EXPLANATION])
+        assert (
+            explanation
+            == f"retrieved_content: Value error, must hold at most {MAX_CHUNKS:,} chunks, got more"
+        )
+    records = [r for r in caplog.records if r.levelno >= logging.WARNING and "evaluator" in r.getMessage()]
+    assert len(records) == 1 and f"at most {MAX_CHUNKS:,} chunks" in records[0].getMessage()
+    evaluator.shutdown(5_000)
+
+
+def test_the_batch_path_takes_at_most_the_same_number_of_chunks() -> None:
+    assert MAX_CHUNKS == 10_000
+    assert (
+        len(
+            DatasetItem(
+                query=QUESTION, actual_output=ANSWER, retrieved_content=["x"] * MAX_CHUNKS
+            ).retrieved_content
+        )
+        == MAX_CHUNKS
+    )
+    for too_many in (_endless_chunks(), ["x"] * (MAX_CHUNKS + 1)):
+        with pytest.raises(ValidationError) as caught:
+            DatasetItem(query=QUESTION, actual_output=ANSWER, retrieved_content=too_many)
+        assert _batch_message(["x"] * (MAX_CHUNKS + 1)) == (
+            f"retrieved_content: Value error, must hold at most {MAX_CHUNKS:,} chunks, got more"
+        )
+        assert "retrieved_content" in str(caught.value)
 
 
 def test_after_shutdown_it_is_refused_and_counted(telemetry: Telemetry) -> None:

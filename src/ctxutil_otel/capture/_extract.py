@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from .._dimension_keys import dimension_value
 from .._interaction import Interaction
 from .._item import document_sequence, is_document
 from .._selection import SelectionFacts
@@ -331,20 +332,9 @@ _MODEL_PARAMS = ("model", "model_name", "model_id", "deployment_name")
 
 
 def _scalar(value: object) -> str | None:
-    """A dimension value: a non-empty ``str``, or an ``int`` / ``float`` / ``bool`` as text; else ``None``."""
-    if isinstance(value, str):
-        return value or None
-    if isinstance(value, (bool, int, float)):
-        return str(value)
-    return None
-
-
-def _metadata_scalar(value: object) -> str | int | float | bool | None:
-    """A metadata dimension value: a non-empty ``str``, or an ``int`` / ``float`` / ``bool`` as given (the
-    emitter's limiter turns it into text, or ``_OTHER`` when too long to keep whole); else ``None``."""
-    if isinstance(value, str):
-        return value or None
-    return value if isinstance(value, (bool, int, float)) else None
+    """A dimension value (:func:`~ctxutil_otel._dimension_keys.dimension_value`) as text; else ``None``."""
+    found = dimension_value(value)
+    return None if found is None else str(found)
 
 
 def dimensions_of(root: RootRun, metadata_keys: Sequence[str] = ()) -> dict[str, str | int | float | bool]:
@@ -381,7 +371,7 @@ def dimensions_of(root: RootRun, metadata_keys: Sequence[str] = ()) -> dict[str,
         sources = [m for m in (metadata, llm_metadata) if isinstance(m, Mapping) and m]
         for key in metadata_keys:
             for source in sources:
-                value = _metadata_scalar(source.get(key))
+                value = dimension_value(source.get(key))  # as given: the emitter bounds it
                 if value is not None:
                     out[DIMENSION_METADATA_PREFIX + "." + key] = value
                     break

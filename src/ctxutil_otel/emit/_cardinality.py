@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 
 from opentelemetry.util.types import AttributeValue
 
+from .._dimension_keys import is_no_number
 from .._fork import reinit_after_fork
 from ._names import DIMENSION_OTHER
 
@@ -91,7 +92,7 @@ class CardinalityLimiter:
     def bound(self, dimensions: Mapping[str, object] | None) -> dict[str, str]:
         """The dimensions as metric attributes: values as cleaned strings (:func:`clean_value`), cut,
         overflowed past the budget (a non-string too long to keep whole is :data:`OVERFLOW_VALUE`).
-        ``None`` and empty values are left out."""
+        ``None``, empty values and NaN or infinite numbers are left out."""
         if not dimensions:
             return {}
         out: dict[str, str] = {}
@@ -99,7 +100,7 @@ class CardinalityLimiter:
         max_chars = self.max_chars
         with self._lock:
             for name, raw in dimensions.items():
-                if raw is None:
+                if raw is None or is_no_number(raw):
                     continue
                 text = clean_value(str(raw))
                 if len(text) > max_chars and not isinstance(raw, str):

@@ -11,10 +11,34 @@ if TYPE_CHECKING:
     from .._settings import Settings
     from ._base import Judge
 
-__all__ = ["build_judge", "build_named_judge", "default_judge"]
+__all__ = ["JUDGE_SETTINGS", "build_judge", "build_named_judge", "default_judge", "judge_settings"]
+
+#: The settings :func:`build_judge` reads (the module docstring's).
+JUDGE_SETTINGS = (
+    "judge",
+    "judge_model",
+    "judge_base_url",
+    "judge_api_key",
+    "judge_timeout_s",
+    "judge_deadline_s",
+    "judge_response_format",
+)
 
 _log = logging.getLogger("ctxutil_otel.judges")
 _warned = threading.Event()
+
+
+def judge_settings(**values: object) -> Settings:
+    """The settings with ``values`` (argument > ``CTXUTIL_*`` > default) for building a judge alone: an
+    invalid ``CTXUTIL_*`` variable of a setting no judge reads (``CTXUTIL_SAMPLE_RATE=abc``) is a WARNING
+    naming it, not an error (``Settings.resolved_for``).
+
+    Raises:
+        SettingsError: naming an invalid :data:`JUDGE_SETTINGS` value and its variable.
+    """
+    from .._settings import Settings  # pydantic-settings: only when the settings are needed
+
+    return Settings.resolved_for(JUDGE_SETTINGS, "building the judge alone", **values)
 
 
 def default_judge() -> Judge:

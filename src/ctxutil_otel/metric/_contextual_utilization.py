@@ -68,12 +68,11 @@ def _judge_of(judge: Judge | str | None) -> Judge:
     """The judge ``ContextualUtilization(judge=...)`` names: a judge as given, a name or ``None`` resolved
     as the settings resolve ``judge`` (see the class)."""
     if judge is None or isinstance(judge, str):
-        from .._settings import Settings  # pydantic-settings: only when the settings are needed
-        from ..judges._from_settings import build_judge, build_named_judge
+        from ..judges._from_settings import build_judge, build_named_judge, judge_settings
 
-        if judge is None:
-            return build_judge(Settings())
-        return build_named_judge(Settings(judge=judge))  # an unknown name: SettingsError naming judge
+        if judge is None:  # only the judge's settings: another invalid CTXUTIL_* variable is a warning
+            return build_judge(judge_settings())
+        return build_named_judge(judge_settings(judge=judge))  # an unknown name: SettingsError naming judge
     if isinstance(judge, type) or not callable(getattr(judge, "judge", None)):
         raise TypeError(
             "judge must be a Judge instance (an object with an async judge(query, answer, chunks) method, "
@@ -106,7 +105,8 @@ class ContextualUtilization:
         ValueError: if ``threshold`` is outside [0, 1] or not a number.
         TypeError: naming ``judge`` and what it takes, for anything else (a judge class, not an instance).
         SettingsError: (a ``ValueError``) with a judge name or no ``judge``, for an unknown name or an
-            invalid ``CTXUTIL_*`` setting.
+            invalid ``CTXUTIL_JUDGE*`` setting, naming it (only the judge's settings are read: another
+            invalid ``CTXUTIL_*`` variable is one WARNING naming it).
         SemanticExtraMissingError: (an ``ImportError``) for ``judge="semantic"`` without the
             ``semantic`` extra.
     """

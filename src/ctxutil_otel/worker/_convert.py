@@ -5,9 +5,10 @@ Decisions (DESIGN.md, "Edge cases"):
 * ``query`` ``None`` or blank, or ``answer`` ``None``: the content was not captured, so there is
   nothing to judge: dropped, reason ``not_evaluable`` (no evaluation result is emitted).
 * ``answer == ""`` is a real, empty answer: evaluated (0.0 when relevant chunks were retrieved).
-* anything :class:`DatasetItem` rejects (``retrieved_content`` that is not a list of chunks, a chunk of an
-  unsupported type, a non-string answer):
-  failed, ``error.type`` ``invalid_input``. The message names the field and index, never the text.
+* anything :class:`DatasetItem` rejects (``retrieved_content`` that is not a list of chunks or holds more
+  than ``MAX_CHUNKS``, a chunk of an unsupported type or whose reading raises, a non-string answer):
+  failed, ``error.type`` ``invalid_input``. The message names the field and index, never the text (the
+  engine logs it, throttled: ``_drop_log.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from .._interaction import Interaction
-from .._item import DatasetItem, chunk_list, chunk_text
+from .._item import MAX_CHUNKS, DatasetItem, chunk_list, chunk_text
 from ..metric._contextual_utilization import ContextualUtilization
 from ..metric._results import MetricEvaluationResult
 
@@ -97,13 +98,15 @@ def to_dataset_item(interaction: Interaction) -> DatasetItem | Rejection:
 
 
 def _total_chunks(interaction: Interaction) -> int:
+    """``ctxutil.total_chunks`` of a failure: 0 for what is no list of chunks or holds too many."""
     documents = interaction.documents
     if isinstance(documents, (str, bytes, Mapping)):  # not a list of chunks (record_interaction): none
         return 0
     try:
-        return len(documents)
+        total = len(documents)
     except TypeError:
         return 0
+    return total if total <= MAX_CHUNKS else 0
 
 
 @dataclass(frozen=True, slots=True)

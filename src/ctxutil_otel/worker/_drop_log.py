@@ -1,5 +1,6 @@
-"""Throttled warnings for dropped interactions: at most one message per reason per interval, carrying
-the number of drops not logged since (every drop is still counted by the engine)."""
+"""Throttled warnings for dropped interactions and for interactions failed ``invalid_input`` (the
+application handed the evaluator something it cannot evaluate): at most one message per reason per
+interval, carrying the number not logged since (every one is still counted by the engine)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,19 @@ import logging
 
 from .._throttled_log import ThrottledLog
 
-__all__ = ["DropLog"]
+__all__ = ["INVALID_INPUT", "DropLog"]
 
 _log = logging.getLogger("ctxutil_otel.worker")
 
 
+#: The key of :meth:`DropLog.due` for interactions failed ``invalid_input``.
+INVALID_INPUT = "failed invalid_input"
+
+
 class DropLog(ThrottledLog):
-    """A :class:`~ctxutil_otel._throttled_log.ThrottledLog` keyed by drop reason: :meth:`due` runs under
-    the engine's lock and :meth:`log` outside it."""
+    """A :class:`~ctxutil_otel._throttled_log.ThrottledLog` keyed by drop reason (and
+    :data:`INVALID_INPUT`): :meth:`due` runs under the engine's lock, :meth:`log` and
+    :meth:`log_invalid` outside it."""
 
     __slots__ = ()
 
@@ -29,5 +35,18 @@ class DropLog(ThrottledLog):
             level,
             "ctxutil evaluator dropped an interaction (reason %s; %d more since the last message)",
             reason,
+            suppressed,
+        )
+
+    @staticmethod
+    def log_invalid(explanation: str, suppressed: int | None) -> None:
+        """Log one interaction failed ``invalid_input`` when :meth:`due` said so: a WARNING with the
+        result's explanation (it names the field and index, e.g. ``retrieved_content[1]``, never a text),
+        no traceback."""
+        if suppressed is None:
+            return
+        _log.warning(
+            "ctxutil evaluator: an interaction failed invalid_input: %s (%d more since the last message)",
+            explanation,
             suppressed,
         )

@@ -50,7 +50,7 @@ from ..sampling._rules import SelectionRules
 from ..sampling._thread_cpu import thread_time_less_full_collections
 from ._admission import AdmissionChain, Unselected
 from ._convert import Rejection
-from ._drop_log import DropLog
+from ._drop_log import INVALID_INPUT, DropLog
 from ._evaluate import InThreadJudging
 from ._loop import call_soon, run_loop
 from ._stats import EvaluatorStats
@@ -405,10 +405,14 @@ class Engine:
             spent = 0  # a judge that reports no usage spent no tokens
         self._chain.settle(entry.reserved, spent)
         outcome = outcome_of(result)
+        suppressed: int | None = None
         with self._lock:
             if entry.seq not in self._in_flight:
                 return  # shutdown's deadline passed: already counted as dropped
             entry.outcome = outcome
+            if outcome == ("failed", "invalid_input"):  # the application's input: tell its developer
+                suppressed = self._drop_log.due(INVALID_INPUT)
+        self._drop_log.log_invalid(result.explanation, suppressed)
         self._emit(interaction, result, duration_s)
         self._finish(entry, outcome)
 

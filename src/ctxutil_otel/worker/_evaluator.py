@@ -200,7 +200,9 @@ class Evaluator:
         Args:
             query: The user's question (``None`` or blank: dropped ``not_evaluable``).
             retrieved_content: The chunks that reached the prompt, in order, as a list (or any iterable,
-                copied at the call): strings, LangChain ``Document`` s, or mappings with ``text`` (or
+                copied at the call), at most ``MAX_CHUNKS`` (10,000): no more than 10,001 are read (an
+                endless iterator included), and more fails ``invalid_input`` naming the field and the
+                limit. Each: a string, a LangChain ``Document``, or a mapping with ``text`` (or
                 ``page_content`` / ``content``) and optionally ``id`` and ``metadata`` (emitted per chunk
                 as ``ctxutil.chunks.{i}.id`` / ``.metadata.<key>`` for ``chunk_metadata_keys``). One
                 string, one mapping or ``None`` is not a list of chunks: failed ``invalid_input``.
@@ -223,7 +225,9 @@ class Evaluator:
         Returns ``True`` when queued for evaluation; ``False`` when not selected, sampled out or refused
         (each counted in :meth:`stats`, as for the capture paths: same selection rules, sampling, rate
         cap, queue and token budget). Never raises and never blocks: the texts are validated off the
-        request path (a wrong type fails that evaluation ``invalid_input``, naming the field); a
+        request path (a wrong type, or a chunk whose reading raises, fails that evaluation
+        ``invalid_input`` naming the field, e.g. ``retrieved_content[1]``, with a WARNING at most once
+        per 10 s); a
         ``model``, ``provider``, ``retriever_name`` or ``name`` that is not a string is left out (a WARNING
         naming it, once); a ``metadata``, ``span_context`` or ``interaction_id`` of the wrong type, an
         argument whose reading raises, or any other error counts the call dropped ``capture_error``

@@ -22,8 +22,9 @@ from collections.abc import Mapping, Sequence
 from opentelemetry import trace
 from opentelemetry.trace import SpanContext
 
+from .._dimension_keys import dimension_value
 from .._interaction import Interaction, interaction_id_text
-from .._item import chunk_list
+from .._item import TooManyChunksError, chunk_list
 from .._selection import SelectionFacts
 from ..emit._names import (
     ATTR_CHAIN_NAME,
@@ -113,8 +114,9 @@ def interaction_of_call(
     random trace id and no parent (the emitter opens a ``rag.interaction`` root span).
 
     Raises :class:`ArgumentError` (see :func:`check_arguments`). ``retrieved_content`` that is not a list
-    of chunks is handed over as given: the worker fails it ``invalid_input`` with
-    :func:`~ctxutil_otel._item.chunk_list`'s message, as ``DatasetItem`` does."""
+    of chunks is handed over as given, one of more than ``MAX_CHUNKS`` chunks as its first
+    ``MAX_CHUNKS + 1`` (never read further: an endless iterable returns at once): the worker fails it
+    ``invalid_input`` with :func:`~ctxutil_otel._item.chunk_list`'s message, as ``DatasetItem`` does."""
     id_text = check_arguments(metadata=metadata, span_context=span_context, interaction_id=interaction_id)
     mapping = metadata if isinstance(metadata, Mapping) else None  # checked above: the same value
     context = (
@@ -126,6 +128,8 @@ def interaction_of_call(
         trace_id, parent = random.getrandbits(128) or 1, None
     try:
         documents: Sequence[object] = chunk_list(retrieved_content)  # a copy: the caller may reuse theirs
+    except TooManyChunksError as exc:  # what was read: the worker refuses it again, with the same message
+        documents = exc.read
     except ValueError:  # not a list of chunks: the worker names it (``to_dataset_item``, ``to_strings``)
         documents = retrieved_content  # type: ignore[assignment]  # validated there, failed invalid_input
     except Exception as exc:  # a generator that raises, a __len__ or __iter__ that raises
@@ -180,7 +184,7 @@ def _dimensions(
             out[attribute] = value
     if metadata:
         for key in keys:
-            found = metadata.get(key)
-            if isinstance(found, (str, int, float, bool)):
+            found = dimension_value(metadata.get(key))  # a NaN or infinite number is none
+            if found is not None:
                 out[f"{DIMENSION_METADATA_PREFIX}.{key}"] = found
     return out

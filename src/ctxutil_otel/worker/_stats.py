@@ -30,8 +30,8 @@ class EvaluatorStats:
             there).
         evaluated: Scored (label ``pass`` or ``fail``).
         not_applicable: Judged, but no chunk was retrieved or relevant (label ``not_applicable``).
-        failed: Evaluation failed, by ``error.type`` (``timeout``, ``invalid_input``, ``worker_crashed``, the
-            judge's, or ``_OTHER`` for an exception that is no judge error).
+        failed: Evaluation failed, by ``error.type`` (``timeout``, ``invalid_input``, ``worker_crashed``,
+            ``internal_error``, the judge's, or ``_OTHER`` for an exception that is no judge error).
         in_flight: Taken by the worker and not finished yet.
         queue_size: Waiting in the queue.
         emit_errors: Results the emitter raised on (the outcome is still counted; the emitter's

@@ -13,6 +13,7 @@ tests/serve/test_dimensions.py.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -117,3 +118,14 @@ def test_numbers_kept_as_given_arrays_not_read(make_harness: Make) -> None:
     assert found["ctxutil.metadata.shard"] == 2**62
     assert found["ctxutil.metadata.ratio"] == 0.25
     assert "ctxutil.metadata.regions" not in found
+
+
+def test_a_nan_or_infinite_value_is_no_value_and_the_next_source_is_read(make_harness: Make) -> None:
+    # A NaN attribute (or OpenInference JSON metadata's NaN) was the dimension "nan"; it is absent like an
+    # array attribute, so the next span's value is read.
+    h = make_harness(metric_dimensions=("tenant", "ratio", "level"))
+    chain = {"tenant": math.nan, "ratio": math.inf, "metadata": '{"level": NaN}'}
+    turn(h, {"tenant": "acme"}, chain)
+    found = dims(h)
+    assert found["ctxutil.metadata.tenant"] == "acme"  # the generation span's
+    assert "ctxutil.metadata.ratio" not in found and "ctxutil.metadata.level" not in found

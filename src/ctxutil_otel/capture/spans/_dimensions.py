@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final
 
+from ..._dimension_keys import dimension_value
 from ...emit._names import (
     ATTR_CHAIN_NAME,
     ATTR_PROVIDER_NAME,
@@ -59,17 +60,11 @@ def attributes_of(span: object) -> Mapping[str, object]:
 
 
 def _text(value: object) -> str | None:
-    if isinstance(value, str):
-        return value or None
-    if isinstance(value, (bool, int, float)):
-        return str(value)
-    return None
+    found = dimension_value(value)  # a NaN or infinite number is none
+    return None if found is None else str(found)
 
 
-def _scalar(value: object) -> str | int | float | bool | None:
-    if isinstance(value, str):
-        return value or None
-    return value if isinstance(value, (bool, int, float)) else None
+_scalar = dimension_value
 
 
 def _pick(attributes: Mapping[str, object], wanted: frozenset[str]) -> dict[str, object]:
