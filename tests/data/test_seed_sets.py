@@ -17,7 +17,9 @@ import pytest
 from ctxutil_otel.data import load_dataset
 
 TRAIN_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "seed_style_train.jsonl"
+NATURAL_FILE = TRAIN_FILE.with_name("seed_style_train_natural.jsonl")
 KINDS = {"partial", "distractor", "low_overlap", "paraphrase", "topic_only", "refusal", "no_relevant"}
+NATURAL_KINDS = KINDS - {"low_overlap"} | {"full"}
 FIELDS = {
     "id",
     "subset",
@@ -35,12 +37,13 @@ STOP = set(
 )
 
 
-def _train() -> list[dict[str, Any]]:
-    return [json.loads(line) for line in TRAIN_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
+def _read(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 REPORT = load_dataset("seed")
-TRAIN = _train()
+TRAIN = _read(TRAIN_FILE)
+NATURAL = _read(NATURAL_FILE)
 DESIGN = load_dataset("design")
 
 
@@ -67,9 +70,9 @@ def _expected(labels: list[dict[str, bool]]) -> float | None:
     return None if relevant == 0 else used / relevant
 
 
-@pytest.mark.parametrize("name", ["report", "train", "design"])
+@pytest.mark.parametrize("name", ["report", "train", "natural", "design"])
 def test_every_row_is_well_formed_and_its_score_matches_its_labels(name: str) -> None:
-    rows = {"report": REPORT, "train": TRAIN, "design": DESIGN}[name]
+    rows = {"report": REPORT, "train": TRAIN, "natural": NATURAL, "design": DESIGN}[name]
     assert len({row["id"] for row in rows}) == len(rows)
     for row in rows:
         fields = FIELDS if name != "design" else FIELDS - {"kind"}
@@ -82,7 +85,9 @@ def test_every_row_is_well_formed_and_its_score_matches_its_labels(name: str) ->
         assert not any(label["utilized"] and not label["relevant"] for label in labels), row["id"]
         assert row["expected_score"] == _expected(labels), row["id"]
         if name != "design":
-            assert row["kind"] in KINDS and row["id"].endswith(row["id"].split("-")[-1])
+            assert row["kind"] in (NATURAL_KINDS if name == "natural" else KINDS) and row["id"].endswith(
+                row["id"].split("-")[-1]
+            )
 
 
 def test_the_report_set_covers_what_it_promises() -> None:
@@ -96,7 +101,7 @@ def test_the_report_set_covers_what_it_promises() -> None:
     assert len(partial) * 3 >= len(REPORT), len(partial)
 
 
-@pytest.mark.parametrize("rows", [REPORT, TRAIN], ids=["report", "train"])
+@pytest.mark.parametrize("rows", [REPORT, TRAIN, NATURAL], ids=["report", "train", "natural"])
 def test_each_kind_shows_what_it_names(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         labels, kind = row["chunk_labels"], row["kind"]
@@ -107,6 +112,8 @@ def test_each_kind_shows_what_it_names(rows: list[dict[str, Any]]) -> None:
             assert any(relevant) and row["expected_score"] == 0.0, row["id"]
         elif kind == "no_relevant":
             assert row["expected_score"] is None, row["id"]
+        elif kind == "full":  # every relevant chunk used, beside some chunk that is not relevant
+            assert row["expected_score"] == 1.0 and not all(relevant), row["id"]
         elif kind in ("partial", "topic_only"):  # some relevant chunk left unused, some used
             assert any(unused) and 0 < row["expected_score"] < 1, row["id"]
         elif kind == "distractor":  # an irrelevant chunk shares a word with the query
@@ -136,6 +143,31 @@ def test_the_training_set_shares_no_domain_and_no_text_with_the_report_set() -> 
 
     assert not texts(TRAIN) & texts(REPORT)
     assert not texts(TRAIN) & texts(DESIGN) and not texts(REPORT) & texts(DESIGN)
+    natural_domains = {row["subset"] for row in NATURAL}
+    assert len(NATURAL) >= 100 and len(natural_domains) >= 8
+    assert not natural_domains & ({row["subset"] for row in REPORT} | set(train_domains))
+    assert not texts(NATURAL) & (texts(REPORT) | texts(DESIGN) | texts(TRAIN))
+    assert {row["kind"] for row in NATURAL} == NATURAL_KINDS
+
+
+def _overlap_auroc(rows: list[dict[str, Any]]) -> float:
+    """How often a relevant chunk shares more of the query's words than an irrelevant one (ties: half)."""
+    shares: dict[bool, list[float]] = {True: [], False: []}
+    for row in rows:
+        query = _words(row["query"])
+        for chunk, label in zip(row["retrieved_content"], row["chunk_labels"], strict=True):
+            shares[label["relevant"]].append(len(_words(chunk) & query) / max(1, len(query)))
+    pairs = [(a > b) + 0.5 * (a == b) for a in shares[True] for b in shares[False]]
+    return sum(pairs) / len(pairs)
+
+
+def test_the_natural_rows_share_words_as_retrieval_does_and_the_others_do_not() -> None:
+    """The training set's construction inverts word overlap (relevant chunks avoid the query's words,
+    distractors repeat them); the natural rows carry it as retrieved text does (RAGBench's sample: about
+    0.6), so together the short rows teach neither rule (docs/judges-study.md)."""
+    assert _overlap_auroc(TRAIN) < 0.35
+    assert 0.55 <= _overlap_auroc(NATURAL) <= 0.85
+    assert 0.35 <= _overlap_auroc(TRAIN + NATURAL) <= 0.65
 
 
 def test_the_design_examples_are_designs_table() -> None:

@@ -27,7 +27,7 @@ from ctxutil_otel.judges._semantic_model import load_semantic_model, shipped_sem
 # sha256 of the shipped model's verdicts and probabilities (rounded to 4 places: the embeddings are float32
 # sums) on the bundled sample. Changes only when the model or the features change: retrain, check
 # docs/judges.md, then update.
-SAMPLE_FINGERPRINT = "7f2fc23b0fccc0299c44b267f5314aa291f8eba72180f5935a37f3522ffd15c1"
+SAMPLE_FINGERPRINT = "5888f88862cd67c6788119097cc293a44ed9da5ea012af604bf94af1794f6ad8"
 
 
 def _document() -> dict[str, Any]:
@@ -97,7 +97,7 @@ def test_fingerprint_does_not_depend_on_the_hash_seed() -> None:
 # entry is deleted), with what it says instead (R relevant, U utilized, - neither; docs/judges.md).
 DESIGN_MISSES = {
     "design-green-tea": "RU RU R R: 'Tea originated in China' reads relevant (0.5, not 0.67)",
-    "design-python": "RU - RU: the Guido van Rossum chunk reads irrelevant (score still 1.0)",
+    "design-python": "RU - -: the Guido van Rossum and readability chunks read irrelevant (score still 1.0)",
     "design-boiling-point": "RU RU R: the ice-cream chunk (freezing point of water) reads relevant (0.67)",
     "design-exercise": "RU RU R R: the gyms chunk (shares 'exercise') reads relevant (0.5)",
 }
