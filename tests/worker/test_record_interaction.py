@@ -16,7 +16,7 @@ import re
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -400,6 +400,35 @@ class _ChunkWhoseReadingRaises(Mapping[str, object]):
         raise RuntimeError("private chunk text")
 
 
+def _refused_invalid_input(
+    evaluator: Evaluator,
+    telemetry: Telemetry,
+    caplog: pytest.LogCaptureFixture,
+    chunk_lists: Sequence[Iterable[object]],
+) -> list[dict[str, Any]]:
+    """Record one interaction per chunk list (each call returns at once), flush, check every one failed
+    ``invalid_input``; the result spans' attributes."""
+    with caplog.at_level(logging.WARNING, logger="ctxutil_otel"):
+        for chunks in chunk_lists:
+            assert evaluator.record_interaction(
+                query=QUESTION, retrieved_content=chunks, actual_output=ANSWER
+            )
+        assert evaluator.force_flush(30_000)
+    stats = evaluator.stats()
+    expected = (len(chunk_lists), 0, {"invalid_input": len(chunk_lists)})
+    assert (stats.captured, stats.evaluated, stats.failed) == expected, stats
+    return [dict(s.attributes or {}) for s in telemetry.spans(n.SPAN_EVALUATION)]
+
+
+def _the_one_evaluator_warning(caplog: pytest.LogCaptureFixture) -> str:
+    """The message of the only WARNING-or-worse record the evaluator logged: a WARNING, no traceback."""
+    records = [r for r in caplog.records if r.levelno >= logging.WARNING and "evaluator" in r.getMessage()]
+    assert len(records) == 1, [r.getMessage() for r in records]
+    (record,) = records
+    assert record.levelno == logging.WARNING and record.exc_info is None
+    return record.getMessage()
+
+
 @pytest.mark.parametrize("worker", ["thread", "process"])
 def test_a_chunk_whose_reading_raises_fails_invalid_input_naming_it(
     telemetry: Telemetry, caplog: pytest.LogCaptureFixture, worker: str
@@ -410,25 +439,13 @@ def test_a_chunk_whose_reading_raises_fails_invalid_input_naming_it(
     # traceback, nothing of the error's text.
     evaluator = _evaluator(telemetry, worker=worker)
     chunks: list[object] = [CHUNKS[0], _ChunkWhoseReadingRaises()]
-    with caplog.at_level(logging.WARNING, logger="ctxutil_otel"):
-        for _ in range(2):
-            assert evaluator.record_interaction(
-                query=QUESTION, retrieved_content=chunks, actual_output=ANSWER
-            )
-        assert evaluator.force_flush(30_000)
-    stats = evaluator.stats()
-    assert (stats.captured, stats.evaluated, stats.failed) == (2, 0, {"invalid_input": 2}), stats
-    failed = [dict(s.attributes or {}) for s in telemetry.spans(n.SPAN_EVALUATION)]
+    failed = _refused_invalid_input(evaluator, telemetry, caplog, [chunks, chunks])
     assert len(failed) == 2 and all(a[n.ATTR_EVALUATION_SCORE_LABEL] == "error" for a in failed)
     explanation = str(failed[0][n.ATTR_EVALUATION_EXPLANATION])
     assert "retrieved_content[1]" in explanation and "RuntimeError" in explanation
     assert "private" not in explanation
-    records = [r for r in caplog.records if r.levelno >= logging.WARNING and "evaluator" in r.getMessage()]
-    assert len(records) == 1, [r.getMessage() for r in records]  # throttled: one for both
-    (record,) = records
-    assert record.levelno == logging.WARNING and record.exc_info is None
-    assert "invalid_input" in record.getMessage() and "retrieved_content[1]" in record.getMessage()
-    assert "private" not in record.getMessage()
+    message = _the_one_evaluator_warning(caplog)  # throttled: one for both calls
+    assert "invalid_input" in message and "retrieved_content[1]" in message and "private" not in message
     evaluator.shutdown(5_000)
 
 
@@ -460,15 +477,8 @@ def test_an_endless_iterable_of_chunks_is_refused_at_the_limit(
     # MAX_CHUNKS + 1 chunks are read; more than MAX_CHUNKS fail invalid_input naming the field and the
     # limit, with one WARNING, and the call returns.
     evaluator = _evaluator(telemetry, worker=worker)
-    with caplog.at_level(logging.WARNING, logger="ctxutil_otel"):
-        for too_many in (_endless_chunks(), ["x"] * (MAX_CHUNKS + 1)):
-            assert evaluator.record_interaction(
-                query=QUESTION, retrieved_content=too_many, actual_output=ANSWER
-            )
-        assert evaluator.force_flush(30_000)
-    stats = evaluator.stats()
-    assert (stats.captured, stats.evaluated, stats.failed) == (2, 0, {"invalid_input": 2}), stats
-    failed = [dict(s.attributes or {}) for s in telemetry.spans(n.SPAN_EVALUATION)]
+    too_many: list[Iterable[object]] = [_endless_chunks(), ["x"] * (MAX_CHUNKS + 1)]
+    failed = _refused_invalid_input(evaluator, telemetry, caplog, too_many)
     assert [a[n.ATTR_TOTAL_CHUNKS] for a in failed] == [0, 0]  # refused, not 10,001 chunks
     for attributes in failed:
         explanation = str(attributes[n.ATTR_EVALUATION_EXPLANATION])
@@ -476,8 +486,7 @@ def test_an_endless_iterable_of_chunks_is_refused_at_the_limit(
             explanation
             == f"retrieved_content: Value error, must hold at most {MAX_CHUNKS:,} chunks, got more"
         )
-    records = [r for r in caplog.records if r.levelno >= logging.WARNING and "evaluator" in r.getMessage()]
-    assert len(records) == 1 and f"at most {MAX_CHUNKS:,} chunks" in records[0].getMessage()
+    assert f"at most {MAX_CHUNKS:,} chunks" in _the_one_evaluator_warning(caplog)
     evaluator.shutdown(5_000)
 
 
