@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "MAX_CHUNKS",
+    "ChunksReadError",
     "DatasetItem",
     "TooManyChunksError",
     "chunk_list",
     "chunk_text",
     "document_sequence",
+    "is_chunk_iterable",
     "is_document",
     "mapping_text",
+    "read_chunks",
 ]
 
 _TEXT_KEYS = ("page_content", "content", "text")
@@ -64,6 +67,30 @@ class TooManyChunksError(ValueError):
         super().__init__(f"must hold at most {MAX_CHUNKS:,} chunks, got more")
 
 
+class ChunksReadError(ValueError):
+    """Iterating ``retrieved_content`` raised: ``reading the chunks raised <class>``, never the error's
+    message, which may quote a chunk (the error chained as ``__cause__``)."""
+
+
+def is_chunk_iterable(value: object) -> TypeGuard[Iterable[object]]:
+    """Whether ``value`` has the shape of a list of chunks (an iterable that is not ``str``, ``bytes`` or a
+    mapping), without reading it."""
+    return isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping))
+
+
+def read_chunks(value: Iterable[object]) -> list[object]:
+    """The first ``MAX_CHUNKS + 1`` items of ``value`` (never more: an endless iterable returns at once).
+
+    Raises:
+        ChunksReadError: (a ``ValueError``) for anything the iterable raises while read, its own
+            ``ValueError`` included: the caller's error, not a verdict on the shape.
+    """
+    try:
+        return list(itertools.islice(value, MAX_CHUNKS + 1))
+    except Exception as exc:  # the iterable's own error (a generator, an __iter__ that raises)
+        raise ChunksReadError(f"reading the chunks raised {type(exc).__name__}") from exc
+
+
 def chunk_list(value: object) -> list[object]:
     """``retrieved_content`` as a list of chunks, not yet read: the one shape check of every path
     (:class:`DatasetItem`, ``Evaluator.record_interaction`` and both workers). Accepts a list, a tuple
@@ -73,13 +100,14 @@ def chunk_list(value: object) -> list[object]:
     Raises:
         ValueError: ``must be a list of chunks ..., got <type>`` for ``None``, a ``str`` or ``bytes``
             (one text is not a list of chunks), a mapping (one chunk), or anything not iterable.
+        ChunksReadError: (a ``ValueError``) ``reading the chunks raised <class>`` when iterating raises.
         TooManyChunksError: (a ``ValueError``) ``must hold at most 10,000 chunks, got more``.
     """
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+    if not is_chunk_iterable(value):
         raise ValueError(
             f"must be a list of chunks (strings, LangChain Documents or mappings), got {type(value).__name__}"
         )
-    chunks = list(itertools.islice(value, MAX_CHUNKS + 1))
+    chunks = read_chunks(value)
     if len(chunks) > MAX_CHUNKS:
         raise TooManyChunksError(chunks)
     return chunks
@@ -145,7 +173,8 @@ class DatasetItem(BaseModel):
 
     Raises:
         pydantic.ValidationError: for a missing or blank ``query``, a non-string ``actual_output``, a
-            chunk of an unsupported type or whose reading raises, or more than :data:`MAX_CHUNKS` chunks;
+            chunk of an unsupported type or whose reading raises, chunks whose iteration raises
+            (``reading the chunks raised <class>``), or more than :data:`MAX_CHUNKS` chunks;
             the message names the field and the chunk index.
     """
 

@@ -11,6 +11,7 @@ in-memory exporters, and the example ``examples/plain_openai_rag.py`` run as a s
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import re
 import subprocess
@@ -341,8 +342,10 @@ def test_a_nan_or_infinite_metadata_value_is_no_dimension(telemetry: Telemetry) 
 
 
 class _RaisingMapping(Mapping[str, object]):
+    """A metadata mapping whose reads raise; the error's message holds text that must never be logged."""
+
     def __getitem__(self, key: str) -> object:
-        raise RuntimeError("getitem boom")
+        raise RuntimeError("private metadata text")
 
     def __iter__(self) -> Iterator[str]:
         return iter(["tier"])
@@ -351,35 +354,136 @@ class _RaisingMapping(Mapping[str, object]):
         return 1
 
 
-def _raising_chunks() -> Iterator[str]:
-    yield CHUNKS[0]
-    raise RuntimeError("generator boom")
+def _chunks_then(error: Exception) -> Callable[[], Iterator[str]]:
+    """A generator of chunks (a vector store's lazy results) that yields one, then raises ``error``."""
+
+    def chunks() -> Iterator[str]:
+        yield CHUNKS[0]
+        raise error
+
+    return chunks
 
 
-@pytest.mark.parametrize(
-    ("argument", "value", "cause"),
-    [("retrieved_content", _raising_chunks, "generator boom"), ("metadata", _RaisingMapping, "getitem boom")],
-)
-def test_an_argument_whose_reading_raises_is_named_in_the_error_log(
+def _json_error() -> json.JSONDecodeError:
+    try:
+        json.loads('{"text": "private chunk text"')
+    except json.JSONDecodeError as exc:
+        return exc
+    raise AssertionError("unreachable")
+
+
+_READ_ERRORS: list[tuple[str, Callable[[], object], str]] = [
+    ("retrieved_content", _chunks_then(RuntimeError("private chunk text")), "RuntimeError"),
+    ("retrieved_content", _chunks_then(ValueError("private chunk text")), "ValueError"),
+    ("retrieved_content", _chunks_then(_json_error()), "JSONDecodeError"),
+    (
+        "retrieved_content",
+        _chunks_then(UnicodeDecodeError("utf-8", b"private chunk text", 0, 1, "private")),
+        "UnicodeDecodeError",
+    ),
+    ("metadata", _RaisingMapping, "RuntimeError"),
+]
+
+
+@pytest.mark.parametrize(("argument", "value", "error"), _READ_ERRORS)
+def test_an_argument_whose_reading_raises_is_counted_and_logged_naming_it_and_the_error_class(
     telemetry: Telemetry,
     caplog: pytest.LogCaptureFixture,
     argument: str,
     value: Callable[[], object],
-    cause: str,
+    error: str,
 ) -> None:
-    # A generator of chunks that raised, or a metadata mapping whose methods raise, was logged as
-    # "record_interaction failed (counted capture_error)", the argument left to the traceback.
+    # A generator of chunks that raised ValueError (or JSONDecodeError, UnicodeDecodeError) mid-read was
+    # taken for "not a list of chunks": the half-read generator went to the worker and the interaction
+    # was counted not_applicable ("No chunks were retrieved"), nothing logged. And any argument whose
+    # reading raised was logged with its traceback and message (which may quote the user's chunk text).
+    # Now each is dropped capture_error with one ERROR naming the argument and the error's class only.
     evaluator = _evaluator(telemetry)
     args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
-    with caplog.at_level(logging.WARNING, logger="ctxutil_otel"):
+    with caplog.at_level(logging.DEBUG, logger="ctxutil_otel"):
         assert not evaluator.record_interaction(**{**args, argument: value()})
-    assert evaluator.stats().dropped == {"capture_error": 1}
+        assert evaluator.force_flush(30_000)
+    stats = evaluator.stats()
+    assert (stats.captured, stats.dropped, stats.evaluated, stats.not_applicable) == (
+        1,
+        {"capture_error": 1},
+        0,
+        0,
+    ), stats
     (record,) = [r for r in caplog.records if "record_interaction" in r.getMessage()]
     assert record.levelno == logging.ERROR
     assert record.getMessage().startswith(
-        f"ctxutil evaluator: record_interaction failed reading `{argument}`"
+        f"ctxutil evaluator: record_interaction failed reading `{argument}`: it raised {error} "
     )
-    assert record.exc_info is not None and cause in str(record.exc_info[1])
+    assert record.exc_info is None and record.exc_text is None
+    assert all("private" not in r.getMessage() for r in caplog.records)
+    evaluator.shutdown(5_000)
+
+
+@pytest.mark.parametrize("error", [RuntimeError("private chunk text"), ValueError("private chunk text")])
+def test_a_generator_of_chunks_that_raises_is_a_validation_error_of_the_batch_path(
+    error: Exception,
+) -> None:
+    # DatasetItem let a RuntimeError through, and took a ValueError as the generator's verdict on itself,
+    # quoting its message. Both are what a chunk whose reading raises is: a validation error naming the
+    # field and the error's class, never its message.
+    with pytest.raises(ValidationError) as caught:
+        DatasetItem(query=QUESTION, actual_output=ANSWER, retrieved_content=_chunks_then(error)())
+    (detail,) = caught.value.errors(include_url=False)
+    assert detail["loc"] == ("retrieved_content",)
+    assert detail["msg"] == f"Value error, reading the chunks raised {type(error).__name__}"
+    assert "private" not in str(caught.value)
+
+
+class _WatchedChunks(Iterator[str]):
+    """An iterator of chunks that counts how many were read of it."""
+
+    def __init__(self) -> None:
+        self.read = 0
+
+    def __next__(self) -> str:
+        if self.read >= len(CHUNKS):
+            raise StopIteration
+        self.read += 1
+        return CHUNKS[self.read - 1]
+
+
+@pytest.mark.parametrize(
+    ("settings", "call", "outcome"),
+    [
+        ({"sample_rate": 0.0}, {}, "sampled_out"),
+        (
+            {"sample_rate": 1.0, "selection_rules": [{"root_name": "free", "sample_rate": 0.0}]},
+            {"name": "free"},
+            "not_selected",
+        ),
+        (
+            {"sample_rate": 1.0, "selection_rules": [{"metadata": {"tier": "free"}, "sample_rate": 0.0}]},
+            {"metadata": {"tier": "free"}},
+            "not_selected",
+        ),
+    ],
+)
+def test_a_call_not_sampled_leaves_its_chunks_unread(
+    telemetry: Telemetry, settings: dict[str, Any], call: dict[str, Any], outcome: str
+) -> None:
+    # The chunks were read (up to 10,001 of a lazy iterable, on the application's thread) before the
+    # sampling decision, so a call sampled out still consumed the caller's generator. The decision needs
+    # only the trace id, name and metadata: a call not sampled never touches retrieved_content.
+    evaluator = _evaluator(telemetry, **settings)
+    chunks = _WatchedChunks()
+    assert not evaluator.record_interaction(
+        query=QUESTION, retrieved_content=chunks, actual_output=ANSWER, **call
+    )
+    assert chunks.read == 0
+    stats = evaluator.stats()
+    assert stats.captured == 1 and getattr(stats, outcome) == 1, stats
+    evaluator.shutdown(5_000)
+    sampled = _WatchedChunks()  # and a sampled call reads them all
+    evaluator = _evaluator(telemetry)
+    assert evaluator.record_interaction(query=QUESTION, retrieved_content=sampled, actual_output=ANSWER)
+    assert sampled.read == len(CHUNKS)
+    assert evaluator.force_flush(30_000) and evaluator.stats().evaluated == 1
     evaluator.shutdown(5_000)
 
 

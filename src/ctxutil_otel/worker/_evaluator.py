@@ -21,7 +21,7 @@ from ..metric._contextual_utilization import ContextualUtilization
 from ..sampling import TraceIdRatioSampler
 from ._engine import Engine
 from ._process import ChildProcessJudging
-from ._record import ArgumentError, ArgumentReadError, facts_of_call, ignored_arguments, interaction_of_call
+from ._record import ArgumentError, ArgumentReadError, call_of, ignored_arguments, interaction_of_call
 from ._stats import EvaluatorStats
 from ._ticket import Ticket
 from ._types import EvaluationEmitter
@@ -200,12 +200,14 @@ class Evaluator:
         Args:
             query: The user's question (``None`` or blank: dropped ``not_evaluable``).
             retrieved_content: The chunks that reached the prompt, in order, as a list (or any iterable,
-                copied at the call), at most ``MAX_CHUNKS`` (10,000): no more than 10,001 are read (an
-                endless iterator included), and more fails ``invalid_input`` naming the field and the
-                limit. Each: a string, a LangChain ``Document``, or a mapping with ``text`` (or
-                ``page_content`` / ``content``) and optionally ``id`` and ``metadata`` (emitted per chunk
-                as ``ctxutil.chunks.{i}.id`` / ``.metadata.<key>`` for ``chunk_metadata_keys``). One
-                string, one mapping or ``None`` is not a list of chunks: failed ``invalid_input``.
+                copied at the call, on the caller's thread, and only when the call is sampled and
+                admitted: a call not sampled never reads it), at most ``MAX_CHUNKS`` (10,000): no more
+                than 10,001 are read (an endless iterator included), and more fails ``invalid_input``
+                naming the field and the limit. Each: a string, a LangChain ``Document``, or a mapping
+                with ``text`` (or ``page_content`` / ``content``) and optionally ``id`` and ``metadata``
+                (emitted per chunk as ``ctxutil.chunks.{i}.id`` / ``.metadata.<key>`` for
+                ``chunk_metadata_keys``). One string, one mapping or ``None`` is not a list of chunks:
+                failed ``invalid_input``.
             actual_output: The generated answer (``""`` is an empty answer, scored; ``None``: no answer,
                 dropped ``not_evaluable``).
             model / provider: The ANSWERING model and its provider (dimensions ``gen_ai.request.model``
@@ -230,14 +232,12 @@ class Evaluator:
         per 10 s); a
         ``model``, ``provider``, ``retriever_name`` or ``name`` that is not a string is left out (a WARNING
         naming it, once); a ``metadata``, ``span_context`` or ``interaction_id`` of the wrong type, an
-        argument whose reading raises, or any other error counts the call dropped ``capture_error``
-        (logged once per argument: :meth:`_refuse_call`).
+        argument whose reading raises (a generator of chunks that raises, whatever it raises), or any
+        other error counts the call dropped ``capture_error`` (logged once per argument, naming it and
+        the error's class, never its message: :meth:`_refuse_call`).
         """
         try:
-            interaction = interaction_of_call(
-                query=query,
-                retrieved_content=retrieved_content,
-                actual_output=actual_output,
+            call = call_of(
                 span_context=span_context,
                 model=model,
                 provider=provider,
@@ -247,12 +247,11 @@ class Evaluator:
                 metric_dimensions=self._settings.metric_dimensions,
                 interaction_id=interaction_id,
             )
-            facts = facts_of_call(name, metadata)
             ignored = ignored_arguments(
                 model=model, provider=provider, retriever_name=retriever_name, name=name
             )
         except Exception as exc:  # never raise into the application
-            self._refuse_call(exc)
+            self._refuse_call(exc, None)
             return False
         for problem in ignored:  # a dimension of the wrong type: left out, the interaction still evaluated
             if self._first_time(problem.argument):
@@ -261,12 +260,24 @@ class Evaluator:
                     "(logged once per argument)",
                     problem,
                 )
-        return self.admit(interaction.trace_id, facts).submit(interaction)  # neither blocks nor raises
+        ticket = self.admit(call.trace_id, call.facts)  # neither blocks nor raises
+        if not ticket:  # not sampled or refused (counted): its chunks are never read
+            return False
+        try:
+            interaction = interaction_of_call(
+                call, query=query, retrieved_content=retrieved_content, actual_output=actual_output
+            )
+        except Exception as exc:  # never raise into the application
+            self._refuse_call(exc, ticket)
+            return False
+        return ticket.submit(interaction)  # neither blocks nor raises
 
-    def _refuse_call(self, exc: Exception) -> None:
-        """Count a ``record_interaction`` call that failed before admission as dropped ``capture_error``
-        (the trace id is unknown: 0) and log why, once per argument: a wrong type (WARNING), an argument
-        whose reading raised (ERROR with its error), or any other error (ERROR, once)."""
+    def _refuse_call(self, exc: Exception, ticket: Ticket | Admission | None) -> None:
+        """Count a ``record_interaction`` call that failed as dropped ``capture_error`` (through its
+        ``ticket`` when admitted, else with trace id 0: unknown) and log why, once per argument: a wrong
+        type (WARNING), an argument whose reading raised (ERROR naming the argument and the error's class,
+        never its message or traceback: they may quote the user's text), or any other error (ERROR, once:
+        a bug of ours)."""
         if isinstance(exc, ArgumentError):
             if self._first_time(exc.argument):
                 _log.warning(
@@ -277,14 +288,17 @@ class Evaluator:
         elif isinstance(exc, ArgumentReadError):
             if self._first_time(f"reading {exc.argument}"):
                 _log.error(
-                    "ctxutil evaluator: record_interaction failed reading `%s` (counted capture_error; "
-                    "logged once per argument)",
+                    "ctxutil evaluator: record_interaction failed reading `%s`: it raised %s (counted "
+                    "capture_error; logged once per argument)",
                     exc.argument,
-                    exc_info=exc.__cause__,
+                    exc.error_type,
                 )
         elif self._first_time(_UNEXPECTED):
             _log.error("ctxutil evaluator: record_interaction failed (counted capture_error)", exc_info=exc)
-        self.admit(0, None, lost="capture_error")
+        if ticket is None:
+            self.admit(0, None, lost="capture_error")
+        else:
+            ticket.drop("capture_error")
 
     def _first_time(self, argument: str) -> bool:
         """Whether ``record_interaction``'s problem with ``argument`` is logged now (once per argument)."""

@@ -1,16 +1,18 @@
 """``Evaluator.record_interaction``: a finished RAG interaction from an application without a framework,
 handed to the evaluator like any capture path's (docs/no-framework.md).
 
-:func:`interaction_of_call` turns the call's arguments into an :class:`~ctxutil_otel._interaction.Interaction`
-(references and a shallow copy of the chunk list: the texts are validated by the worker, off the request
-path, which fails a wrong one ``invalid_input`` naming the field) and :func:`facts_of_call` into the
-selection rules' facts; ``Evaluator.record_interaction`` then hands the interaction over as every capture
-path does, through one ticket: ``admit(...).submit(interaction)``. The call's own arguments (``metadata``,
-``span_context``, ``interaction_id``) are checked at the call, by type only: a wrong one raises
-:class:`ArgumentError`, which ``record_interaction`` logs and counts dropped ``capture_error``. A dimension
-argument (``model``, ``provider``, ``retriever_name``, ``name``) that is not a string is left out
-(:func:`ignored_arguments`: logged, the interaction still evaluated). An argument whose reading raises (a
-generator of chunks that raises, a mapping whose methods raise) raises :class:`ArgumentReadError` naming it.
+In two steps, so that a call not sampled never reads its chunks: :func:`call_of` reads what the
+sampling and selection decision needs (the trace, ``name`` and ``metadata``) and the dimensions;
+``Evaluator.record_interaction`` admits the call on them; only then :func:`interaction_of_call` reads
+``retrieved_content`` (references and a shallow copy of the chunk list: the texts are validated by the
+worker, off the request path, which fails a wrong one ``invalid_input`` naming the field) into an
+:class:`~ctxutil_otel._interaction.Interaction`, handed over through the call's ticket. The call's own
+arguments (``metadata``, ``span_context``, ``interaction_id``) are checked at the call, by type only: a
+wrong one raises :class:`ArgumentError`, which ``record_interaction`` logs and counts dropped
+``capture_error``. A dimension argument (``model``, ``provider``, ``retriever_name``, ``name``) that is
+not a string is left out (:func:`ignored_arguments`: logged, the interaction still evaluated). An argument
+whose reading raises (a generator of chunks that raises, a mapping whose methods raise) raises
+:class:`ArgumentReadError` naming it and the error's class.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanContext
 
 from .._dimension_keys import dimension_value
 from .._interaction import Interaction, interaction_id_text
-from .._item import TooManyChunksError, chunk_list
+from .._item import ChunksReadError, is_chunk_iterable, read_chunks
 from .._selection import SelectionFacts
 from ..emit._names import (
     ATTR_CHAIN_NAME,
@@ -38,6 +41,8 @@ __all__ = [
     "SOURCE",
     "ArgumentError",
     "ArgumentReadError",
+    "Call",
+    "call_of",
     "facts_of_call",
     "ignored_arguments",
     "interaction_of_call",
@@ -62,11 +67,13 @@ class ArgumentError(TypeError):
 
 
 class ArgumentReadError(Exception):
-    """Reading a ``record_interaction`` argument raised (the error chained as ``__cause__``)."""
+    """Reading a ``record_interaction`` argument raised (the error chained as ``__cause__``). The message
+    names the argument and the error's class, never the error's message (it may quote the user's text)."""
 
-    def __init__(self, argument: str) -> None:
+    def __init__(self, argument: str, error: BaseException) -> None:
         self.argument = argument
-        super().__init__(f"reading `{argument}` raised")
+        self.error_type = type(error).__name__
+        super().__init__(f"reading `{argument}` raised {self.error_type}")
 
 
 def ignored_arguments(**dimensions: object) -> list[ArgumentError]:
@@ -95,11 +102,18 @@ def check_arguments(*, metadata: object, span_context: object, interaction_id: o
         raise ArgumentError("interaction_id", str(exc)) from None
 
 
-def interaction_of_call(
+class Call(NamedTuple):
+    """What a ``record_interaction`` call is known by before its chunks are read."""
+
+    trace_id: int
+    parent: SpanContext | None
+    facts: SelectionFacts
+    id: str | None
+    dimensions: dict[str, str | int | float | bool]
+
+
+def call_of(
     *,
-    query: object,
-    retrieved_content: object,
-    actual_output: object,
     span_context: object,
     model: str | None,
     provider: str | None,
@@ -108,15 +122,14 @@ def interaction_of_call(
     metadata: object,
     metric_dimensions: Sequence[str],
     interaction_id: object,
-) -> Interaction:
-    """The interaction of one ``record_interaction`` call. Its trace: ``span_context`` when valid, else
-    the current OpenTelemetry span's (the evaluation span becomes a child of that span), else a new
-    random trace id and no parent (the emitter opens a ``rag.interaction`` root span).
+) -> Call:
+    """The call's trace, selection facts, id and dimensions: all but the texts and the chunks, which
+    are read only once it is admitted. Its trace: ``span_context`` when valid, else the current
+    OpenTelemetry span's (the evaluation span becomes a child of that span), else a new random trace id
+    and no parent (the emitter opens a ``rag.interaction`` root span).
 
-    Raises :class:`ArgumentError` (see :func:`check_arguments`). ``retrieved_content`` that is not a list
-    of chunks is handed over as given, one of more than ``MAX_CHUNKS`` chunks as its first
-    ``MAX_CHUNKS + 1`` (never read further: an endless iterable returns at once): the worker fails it
-    ``invalid_input`` with :func:`~ctxutil_otel._item.chunk_list`'s message, as ``DatasetItem`` does."""
+    Raises :class:`ArgumentError` (see :func:`check_arguments`), :class:`ArgumentReadError` for a
+    ``metadata`` whose reading raises."""
     id_text = check_arguments(metadata=metadata, span_context=span_context, interaction_id=interaction_id)
     mapping = metadata if isinstance(metadata, Mapping) else None  # checked above: the same value
     context = (
@@ -126,30 +139,46 @@ def interaction_of_call(
         trace_id, parent = context.trace_id, context
     else:
         trace_id, parent = random.getrandbits(128) or 1, None
-    try:
-        documents: Sequence[object] = chunk_list(retrieved_content)  # a copy: the caller may reuse theirs
-    except TooManyChunksError as exc:  # what was read: the worker refuses it again, with the same message
-        documents = exc.read
-    except ValueError:  # not a list of chunks: the worker names it (``to_dataset_item``, ``to_strings``)
-        documents = retrieved_content  # type: ignore[assignment]  # validated there, failed invalid_input
-    except Exception as exc:  # a generator that raises, a __len__ or __iter__ that raises
-        raise ArgumentReadError("retrieved_content") from exc
+    facts = facts_of_call(name, mapping)
     try:
         dimensions = _dimensions(model, provider, retriever_name, name, mapping, metric_dimensions)
     except Exception as exc:  # the only argument read there that can raise: a mapping's own methods
-        raise ArgumentReadError("metadata") from exc
+        raise ArgumentReadError("metadata", exc) from exc
+    return Call(trace_id, parent, facts, id_text, dimensions)
+
+
+def interaction_of_call(
+    call: Call, *, query: object, retrieved_content: object, actual_output: object
+) -> Interaction:
+    """The interaction of an admitted call: ``retrieved_content`` read here, on the caller's thread.
+
+    An iterable of chunks is copied (the caller may reuse theirs), at most its first ``MAX_CHUNKS + 1``
+    (never read further: an endless iterable returns at once; the worker refuses more than
+    ``MAX_CHUNKS``); anything else (``None``, one string, one mapping) is handed over as given. The
+    worker fails either ``invalid_input`` with :func:`~ctxutil_otel._item.chunk_list`'s message, as
+    ``DatasetItem`` does. Raises :class:`ArgumentReadError` when iterating raises (anything, its own
+    ``ValueError`` included)."""
+    documents: Sequence[object]
+    if not is_chunk_iterable(retrieved_content):  # not a list of chunks: the worker names it
+        documents = retrieved_content  # type: ignore[assignment]  # validated there, failed invalid_input
+    else:
+        try:
+            documents = read_chunks(retrieved_content)
+        except ChunksReadError as exc:  # a generator that raises, an __iter__ that raises
+            cause = exc.__cause__ if exc.__cause__ is not None else exc
+            raise ArgumentReadError("retrieved_content", cause) from cause
     now = time.time_ns()
     return Interaction(
         query=query,  # type: ignore[arg-type]  # validated by the worker: a wrong type fails invalid_input
         answer=actual_output,  # type: ignore[arg-type]  # as above
         documents=documents,
-        trace_id=trace_id,
-        parent=parent,
+        trace_id=call.trace_id,
+        parent=call.parent,
         start_time_ns=now,
         end_time_ns=now,
         source=SOURCE,
-        id=id_text,
-        dimensions=dimensions or None,
+        id=call.id,
+        dimensions=call.dimensions or None,
     )
 
 
@@ -161,7 +190,7 @@ def facts_of_call(name: object, metadata: Mapping[str, object] | None) -> Select
     try:
         copied = dict(metadata) if metadata else None
     except Exception as exc:  # a mapping whose own methods raise
-        raise ArgumentReadError("metadata") from exc
+        raise ArgumentReadError("metadata", exc) from exc
     return SelectionFacts(root_name=root_name, metadata=copied)
 
 
