@@ -21,7 +21,14 @@ from ..metric._contextual_utilization import ContextualUtilization
 from ..sampling import TraceIdRatioSampler
 from ._engine import Engine
 from ._process import ChildProcessJudging
-from ._record import ArgumentError, ArgumentReadError, call_of, ignored_arguments, interaction_of_call
+from ._record import (
+    ArgumentError,
+    ArgumentReadError,
+    Call,
+    call_of,
+    ignored_arguments,
+    interaction_of_call,
+)
 from ._stats import EvaluatorStats
 from ._ticket import Ticket
 from ._types import EvaluationEmitter
@@ -224,18 +231,51 @@ class Evaluator:
                 text) or an integer (``int``, ``numpy.int64``: anything with ``__index__``, as its decimal
                 text), cut to 256 characters.
 
-        Returns ``True`` when queued for evaluation; ``False`` when not selected, sampled out or refused
-        (each counted in :meth:`stats`, as for the capture paths: same selection rules, sampling, rate
-        cap, queue and token budget). Never raises and never blocks: the texts are validated off the
-        request path (a wrong type, or a chunk whose reading raises, fails that evaluation
-        ``invalid_input`` naming the field, e.g. ``retrieved_content[1]``, with a WARNING at most once
-        per 10 s); a
-        ``model``, ``provider``, ``retriever_name`` or ``name`` that is not a string is left out (a WARNING
-        naming it, once); a ``metadata``, ``span_context`` or ``interaction_id`` of the wrong type, an
-        argument whose reading raises (a generator of chunks that raises, whatever it raises), or any
-        other error counts the call dropped ``capture_error`` (logged once per argument, naming it and
-        the error's class, never its message: :meth:`_refuse_call`).
+        Returns ``True`` when queued for evaluation; ``False`` when not selected, sampled out or refused,
+        each counted in :meth:`stats` as for the capture paths. Never raises and never blocks: a wrong
+        type or a chunk whose reading raises fails that evaluation ``invalid_input`` naming the field
+        (validated off the request path); a dimension argument that is not a string is left out; a
+        ``metadata``, ``span_context`` or ``interaction_id`` of the wrong type, or an argument whose
+        reading raises, counts the call dropped ``capture_error``. Each is logged naming the argument,
+        never its text (docs/no-framework.md).
         """
+        call = self._call_or_refuse(
+            span_context=span_context,
+            model=model,
+            provider=provider,
+            retriever_name=retriever_name,
+            name=name,
+            metadata=metadata,
+            interaction_id=interaction_id,
+        )
+        if call is None:  # refused (counted and logged)
+            return False
+        ticket = self.admit(call.trace_id, call.facts)  # neither blocks nor raises
+        if not ticket:  # not selected, sampled out or refused (counted): its chunks are never read
+            return False
+        try:
+            interaction = interaction_of_call(
+                call, query=query, retrieved_content=retrieved_content, actual_output=actual_output
+            )
+        except Exception as exc:  # never raise into the application
+            self._refuse_call(exc, ticket)
+            return False
+        return ticket.submit(interaction)  # neither blocks nor raises
+
+    def _call_or_refuse(
+        self,
+        *,
+        span_context: object,
+        model: str | None,
+        provider: str | None,
+        retriever_name: str | None,
+        name: str | None,
+        metadata: object,
+        interaction_id: object,
+    ) -> Call | None:
+        """What ``record_interaction`` knows before admission (trace id, selection facts, id, dimensions:
+        :func:`call_of`), warning once per argument left out for its type; ``None`` when the call was
+        refused (counted and logged: :meth:`_refuse_call`)."""
         try:
             call = call_of(
                 span_context=span_context,
@@ -252,7 +292,7 @@ class Evaluator:
             )
         except Exception as exc:  # never raise into the application
             self._refuse_call(exc, None)
-            return False
+            return None
         for problem in ignored:  # a dimension of the wrong type: left out, the interaction still evaluated
             if self._first_time(problem.argument):
                 _log.warning(
@@ -260,17 +300,7 @@ class Evaluator:
                     "(logged once per argument)",
                     problem,
                 )
-        ticket = self.admit(call.trace_id, call.facts)  # neither blocks nor raises
-        if not ticket:  # not sampled or refused (counted): its chunks are never read
-            return False
-        try:
-            interaction = interaction_of_call(
-                call, query=query, retrieved_content=retrieved_content, actual_output=actual_output
-            )
-        except Exception as exc:  # never raise into the application
-            self._refuse_call(exc, ticket)
-            return False
-        return ticket.submit(interaction)  # neither blocks nor raises
+        return call
 
     def _refuse_call(self, exc: Exception, ticket: Ticket | Admission | None) -> None:
         """Count a ``record_interaction`` call that failed as dropped ``capture_error`` (through its
