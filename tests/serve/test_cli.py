@@ -59,6 +59,22 @@ class Process:
                 return line
 
 
+def _results_to(endpoint: str, protocol: str, *, shutdown_timeout_s: int, **extra: str) -> dict[str, str]:
+    """``serve``'s environment without ctxutil settings, its results exported to ``endpoint`` over
+    ``protocol``, no rate cap."""
+    env = environ_without_settings()
+    env.update(
+        {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
+            "CTXUTIL_MAX_EVALUATIONS_PER_SECOND": "0",
+            "CTXUTIL_SHUTDOWN_TIMEOUT_S": str(shutdown_timeout_s),
+            **extra,
+        }
+    )
+    return env
+
+
 def _one_trace_then_sigterm(env: dict[str, str]) -> tuple[str, str]:
     """``serve`` with ``env``: one RAG trace over OTLP/HTTP, then SIGTERM; its ``stopped;`` line (the
     last) and all of its stderr up to it."""
@@ -167,17 +183,9 @@ def test_an_unreachable_endpoint_with_credentials_is_never_printed(protocol: str
     # The SDK's exporters log a failed export naming the endpoint as configured: "Failed to export metrics
     # to alice:s3cretPW@127.0.0.1:1" (gRPC), "url: /?token=abc123/v1/metrics" (HTTP), printed as is on
     # stderr. serve prints every log record through the CLI's redacting handler.
-    env = environ_without_settings()
     port = free_port()
-    env.update(
-        {
-            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://alice:s3cretPW@127.0.0.1:{port}/?token=abc123",
-            "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
-            "CTXUTIL_MAX_EVALUATIONS_PER_SECOND": "0",
-            "CTXUTIL_SHUTDOWN_TIMEOUT_S": "2",
-            "OTEL_EXPORTER_OTLP_TIMEOUT": "2",
-        }
-    )
+    endpoint = f"http://alice:s3cretPW@127.0.0.1:{port}/?token=abc123"
+    env = _results_to(endpoint, protocol, shutdown_timeout_s=2, OTEL_EXPORTER_OTLP_TIMEOUT="2")
     stopped, output = _one_trace_then_sigterm(env)
     assert "stopped; spans accepted 3" in stopped, output
     assert "Failed to export" in output or "Transient error" in output, output  # the SDK's own lines
@@ -191,16 +199,9 @@ def test_the_stopped_line_counts_the_exports_the_backend_refused() -> None:
     # The results' endpoint accepts connections and answers every export 400: the stopped line said
     # nothing of it. It now counts the exporters' results, as the demo's last line does.
     with refusing_otlp_http() as endpoint:
-        env = environ_without_settings()
-        env.update(
-            {
-                "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
-                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-                "CTXUTIL_MAX_EVALUATIONS_PER_SECOND": "0",
-                "CTXUTIL_SHUTDOWN_TIMEOUT_S": "30",
-            }
+        stopped, output = _one_trace_then_sigterm(
+            _results_to(endpoint, "http/protobuf", shutdown_timeout_s=30)
         )
-        stopped, output = _one_trace_then_sigterm(env)
     assert "spans accepted 3" in stopped, stopped
     why = "the exporters' warnings above say why; repeats are logged once"
     # Traces, logs and metrics were each exported at least once, each refused.

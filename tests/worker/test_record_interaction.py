@@ -196,6 +196,15 @@ def test_retrieved_content_that_is_not_a_list_of_chunks_is_named_as_the_batch_pa
     evaluator.shutdown(5_000)
 
 
+def _twice_with(
+    evaluator: Evaluator, caplog: pytest.LogCaptureFixture, argument: str, value: object
+) -> list[bool]:
+    """Two ``record_interaction`` calls with ``argument=value`` (WARNINGs captured): what each returned."""
+    args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
+    with caplog.at_level(logging.WARNING, logger="ctxutil_otel"):
+        return [evaluator.record_interaction(**args, **{argument: value}) for _ in range(2)]
+
+
 @pytest.mark.parametrize(
     ("argument", "value", "expected"),
     [
@@ -214,11 +223,8 @@ def test_a_call_argument_of_the_wrong_type_is_counted_and_logged_naming_it(
     # interaction_id=[1] was taken silently, without its id. Now each is counted dropped capture_error
     # at the call, with a WARNING naming the argument and never its value, logged once per argument.
     evaluator = _evaluator(telemetry)
-    args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
-    with caplog.at_level(logging.WARNING, logger="ctxutil_otel"):
-        assert not evaluator.record_interaction(**args, **{argument: value})
-        assert not evaluator.record_interaction(**args, **{argument: value})
-        assert evaluator.record_interaction(**args)  # the right call still goes through
+    assert _twice_with(evaluator, caplog, argument, value) == [False, False]
+    assert evaluator.record_interaction(query=QUESTION, retrieved_content=CHUNKS, actual_output=ANSWER)
     assert evaluator.force_flush(30_000)
     stats = evaluator.stats()
     assert (stats.captured, stats.dropped, stats.evaluated) == (3, {"capture_error": 2}, 1), stats
@@ -312,10 +318,7 @@ def test_a_dimension_of_the_wrong_type_is_left_out_with_a_warning_naming_it(
     # results came without the dimension and nothing said why. Now a WARNING names the argument (once per
     # argument), and the interaction is still evaluated, without that dimension.
     evaluator = _evaluator(telemetry)
-    args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
-    with caplog.at_level(logging.WARNING, logger="ctxutil_otel"):
-        assert evaluator.record_interaction(**args, **{argument: value})
-        assert evaluator.record_interaction(**args, **{argument: value})
+    assert _twice_with(evaluator, caplog, argument, value) == [True, True]
     assert evaluator.force_flush(30_000)
     stats = evaluator.stats()
     assert (stats.captured, stats.evaluated, stats.dropped) == (2, 2, {}), stats
