@@ -24,7 +24,6 @@ from ._process import ChildProcessJudging
 from ._record import (
     ArgumentError,
     ArgumentReadError,
-    Call,
     call_of,
     ignored_arguments,
     interaction_of_call,
@@ -239,16 +238,20 @@ class Evaluator:
         reading raises, counts the call dropped ``capture_error``. Each is logged naming the argument,
         never its text (docs/no-framework.md).
         """
-        call = self._call_or_refuse(
-            span_context=span_context,
-            model=model,
-            provider=provider,
-            retriever_name=retriever_name,
-            name=name,
-            metadata=metadata,
-            interaction_id=interaction_id,
-        )
-        if call is None:  # refused (counted and logged)
+        try:
+            call = call_of(
+                span_context=span_context,
+                model=model,
+                provider=provider,
+                retriever_name=retriever_name,
+                name=name,
+                metadata=metadata,
+                metric_dimensions=self._settings.metric_dimensions,
+                interaction_id=interaction_id,
+            )
+            self._warn_left_out(model=model, provider=provider, retriever_name=retriever_name, name=name)
+        except Exception as exc:  # never raise into the application
+            self._refuse_call(exc, None)
             return False
         ticket = self.admit(call.trace_id, call.facts)  # neither blocks nor raises
         if not ticket:  # not selected, sampled out or refused (counted): its chunks are never read
@@ -262,45 +265,16 @@ class Evaluator:
             return False
         return ticket.submit(interaction)  # neither blocks nor raises
 
-    def _call_or_refuse(
-        self,
-        *,
-        span_context: object,
-        model: str | None,
-        provider: str | None,
-        retriever_name: str | None,
-        name: str | None,
-        metadata: object,
-        interaction_id: object,
-    ) -> Call | None:
-        """What ``record_interaction`` knows before admission (trace id, selection facts, id, dimensions:
-        :func:`call_of`), warning once per argument left out for its type; ``None`` when the call was
-        refused (counted and logged: :meth:`_refuse_call`)."""
-        try:
-            call = call_of(
-                span_context=span_context,
-                model=model,
-                provider=provider,
-                retriever_name=retriever_name,
-                name=name,
-                metadata=metadata,
-                metric_dimensions=self._settings.metric_dimensions,
-                interaction_id=interaction_id,
-            )
-            ignored = ignored_arguments(
-                model=model, provider=provider, retriever_name=retriever_name, name=name
-            )
-        except Exception as exc:  # never raise into the application
-            self._refuse_call(exc, None)
-            return None
-        for problem in ignored:  # a dimension of the wrong type: left out, the interaction still evaluated
+    def _warn_left_out(self, **dimensions: object) -> None:
+        """A WARNING, once per argument, for each dimension argument left out for its type (the
+        interaction is still evaluated without it: :func:`ignored_arguments`)."""
+        for problem in ignored_arguments(**dimensions):
             if self._first_time(problem.argument):
                 _log.warning(
                     "ctxutil evaluator: record_interaction: %s; the interaction is evaluated without it "
                     "(logged once per argument)",
                     problem,
                 )
-        return call
 
     def _refuse_call(self, exc: Exception, ticket: Ticket | Admission | None) -> None:
         """Count a ``record_interaction`` call that failed as dropped ``capture_error`` (through its
