@@ -58,12 +58,9 @@ def mapping_text(mapping: Mapping[Any, object]) -> str | None:
 
 
 class TooManyChunksError(ValueError):
-    """``retrieved_content`` holds more than :data:`MAX_CHUNKS` chunks. ``read``: the first
-    ``MAX_CHUNKS + 1`` (what was consumed of an iterator; :func:`chunk_list` refuses them again, with the
-    same message)."""
+    """``retrieved_content`` holds more than :data:`MAX_CHUNKS` chunks."""
 
-    def __init__(self, read: list[object]) -> None:
-        self.read = read
+    def __init__(self) -> None:
         super().__init__(f"must hold at most {MAX_CHUNKS:,} chunks, got more")
 
 
@@ -109,7 +106,7 @@ def chunk_list(value: object) -> list[object]:
         )
     chunks = read_chunks(value)
     if len(chunks) > MAX_CHUNKS:
-        raise TooManyChunksError(chunks)
+        raise TooManyChunksError
     return chunks
 
 

@@ -598,22 +598,12 @@ def test_an_endless_iterable_of_chunks_is_refused_at_the_limit(
 
 
 def test_the_batch_path_takes_at_most_the_same_number_of_chunks() -> None:
-    assert MAX_CHUNKS == 10_000
-    assert (
-        len(
-            DatasetItem(
-                query=QUESTION, actual_output=ANSWER, retrieved_content=["x"] * MAX_CHUNKS
-            ).retrieved_content
-        )
-        == MAX_CHUNKS
-    )
+    at_the_limit = DatasetItem(query=QUESTION, actual_output=ANSWER, retrieved_content=["x"] * MAX_CHUNKS)
+    assert len(at_the_limit.retrieved_content) == MAX_CHUNKS
     for too_many in (_endless_chunks(), ["x"] * (MAX_CHUNKS + 1)):
-        with pytest.raises(ValidationError) as caught:
-            DatasetItem(query=QUESTION, actual_output=ANSWER, retrieved_content=too_many)
-        assert _batch_message(["x"] * (MAX_CHUNKS + 1)) == (
+        assert _batch_message(too_many) == (
             f"retrieved_content: Value error, must hold at most {MAX_CHUNKS:,} chunks, got more"
         )
-        assert "retrieved_content" in str(caught.value)
 
 
 def test_after_shutdown_it_is_refused_and_counted(telemetry: Telemetry) -> None:

@@ -13,14 +13,13 @@ Decisions (DESIGN.md, "Edge cases"):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import ValidationError
 
 from .._interaction import Interaction
-from .._item import MAX_CHUNKS, DatasetItem, chunk_list, chunk_text
+from .._item import MAX_CHUNKS, DatasetItem, chunk_list, chunk_text, is_chunk_iterable
 from ..metric._contextual_utilization import ContextualUtilization
 from ..metric._results import MetricEvaluationResult
 
@@ -100,7 +99,7 @@ def to_dataset_item(interaction: Interaction) -> DatasetItem | Rejection:
 def _total_chunks(interaction: Interaction) -> int:
     """``ctxutil.total_chunks`` of a failure: 0 for what is no list of chunks or holds too many."""
     documents = interaction.documents
-    if isinstance(documents, (str, bytes, Mapping)):  # not a list of chunks (record_interaction): none
+    if not is_chunk_iterable(documents):  # not a list of chunks (record_interaction): none
         return 0
     try:
         total = len(documents)
