@@ -129,7 +129,7 @@ def call_of(
     and no parent (the emitter opens a ``rag.interaction`` root span).
 
     Raises :class:`ArgumentError` (see :func:`check_arguments`), :class:`ArgumentReadError` for a
-    ``metadata`` whose reading raises."""
+    ``metadata`` whose reading raises (read once, by :func:`facts_of_call`; the dimensions read its copy)."""
     id_text = check_arguments(metadata=metadata, span_context=span_context, interaction_id=interaction_id)
     mapping = metadata if isinstance(metadata, Mapping) else None  # checked above: the same value
     context = (
@@ -139,11 +139,8 @@ def call_of(
         trace_id, parent = context.trace_id, context
     else:
         trace_id, parent = random.getrandbits(128) or 1, None
-    facts = facts_of_call(name, mapping)
-    try:
-        dimensions = _dimensions(model, provider, retriever_name, name, mapping, metric_dimensions)
-    except Exception as exc:  # the only argument read there that can raise: a mapping's own methods
-        raise ArgumentReadError("metadata", exc) from exc
+    facts = facts_of_call(name, mapping)  # reads ``metadata`` once, into a copy
+    dimensions = _dimensions(model, provider, retriever_name, name, facts.metadata, metric_dimensions)
     return Call(trace_id, parent, facts, id_text, dimensions)
 
 
