@@ -23,7 +23,6 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,21 +72,6 @@ def verdicts(c: Candidate, p_rel: Sequence[float], p_use: Sequence[float], ties:
     return Verdicts(v.relevant, used, v.expected)
 
 
-def oof(examples: Sequence[Any]) -> tuple[list[list[float]], list[list[float]]]:
-    """``train_semantic.py --loso-only``'s out-of-fold probabilities (its default model parameters)."""
-    args = ts.default_args()
-    rel: list[list[float]] = [[] for _ in examples]
-    use: list[list[float]] = [[] for _ in examples]
-    for fold in sorted({ex.fold for ex in examples}):
-        r, u = ts.fit([ex for ex in examples if ex.fold != fold], args)
-        for k, ex in enumerate(examples):
-            if ex.fold == fold:
-                rel[k] = [float(p) for p in r.predict_proba(ex.rel_rows)[:, 1]]
-                use[k] = [float(p) for p in u.predict_proba(ex.use_rows)[:, 1]]
-        print(f"fold {fold} done", flush=True)
-    return rel, use
-
-
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument(
@@ -114,7 +98,7 @@ def main() -> int:
         with open(args.oof, "rb") as handle:
             rel, use = pickle.load(handle)
     else:
-        rel, use = oof(examples)
+        rel, use = ts.out_of_fold(examples, ts.default_args())
         if args.oof:
             with open(args.oof, "wb") as handle:
                 pickle.dump((rel, use), handle)

@@ -609,6 +609,31 @@ def add_cover_features(examples: Sequence[Variant], weights: Any) -> None:
     print(f"cover features in {time.perf_counter() - started:.1f} s", flush=True)
 
 
+def out_of_fold(
+    examples: Sequence[Variant],
+    args: argparse.Namespace,
+    stackers: Sequence[Any] = (),
+    started: float | None = None,
+) -> tuple[list[list[float]], list[list[float]]]:
+    """Leave one domain out: each example's P(relevant) and P(utilized | relevant) per chunk (two lists
+    of lists, in the order of ``examples``) from models trained without its fold (the sentence
+    ``stackers``, if any, assigned to the fold first). Prints a line per fold, with the seconds since
+    ``started`` when given."""
+    oof_rel: list[list[float]] = [[] for _ in examples]
+    oof_use: list[list[float]] = [[] for _ in examples]
+    for fold in sorted({ex.fold for ex in examples}):
+        for stacker in stackers:
+            stacker.assign(fold)
+        rel, use = fit([ex for ex in examples if ex.fold != fold], args)
+        for k, ex in enumerate(examples):
+            if ex.fold == fold:
+                oof_rel[k] = [float(p) for p in rel.predict_proba(ex.rel_rows)[:, 1]]
+                oof_use[k] = [float(p) for p in use.predict_proba(ex.use_rows)[:, 1]]
+        at = f" at {time.perf_counter() - started:.1f} s" if started is not None else ""
+        print(f"fold {fold} done{at}", flush=True)
+    return oof_rel, oof_use
+
+
 def train(args: argparse.Namespace) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from _train_models import export, raw
@@ -648,8 +673,6 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         f"features in {time.perf_counter() - started:.1f} s",
         flush=True,
     )
-    oof_rel: list[list[float]] = [[] for _ in examples]
-    oof_use: list[list[float]] = [[] for _ in examples]
     if args.cover_features:
         add_cover_features(examples, weights)
     stackers = []
@@ -657,15 +680,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         stackers.append(SentenceStacker(examples, rows, weights, args))
     if args.use_sentence_model:
         stackers.append(SentenceStacker(examples, rows, weights, args, "use"))
-    for fold in folds:
-        for stacker in stackers:
-            stacker.assign(fold)
-        rel, use = fit([ex for ex in examples if ex.fold != fold], args)
-        for k, ex in enumerate(examples):
-            if ex.fold == fold:
-                oof_rel[k] = [float(p) for p in rel.predict_proba(ex.rel_rows)[:, 1]]
-                oof_use[k] = [float(p) for p in use.predict_proba(ex.use_rows)[:, 1]]
-        print(f"fold {fold} done at {time.perf_counter() - started:.1f} s", flush=True)
+    oof_rel, oof_use = out_of_fold(examples, args, stackers, started)
     decision = choose_decision(examples, oof_rel, oof_use)
     print(f"decision (chosen on the pooled out-of-fold predictions): {decision.as_dict()}")
     mean = math.fsum(ex.score for ex in examples if ex.kind == "natural" and ex.score is not None) / max(
