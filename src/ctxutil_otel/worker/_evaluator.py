@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, SupportsIndex
 from uuid import UUID
 
 from .._accounting import Admission, DropReason
+from .._fork import ForkSafeLock
 from .._selection import SelectionFacts
 from .._settings import Settings, SettingsError
 from ..emit._destinations import sdk_disabled, warn_if_nowhere
@@ -133,6 +134,7 @@ class Evaluator:
         )
         self._settings = resolved
         self._record_refused: set[str] = set()  # record_interaction's problems logged (by argument)
+        self._record_refused_lock = ForkSafeLock()  # application threads test and add at once
         judging: ContextualUtilization | ChildProcessJudging
         if resolved.worker == "process":  # the child builds the judge (a metric given is pickled to it)
             judging = ChildProcessJudging(
@@ -305,11 +307,13 @@ class Evaluator:
             ticket.drop("capture_error")
 
     def _first_time(self, argument: str) -> bool:
-        """Whether ``record_interaction``'s problem with ``argument`` is logged now (once per argument)."""
-        if argument in self._record_refused:
-            return False
-        self._record_refused.add(argument)
-        return True
+        """Whether ``record_interaction``'s problem with ``argument`` is logged now (once per argument, the
+        test and the add under one lock: application threads may meet the same problem at once)."""
+        with self._record_refused_lock:
+            if argument in self._record_refused:
+                return False
+            self._record_refused.add(argument)
+            return True
 
     def would_sample(self, trace_id: int, facts: SelectionFacts | None = None) -> bool:
         """The selection decision of :meth:`admit` alone (rules with ``facts``, else ``sample_rate``);
