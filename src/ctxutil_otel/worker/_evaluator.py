@@ -26,7 +26,6 @@ from ._record import (
     ArgumentError,
     ArgumentReadError,
     call_of,
-    ignored_arguments,
     interaction_of_call,
 )
 from ._stats import EvaluatorStats
@@ -251,7 +250,7 @@ class Evaluator:
                 metric_dimensions=self._settings.metric_dimensions,
                 interaction_id=interaction_id,
             )
-            self._warn_left_out(model=model, provider=provider, retriever_name=retriever_name, name=name)
+            self._warn_left_out(call.left_out)
         except Exception as exc:  # never raise into the application
             self._refuse_call(exc, None)
             return False
@@ -267,10 +266,10 @@ class Evaluator:
             return False
         return ticket.submit(interaction)  # neither blocks nor raises
 
-    def _warn_left_out(self, **dimensions: object) -> None:
+    def _warn_left_out(self, problems: Iterable[ArgumentError]) -> None:
         """A WARNING, once per argument, for each dimension argument left out for its type (the
-        interaction is still evaluated without it: :func:`ignored_arguments`)."""
-        for problem in ignored_arguments(**dimensions):
+        interaction is still evaluated without it: ``Call.left_out``)."""
+        for problem in problems:
             if self._first_time(problem.argument):
                 _log.warning(
                     "ctxutil evaluator: record_interaction: %s; the interaction is evaluated without it "
