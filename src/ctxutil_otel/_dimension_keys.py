@@ -1,5 +1,6 @@
 """Which metadata keys may become metric dimensions (``metric_dimensions``), checked once at settings time,
-and which values (:func:`dimension_value`, on every capture path and at the emitter).
+and which values (:func:`dimension_value`, on every capture path and at the emitter; :func:`dimension_text`
+for a dimension kept as text).
 
 A key becomes the metric attribute ``ctxutil.metadata.<key>`` and, with ``.`` and ``-`` as ``_``, the
 Prometheus label ``ctxutil_metadata_<key>`` (docs/slices.md). Its values leave the process whatever
@@ -13,7 +14,7 @@ import numbers
 import re
 from collections.abc import Iterable
 
-__all__ = ["check_dimension_keys", "dimension_value", "is_no_number"]
+__all__ = ["check_dimension_keys", "dimension_text", "dimension_value", "is_no_number"]
 
 # A metric_dimensions key: part of an attribute name and, with . and - as _, of a Prometheus label.
 _DIMENSION_KEY = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
@@ -47,6 +48,13 @@ def dimension_value(value: object) -> str | int | float | bool | None:
     if isinstance(value, float) and math.isfinite(value):
         return value
     return None
+
+
+def dimension_text(value: object) -> str | None:
+    """:func:`dimension_value` as text (a model name given as a number: ``"4"``); ``None`` when it is none
+    (a NaN or infinite number included)."""
+    found = dimension_value(value)
+    return None if found is None else str(found)
 
 
 def _prometheus_label(key: str) -> str:

@@ -15,6 +15,9 @@ import numpy
 from langchain_core.language_models import FakeListChatModel
 from langchain_core.runnables import RunnableLambda
 
+from ctxutil_otel._dimension_keys import dimension_text
+from ctxutil_otel.capture import _extract
+from ctxutil_otel.capture.spans import _dimensions as spans_dimensions
 from ctxutil_otel.emit import names as n
 
 from .conftest import ANSWER, QUESTION, FixedRetriever, Rig, assert_accounted, rag_chain
@@ -93,3 +96,12 @@ def test_a_nan_or_infinite_metadata_value_is_no_dimension(make_rig: MakeRig) -> 
     interaction, _ = rig.only()
     assert not [k for k in interaction.dimensions or {} if k.startswith("ctxutil.metadata.")]
     assert_accounted(rig)
+
+
+def test_a_dimension_kept_as_text_has_one_rule_on_both_capture_paths() -> None:
+    # The model, provider and retriever names (this path's and the span processor's) are made by one
+    # function: a number is its text, a NaN or infinite number is no dimension, as an empty string is none.
+    values = ["gpt-4o", 4, 0.5, True, float("nan"), numpy.inf, numpy.float32("-inf"), "", None, ["x"]]
+    texts = ["gpt-4o", "4", "0.5", "True", None, None, None, None, None, None]
+    assert [dimension_text(value) for value in values] == texts
+    assert _extract.dimension_text is spans_dimensions.dimension_text is dimension_text

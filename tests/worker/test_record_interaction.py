@@ -10,12 +10,14 @@ in-memory exporters, and the example ``examples/plain_openai_rag.py`` run as a s
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import logging
 import re
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -328,6 +330,47 @@ def test_a_dimension_of_the_wrong_type_is_left_out_with_a_warning_naming_it(
         f"ctxutil evaluator: record_interaction: `{argument}` must be a string or None, got "
         f"{type(value).__name__}; the interaction is evaluated without it (logged once per argument)"
     ]
+    evaluator.shutdown(5_000)
+
+
+class _PreemptibleKey(str):
+    """An argument name whose hashing is Python code: the interpreter may switch threads inside it, as a
+    free-threaded build may anywhere (with a plain ``str`` the GIL build happens never to switch between a
+    set's membership test and its ``add``)."""
+
+    def __hash__(self) -> int:
+        return str.__hash__(self)
+
+
+def test_concurrent_first_problems_with_one_argument_are_logged_once(telemetry: Telemetry) -> None:
+    # The log-once set of record_interaction's problems was tested and then added to, without a lock: two
+    # application threads meeting the same problem at once could both find it new and both log it. Many
+    # arguments, threads released together by a barrier, a short switch interval: each argument is taken as
+    # new by exactly one thread.
+    evaluator = _evaluator(telemetry)
+    threads, rounds, per_round = 4, 20, 500
+    taken: list[list[str]] = [[] for _ in range(threads)]
+    for round_ in range(rounds):
+        keys = [_PreemptibleKey(f"argument {round_}.{i}") for i in range(per_round)]
+        barrier = threading.Barrier(threads)
+
+        def first_times(out: list[str], keys: list[_PreemptibleKey] = keys, barrier: Any = barrier) -> None:
+            barrier.wait()
+            out.extend(key for key in keys if evaluator._first_time(key))
+
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+        try:
+            workers = [threading.Thread(target=first_times, args=(out,)) for out in taken]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+        finally:
+            sys.setswitchinterval(interval)
+    counts = collections.Counter(key for out in taken for key in out)
+    assert len(counts) == rounds * per_round
+    assert {key: n for key, n in counts.items() if n != 1} == {}
     evaluator.shutdown(5_000)
 
 

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from .._dimension_keys import dimension_value
+from .._dimension_keys import dimension_text, dimension_value
 from .._interaction import Interaction
 from .._item import document_sequence, is_document
 from .._selection import SelectionFacts
@@ -331,12 +331,6 @@ def selection_facts(serialized: dict[str, Any] | None, kwargs: dict[str, Any]) -
 _MODEL_PARAMS = ("model", "model_name", "model_id", "deployment_name")
 
 
-def _scalar(value: object) -> str | None:
-    """A dimension value (:func:`~ctxutil_otel._dimension_keys.dimension_value`) as text; else ``None``."""
-    found = dimension_value(value)
-    return None if found is None else str(found)
-
-
 def dimensions_of(root: RootRun, metadata_keys: Sequence[str] = ()) -> dict[str, str | int | float | bool]:
     """The dimensions of a finished root run (docs/slices.md), read once, from references kept at the
     starts: ``gen_ai.request.model`` / ``gen_ai.provider.name`` from the answering model run's metadata
@@ -349,20 +343,20 @@ def dimensions_of(root: RootRun, metadata_keys: Sequence[str] = ()) -> dict[str,
     start = root.llm_start if isinstance(root.llm_start, Mapping) else {}
     llm_metadata = start.get("metadata")
     llm_metadata = llm_metadata if isinstance(llm_metadata, Mapping) else {}
-    model = _scalar(llm_metadata.get("ls_model_name"))
+    model = dimension_text(llm_metadata.get("ls_model_name"))
     if model is None:
         params = start.get("invocation_params")
         if isinstance(params, Mapping):
-            model = next((m for key in _MODEL_PARAMS if (m := _scalar(params.get(key)))), None)
+            model = next((m for key in _MODEL_PARAMS if (m := dimension_text(params.get(key)))), None)
     if model is not None:
         out[ATTR_REQUEST_MODEL] = model
-    provider = _scalar(llm_metadata.get("ls_provider"))
+    provider = dimension_text(llm_metadata.get("ls_provider"))
     if provider is not None:
         out[ATTR_PROVIDER_NAME] = provider
     chain = root.facts.root_name if root.facts is not None else run_name(root.serialized, root.start_kwargs)
     if chain:
         out[ATTR_CHAIN_NAME] = chain
-    retriever = _scalar(root.retriever_name)
+    retriever = dimension_text(root.retriever_name)
     if retriever is not None:
         out[ATTR_RETRIEVER_NAME] = retriever
     if metadata_keys:

@@ -30,7 +30,7 @@ The outcomes, one per captured interaction:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING, Final, TypeAlias, cast
 
 from . import _extract
 from ._run_spans import adopt_run_span
@@ -49,6 +49,10 @@ __all__ = ["CHAIN_ERROR", "RootAccounting"]
 CHAIN_ERROR: Final[DropReason] = "chain_error"
 NOT_EVALUABLE: Final[DropReason] = "not_evaluable"
 CAPTURE_ERROR: Final[DropReason] = "capture_error"
+
+#: A root's tool calls as ``_tools.py`` reads them: ``tool_call_id`` -> (name, description, held a
+#: retriever run).
+_ToolCalls: TypeAlias = "dict[str, tuple[str | None, str | None, bool]]"
 
 
 class RootAccounting:
@@ -104,28 +108,31 @@ class RootAccounting:
                 self.evaluator.admit(root.trace_id, root.facts, lost=reason)
         return captured
 
-    def _tool_calls(self, root: RootRun) -> dict[str, tuple[str | None, str | None, bool]]:
+    def _tool_calls(self, root: RootRun) -> _ToolCalls:
         """The root's tool calls for ``_tools.py``: ``tool_call_id`` -> (name, description, held a
-        retriever run)."""
+        retriever run). Reads only this handler's own records of the root (no method of a user's object):
+        raises nothing."""
         return {
             call_id: (_text(name), _text(description), any(key in lineage for lineage in root.lineage))
             for call_id, (key, name, description) in root.tool_calls.items()
         }
 
-    def _counts_tools(self, root: RootRun) -> bool:
-        """Whether a tool result in the answering generation's prompt counts (``_tools.py``), making no
-        chunk: the question asked of a root that never retrieved, before its sampling decision."""
+    def _counts_tools(self, root: RootRun, calls: _ToolCalls) -> bool:
+        """Whether a tool result in the answering generation's prompt counts (``_tools.py``; ``calls``: the
+        root's, :meth:`_tool_calls`), making no chunk: the question asked of a root that never retrieved,
+        before its sampling decision."""
         prompt = root.llm_prompt
         if prompt is None:
             return False
         try:
-            return prompt_counts_tools(prompt, self._tools, self._tool_calls(root))
+            return prompt_counts_tools(prompt, self._tools, calls)
         except Exception as exc:
             self._failed("prompt_tools", exc)
             return False
 
-    def _prompt_tools(self, root: RootRun) -> list[object] | None:
-        """The chunks of the tool results in the answering generation's prompt (``_tools.py``; ``[]``
+    def _prompt_tools(self, root: RootRun, calls: _ToolCalls) -> list[object] | None:
+        """The chunks of the tool results in the answering generation's prompt (``_tools.py``; ``calls``:
+        the root's, :meth:`_tool_calls`; ``[]``
         when the counted ones were empty, an empty retrieval); also drops the retrievals made inside a
         tool call whose result never reached that prompt. ``None`` when no tool result counted or the
         answer came from no chat model run (no messages to read). For a root that will be evaluated
@@ -134,7 +141,7 @@ class RootAccounting:
         if prompt is None:
             return None
         try:
-            chunks, seen = prompt_tool_chunks(prompt, self._tools, self._tool_calls(root))
+            chunks, seen = prompt_tool_chunks(prompt, self._tools, calls)
             for call_id, (key, _, _) in root.tool_calls.items():
                 if call_id not in seen and not call_id.startswith("run:"):  # never reached the answer
                     for i, lineage in enumerate(root.lineage):
@@ -152,6 +159,7 @@ class RootAccounting:
         chunks only for a root that will be evaluated."""
         ticket = root.ticket
         documents: list[object] | None = None
+        calls = self._tool_calls(root)  # built once: whether its tool results count, then their chunks
         if ticket is None:
             # Never retrieved. Captured only if its output carries documents (handler on the root only)
             # or its answering prompt holds tool results that count (``_tools.py``).
@@ -160,7 +168,7 @@ class RootAccounting:
             except Exception as exc:
                 self._failed("documents_from_output", exc)
                 return
-            if documents is None and not self._counts_tools(root):
+            if documents is None and not self._counts_tools(root, calls):
                 return
             adopt_run_span(root)
             if not self.evaluator.would_sample(root.trace_id, root.facts):
@@ -169,7 +177,7 @@ class RootAccounting:
         if root.llm_open:  # ended while its answer was still being generated: abandoned mid-stream
             self._drop(root, ticket, CHAIN_ERROR)
             return
-        tools = self._prompt_tools(root)
+        tools = self._prompt_tools(root, calls)
         retrievals: Sequence[Sequence[object] | None] = (
             [documents, tools] if ticket is None else [*root.retrievals, tools]
         )

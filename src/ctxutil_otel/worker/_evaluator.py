@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, SupportsIndex
 from uuid import UUID
 
 from .._accounting import Admission, DropReason
+from .._fork import ForkSafeLock
 from .._selection import SelectionFacts
 from .._settings import Settings, SettingsError
 from ..emit._destinations import sdk_disabled, warn_if_nowhere
@@ -25,7 +26,6 @@ from ._record import (
     ArgumentError,
     ArgumentReadError,
     call_of,
-    ignored_arguments,
     interaction_of_call,
 )
 from ._stats import EvaluatorStats
@@ -133,6 +133,7 @@ class Evaluator:
         )
         self._settings = resolved
         self._record_refused: set[str] = set()  # record_interaction's problems logged (by argument)
+        self._record_refused_lock = ForkSafeLock()  # application threads test and add at once
         judging: ContextualUtilization | ChildProcessJudging
         if resolved.worker == "process":  # the child builds the judge (a metric given is pickled to it)
             judging = ChildProcessJudging(
@@ -249,7 +250,7 @@ class Evaluator:
                 metric_dimensions=self._settings.metric_dimensions,
                 interaction_id=interaction_id,
             )
-            self._warn_left_out(model=model, provider=provider, retriever_name=retriever_name, name=name)
+            self._warn_left_out(call.left_out)
         except Exception as exc:  # never raise into the application
             self._refuse_call(exc, None)
             return False
@@ -265,10 +266,10 @@ class Evaluator:
             return False
         return ticket.submit(interaction)  # neither blocks nor raises
 
-    def _warn_left_out(self, **dimensions: object) -> None:
+    def _warn_left_out(self, problems: Iterable[ArgumentError]) -> None:
         """A WARNING, once per argument, for each dimension argument left out for its type (the
-        interaction is still evaluated without it: :func:`ignored_arguments`)."""
-        for problem in ignored_arguments(**dimensions):
+        interaction is still evaluated without it: ``Call.left_out``)."""
+        for problem in problems:
             if self._first_time(problem.argument):
                 _log.warning(
                     "ctxutil evaluator: record_interaction: %s; the interaction is evaluated without it "
@@ -305,11 +306,13 @@ class Evaluator:
             ticket.drop("capture_error")
 
     def _first_time(self, argument: str) -> bool:
-        """Whether ``record_interaction``'s problem with ``argument`` is logged now (once per argument)."""
-        if argument in self._record_refused:
-            return False
-        self._record_refused.add(argument)
-        return True
+        """Whether ``record_interaction``'s problem with ``argument`` is logged now (once per argument, the
+        test and the add under one lock: application threads may meet the same problem at once)."""
+        with self._record_refused_lock:
+            if argument in self._record_refused:
+                return False
+            self._record_refused.add(argument)
+            return True
 
     def would_sample(self, trace_id: int, facts: SelectionFacts | None = None) -> bool:
         """The selection decision of :meth:`admit` alone (rules with ``facts``, else ``sample_rate``);

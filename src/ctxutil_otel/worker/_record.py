@@ -2,15 +2,15 @@
 handed to the evaluator like any capture path's (docs/no-framework.md).
 
 In two steps, so that a call not sampled never reads its chunks: :func:`call_of` reads what the
-sampling and selection decision needs (the trace, ``name`` and ``metadata``) and the dimensions;
-``Evaluator.record_interaction`` admits the call on them; only then :func:`interaction_of_call` reads
-``retrieved_content`` (references and a shallow copy of the chunk list: the texts are validated by the
-worker, off the request path, which fails a wrong one ``invalid_input`` naming the field) into an
-:class:`~ctxutil_otel._interaction.Interaction`, handed over through the call's ticket. The call's own
-arguments (``metadata``, ``span_context``, ``interaction_id``) are checked at the call, by type only: a
-wrong one raises :class:`ArgumentError`, which ``record_interaction`` logs and counts dropped
+sampling and selection decision needs (the trace, ``name`` and ``metadata``) and checks the arguments;
+``Evaluator.record_interaction`` admits the call on them; only then :func:`interaction_of_call` makes the
+dimensions and reads ``retrieved_content`` (references and a shallow copy of the chunk list: the texts are
+validated by the worker, off the request path, which fails a wrong one ``invalid_input`` naming the
+field) into an :class:`~ctxutil_otel._interaction.Interaction`, handed over through the call's ticket. The
+call's own arguments (``metadata``, ``span_context``, ``interaction_id``) are checked at the call, by type
+only: a wrong one raises :class:`ArgumentError`, which ``record_interaction`` logs and counts dropped
 ``capture_error``. A dimension argument (``model``, ``provider``, ``retriever_name``, ``name``) that is
-not a string is left out (:func:`ignored_arguments`: logged, the interaction still evaluated). An argument
+not a string is left out (:attr:`Call.left_out`: logged, the interaction still evaluated). An argument
 whose reading raises (a generator of chunks that raises, a mapping whose methods raise) raises
 :class:`ArgumentReadError` naming it and the error's class.
 """
@@ -44,7 +44,6 @@ __all__ = [
     "Call",
     "call_of",
     "facts_of_call",
-    "ignored_arguments",
     "interaction_of_call",
 ]
 
@@ -76,16 +75,6 @@ class ArgumentReadError(Exception):
         super().__init__(f"reading `{argument}` raised {self.error_type}")
 
 
-def ignored_arguments(**dimensions: object) -> list[ArgumentError]:
-    """An :class:`ArgumentError` for each dimension argument (``model=...``) given that is not a string:
-    the interaction is evaluated without that dimension (a ``name`` that is not one is no name)."""
-    return [
-        ArgumentError.wrong_type(argument, "a string or None", value)
-        for argument, value in dimensions.items()
-        if value is not None and not isinstance(value, str)
-    ]
-
-
 def check_arguments(*, metadata: object, span_context: object, interaction_id: object) -> str | None:
     """Raise :class:`ArgumentError` for a ``metadata`` that is not a mapping, a ``span_context`` that is
     not a ``SpanContext``, or an ``interaction_id`` that
@@ -109,7 +98,13 @@ class Call(NamedTuple):
     parent: SpanContext | None
     facts: SelectionFacts
     id: str | None
-    dimensions: dict[str, str | int | float | bool]
+    #: The dimension arguments given as non-empty strings, by their attributes.
+    argument_dimensions: dict[str, str]
+    #: ``metric_dimensions``: the metadata keys that become dimensions (read from ``facts.metadata``).
+    metadata_keys: Sequence[str]
+    #: An :class:`ArgumentError` for each dimension argument (``model=...``) given that is not a string:
+    #: the interaction is evaluated without that dimension (a ``name`` that is not one is no name).
+    left_out: tuple[ArgumentError, ...]
 
 
 def call_of(
@@ -123,10 +118,12 @@ def call_of(
     metric_dimensions: Sequence[str],
     interaction_id: object,
 ) -> Call:
-    """The call's trace, selection facts, id and dimensions: all but the texts and the chunks, which
-    are read only once it is admitted. Its trace: ``span_context`` when valid, else the current
-    OpenTelemetry span's (the evaluation span becomes a child of that span), else a new random trace id
-    and no parent (the emitter opens a ``rag.interaction`` root span).
+    """The call's trace, selection facts, id and dimension arguments (and those left out for their type:
+    :attr:`Call.left_out`): all but the texts, the chunks and the metadata's dimensions, which are read
+    only once it is admitted (the selection rules read ``metadata``, never the dimensions). Its trace:
+    ``span_context`` when valid, else the current OpenTelemetry span's (the evaluation span becomes a child
+    of that span), else a new random trace id and no parent (the emitter opens a ``rag.interaction`` root
+    span).
 
     Raises :class:`ArgumentError` (see :func:`check_arguments`), :class:`ArgumentReadError` for a
     ``metadata`` whose reading raises (read once, by :func:`facts_of_call`; the dimensions read its copy)."""
@@ -140,14 +137,15 @@ def call_of(
     else:
         trace_id, parent = random.getrandbits(128) or 1, None
     facts = facts_of_call(name, mapping)  # reads ``metadata`` once, into a copy
-    dimensions = _dimensions(model, provider, retriever_name, name, facts.metadata, metric_dimensions)
-    return Call(trace_id, parent, facts, id_text, dimensions)
+    named, left_out = _dimension_arguments(model, provider, retriever_name, name)
+    return Call(trace_id, parent, facts, id_text, named, metric_dimensions, left_out)
 
 
 def interaction_of_call(
     call: Call, *, query: object, retrieved_content: object, actual_output: object
 ) -> Interaction:
-    """The interaction of an admitted call: ``retrieved_content`` read here, on the caller's thread.
+    """The interaction of an admitted call: its dimensions made and ``retrieved_content`` read here, on the
+    caller's thread.
 
     An iterable of chunks is copied (the caller may reuse theirs), at most its first ``MAX_CHUNKS + 1``
     (never read further: an endless iterable returns at once; the worker refuses more than
@@ -175,7 +173,7 @@ def interaction_of_call(
         end_time_ns=now,
         source=SOURCE,
         id=call.id,
-        dimensions=call.dimensions or None,
+        dimensions=_dimensions(call.argument_dimensions, call.facts.metadata, call.metadata_keys) or None,
     )
 
 
@@ -191,23 +189,32 @@ def facts_of_call(name: object, metadata: Mapping[str, object] | None) -> Select
     return SelectionFacts(root_name=root_name, metadata=copied)
 
 
-def _dimensions(
-    model: str | None,
-    provider: str | None,
-    retriever_name: str | None,
-    name: str | None,
-    metadata: Mapping[str, object] | None,
-    keys: Sequence[str],
-) -> dict[str, str | int | float | bool]:
-    out: dict[str, str | int | float | bool] = {}
-    for attribute, value in (
-        (ATTR_REQUEST_MODEL, model),
-        (ATTR_PROVIDER_NAME, provider),
-        (ATTR_RETRIEVER_NAME, retriever_name),
-        (ATTR_CHAIN_NAME, name),
+def _dimension_arguments(
+    model: object, provider: object, retriever_name: object, name: object
+) -> tuple[dict[str, str], tuple[ArgumentError, ...]]:
+    """The dimension arguments given as non-empty strings (by their attributes), and an
+    :class:`ArgumentError` for each given that is not a string (:attr:`Call.left_out`)."""
+    named: dict[str, str] = {}
+    left_out: list[ArgumentError] = []
+    for argument, attribute, value in (
+        ("model", ATTR_REQUEST_MODEL, model),
+        ("provider", ATTR_PROVIDER_NAME, provider),
+        ("retriever_name", ATTR_RETRIEVER_NAME, retriever_name),
+        ("name", ATTR_CHAIN_NAME, name),
     ):
-        if isinstance(value, str) and value:
-            out[attribute] = value
+        if isinstance(value, str):
+            if value:
+                named[attribute] = value
+        elif value is not None:
+            left_out.append(ArgumentError.wrong_type(argument, "a string or None", value))
+    return named, tuple(left_out)
+
+
+def _dimensions(
+    named: Mapping[str, str], metadata: Mapping[str, object] | None, keys: Sequence[str]
+) -> dict[str, str | int | float | bool]:
+    """The dimension arguments' (``named``) and the ``metric_dimensions`` ``keys`` found in ``metadata``."""
+    out: dict[str, str | int | float | bool] = dict(named)
     if metadata:
         for key in keys:
             found = dimension_value(metadata.get(key))  # a NaN or infinite number is none

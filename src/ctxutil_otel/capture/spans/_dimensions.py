@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from ..._dimension_keys import dimension_value
+from ..._dimension_keys import dimension_text, dimension_value
 from ...emit._names import (
     ATTR_CHAIN_NAME,
     ATTR_PROVIDER_NAME,
@@ -59,14 +59,6 @@ def attributes_of(span: object) -> Mapping[str, object]:
     return attributes if isinstance(attributes, Mapping) else {}
 
 
-def _text(value: object) -> str | None:
-    found = dimension_value(value)  # a NaN or infinite number is none
-    return None if found is None else str(found)
-
-
-_scalar = dimension_value
-
-
 def _pick(attributes: Mapping[str, object], wanted: frozenset[str]) -> dict[str, object]:
     """The entries of ``attributes`` whose key is in ``wanted``, in one pass over its keys: the SDK's
     span attributes (a read-only view of ``BoundedAttributes``) answer a missing key through a raised
@@ -78,7 +70,7 @@ def _pick(attributes: Mapping[str, object], wanted: frozenset[str]) -> dict[str,
 
 def _first(found: Mapping[str, object], keys: Sequence[str]) -> str | None:
     for key in keys:
-        value = _text(found.get(key))
+        value = dimension_text(found.get(key))  # a NaN or infinite number is none
         if value is not None:
             return value
     return None
@@ -149,12 +141,12 @@ def _metadata_value(sources: Sequence[Mapping[str, object]], key: str) -> str | 
     turns it into text, or ``_OTHER`` when too long to keep whole); other types (arrays) are not read."""
     flat = f"metadata.{key}"
     for found in sources:
-        value = _scalar(found.get(key))
+        value = dimension_value(found.get(key))
         if value is None:
-            value = _scalar(found.get(flat))
+            value = dimension_value(found.get(flat))
         if value is None and "metadata" in found:
             metadata = as_mapping(found["metadata"])  # OpenInference: a JSON object string
-            value = None if metadata is None else _scalar(metadata.get(key))
+            value = None if metadata is None else dimension_value(metadata.get(key))
         if value is not None:
             return value
     return None
