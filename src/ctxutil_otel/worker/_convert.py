@@ -69,7 +69,7 @@ def to_strings(interaction: Interaction) -> tuple[str, str, list[str]] | Rejecti
     except ValueError as exc:  # worded as pydantic words it when DatasetItem's validator raises it
         return Rejection("failed", "invalid_input", f"retrieved_content: Value error, {exc}"[:500])
     except TypeError as exc:  # pydantic lets it through: to_dataset_item's wording
-        return Rejection("failed", "invalid_input", f"{type(exc).__name__}: {str(exc)[:200]}")
+        return Rejection("failed", "invalid_input", _unexpected(exc))
 
 
 def describe(exc: ValidationError) -> str:
@@ -93,7 +93,13 @@ def to_dataset_item(interaction: Interaction) -> DatasetItem | Rejection:
     except ValidationError as exc:
         return Rejection("failed", "invalid_input", _describe(exc))
     except (TypeError, ValueError) as exc:
-        return Rejection("failed", "invalid_input", f"{type(exc).__name__}: {str(exc)[:200]}")
+        return Rejection("failed", "invalid_input", _unexpected(exc))
+
+
+def _unexpected(exc: Exception) -> str:
+    """An error raised converting that is not a validation error of ours: its class only, its message may
+    quote the input (a user object's own error)."""
+    return f"converting the interaction raised {type(exc).__name__}"
 
 
 def _total_chunks(interaction: Interaction) -> int:
