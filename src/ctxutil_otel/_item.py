@@ -128,7 +128,7 @@ def chunk_text(chunk: object, index: int) -> str:
             message, which may quote the chunk (the error chained as ``__cause__``).
     """
     if isinstance(chunk, str):
-        return chunk
+        return str.__str__(chunk)  # a str subclass as a plain str (its own methods never called)
     try:
         return _read_chunk(chunk, index)
     except _ChunkError:

@@ -400,6 +400,21 @@ class _RaisingMapping(Mapping[str, object]):
         return 1
 
 
+class _RequestId:
+    """A lazily resolved request id (a web framework's) whose ``__index__`` raises with private text."""
+
+    def __index__(self) -> int:
+        raise ValueError("no request id for private user")
+
+
+class _ClassRaises:
+    """An object whose ``__class__`` raises (a lazy proxy's may): ``isinstance`` on it raises."""
+
+    @property  # type: ignore[misc]  # a property over __class__ is the point
+    def __class__(self) -> type:
+        raise RuntimeError("private proxy text")
+
+
 def _chunks_then(error: Exception) -> Callable[[], Iterator[str]]:
     """A generator of chunks (a vector store's lazy results) that yields one, then raises ``error``."""
 
@@ -428,6 +443,9 @@ _READ_ERRORS: list[tuple[str, Callable[[], object], str]] = [
         "UnicodeDecodeError",
     ),
     ("metadata", _RaisingMapping, "RuntimeError"),
+    ("interaction_id", lambda: _RequestId(), "ValueError"),
+    ("model", lambda: _ClassRaises(), "RuntimeError"),
+    ("span_context", lambda: _ClassRaises(), "RuntimeError"),
 ]
 
 
@@ -444,6 +462,8 @@ def test_an_argument_whose_reading_raises_is_counted_and_logged_naming_it_and_th
     # was counted not_applicable ("No chunks were retrieved"), nothing logged. And any argument whose
     # reading raised was logged with its traceback and message (which may quote the user's chunk text).
     # Now each is dropped capture_error with one ERROR naming the argument and the error's class only.
+    # An interaction_id whose __index__ raised (or any argument whose isinstance check raised) took the
+    # unexpected-error path: logged with its message and traceback. Now it is read as the others are.
     evaluator = _evaluator(telemetry)
     args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
     with caplog.at_level(logging.DEBUG, logger="ctxutil_otel"):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import traceback
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -44,6 +45,33 @@ class _RaisingMapping(Mapping[str, object]):
         raise RuntimeError(MARKER)
 
 
+class _RaisingClass:
+    """An object whose ``__class__`` raises (as a lazy proxy's may): ``isinstance`` on it raises."""
+
+    @property  # type: ignore[misc]  # a property over __class__ is the point
+    def __class__(self) -> type:
+        raise RuntimeError(MARKER)
+
+
+class _RequestId:
+    """A lazily resolved id whose ``__index__`` raises with the user's text (a web framework's)."""
+
+    def __index__(self) -> int:
+        raise ValueError(MARKER)
+
+
+class _IdText(str):
+    """A ``str`` subclass whose own ``__str__`` raises."""
+
+    def __str__(self) -> str:
+        raise RuntimeError(MARKER)
+
+
+class _RaisingUUID(uuid.UUID):
+    def __str__(self) -> str:
+        raise RuntimeError(MARKER)
+
+
 def _chunks_raising(error: Exception) -> Callable[[], Iterator[object]]:
     def chunks() -> Iterator[object]:
         yield CHUNKS[0]
@@ -52,6 +80,18 @@ def _chunks_raising(error: Exception) -> Callable[[], Iterator[object]]:
     return chunks
 
 
+_ARGUMENTS = (
+    "query",
+    "retrieved_content",
+    "actual_output",
+    "model",
+    "provider",
+    "retriever_name",
+    "name",
+    "metadata",
+    "span_context",
+    "interaction_id",
+)
 # (argument, a fresh value holding the marker): every invalid shape of every input that reaches a message.
 _SHAPES: list[tuple[str, Callable[[], object]]] = [
     ("retrieved_content", lambda: [{MARKER: 0.91}]),  # a chunk keyed by its text (a {text: score} hit)
@@ -77,6 +117,10 @@ _SHAPES: list[tuple[str, Callable[[], object]]] = [
     ("span_context", lambda: MARKER),
     ("interaction_id", lambda: MARKER.encode()),
     ("interaction_id", lambda: float(len(MARKER))),
+    ("interaction_id", _RequestId),  # an id whose reading raises
+    ("interaction_id", lambda: _IdText("request-1")),
+    ("interaction_id", lambda: _RaisingUUID(int=7)),
+    *((argument, _RaisingClass) for argument in _ARGUMENTS),  # isinstance on it raises
 ]
 
 

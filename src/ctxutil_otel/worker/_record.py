@@ -10,23 +10,25 @@ field) into an :class:`~ctxutil_otel._interaction.Interaction`, handed over thro
 call's own arguments (``metadata``, ``span_context``, ``interaction_id``) are checked at the call, by type
 only: a wrong one raises :class:`ArgumentError`, which ``record_interaction`` logs and counts dropped
 ``capture_error``. A dimension argument (``model``, ``provider``, ``retriever_name``, ``name``) that is
-not a string is left out (:attr:`Call.left_out`: logged, the interaction still evaluated). An argument
-whose reading raises (a generator of chunks that raises, a mapping whose methods raise) raises
-:class:`ArgumentReadError` naming it and the error's class.
+not a string is left out (:attr:`Call.left_out`: logged, the interaction still evaluated). Every argument
+read here is read under :func:`reading`: one whose reading raises (a generator of chunks that raises, a
+mapping whose methods raise, an id whose ``__index__`` raises, an ``isinstance`` that raises) raises
+:class:`ArgumentReadError` naming it and the error's class, never its message.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import NamedTuple
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanContext
 
 from .._dimension_keys import dimension_value
-from .._interaction import Interaction, interaction_id_text
+from .._interaction import Interaction, InteractionIdError, interaction_id_text
 from .._item import ChunksReadError, is_chunk_iterable, read_chunks
 from .._selection import SelectionFacts
 from ..emit._names import (
@@ -45,6 +47,7 @@ __all__ = [
     "call_of",
     "facts_of_call",
     "interaction_of_call",
+    "reading",
 ]
 
 #: ``ctxutil.interaction.source`` of these interactions.
@@ -75,20 +78,36 @@ class ArgumentReadError(Exception):
         super().__init__(f"reading `{argument}` raised {self.error_type}")
 
 
+@contextmanager
+def reading(argument: str) -> Iterator[None]:
+    """Read ``argument`` (a user's object) inside: whatever its own methods raise (an ``__index__``, a
+    ``__class__``, a mapping's ``__iter__``) becomes :class:`ArgumentReadError` naming the argument and the
+    error's class, never its message; our :class:`ArgumentError` passes as it is."""
+    try:
+        yield
+    except (ArgumentError, ArgumentReadError):  # ours, already naming the argument
+        raise
+    except Exception as exc:  # the argument's own code raised: its message may quote the user's text
+        raise ArgumentReadError(argument, exc) from exc
+
+
 def check_arguments(*, metadata: object, span_context: object, interaction_id: object) -> str | None:
     """Raise :class:`ArgumentError` for a ``metadata`` that is not a mapping, a ``span_context`` that is
     not a ``SpanContext``, or an ``interaction_id`` that
-    :func:`~ctxutil_otel._interaction.interaction_id_text` refuses (``None`` is each one's default); return
-    the id's text."""
-    if metadata is not None and not isinstance(metadata, Mapping):
-        raise ArgumentError.wrong_type("metadata", "a mapping or None", metadata)
-    if span_context is not None and not isinstance(span_context, SpanContext):
-        expected = "an opentelemetry.trace.SpanContext (span.get_span_context()) or None"
-        raise ArgumentError.wrong_type("span_context", expected, span_context)
-    try:
-        return interaction_id_text(interaction_id)
-    except TypeError as exc:
-        raise ArgumentError("interaction_id", str(exc)) from None
+    :func:`~ctxutil_otel._interaction.interaction_id_text` refuses (``None`` is each one's default),
+    :class:`ArgumentReadError` for one whose reading raises; return the id's text."""
+    with reading("metadata"):
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise ArgumentError.wrong_type("metadata", "a mapping or None", metadata)
+    with reading("span_context"):
+        if span_context is not None and not isinstance(span_context, SpanContext):
+            expected = "an opentelemetry.trace.SpanContext (span.get_span_context()) or None"
+            raise ArgumentError.wrong_type("span_context", expected, span_context)
+    with reading("interaction_id"):
+        try:
+            return interaction_id_text(interaction_id)
+        except InteractionIdError as exc:  # ours: names the type
+            raise ArgumentError("interaction_id", str(exc)) from None
 
 
 class Call(NamedTuple):
@@ -129,13 +148,14 @@ def call_of(
     ``metadata`` whose reading raises (read once, by :func:`facts_of_call`; the dimensions read its copy)."""
     id_text = check_arguments(metadata=metadata, span_context=span_context, interaction_id=interaction_id)
     mapping = metadata if isinstance(metadata, Mapping) else None  # checked above: the same value
-    context = (
-        span_context if isinstance(span_context, SpanContext) else trace.get_current_span().get_span_context()
-    )
-    if context.is_valid:
-        trace_id, parent = context.trace_id, context
-    else:
-        trace_id, parent = random.getrandbits(128) or 1, None
+    with reading("span_context"):  # a SpanContext subclass's own properties
+        context = (
+            span_context
+            if isinstance(span_context, SpanContext)
+            else trace.get_current_span().get_span_context()
+        )
+        valid = context.is_valid
+        trace_id, parent = (context.trace_id, context) if valid else (random.getrandbits(128) or 1, None)
     facts = facts_of_call(name, mapping)  # reads ``metadata`` once, into a copy
     named, left_out = _dimension_arguments(model, provider, retriever_name, name)
     return Call(trace_id, parent, facts, id_text, named, metric_dimensions, left_out)
@@ -154,14 +174,15 @@ def interaction_of_call(
     ``DatasetItem`` does. Raises :class:`ArgumentReadError` when iterating raises (anything, its own
     ``ValueError`` included)."""
     documents: Sequence[object]
-    if not is_chunk_iterable(retrieved_content):  # not a list of chunks: the worker names it
-        documents = retrieved_content  # type: ignore[assignment]  # validated there, failed invalid_input
-    else:
-        try:
-            documents = read_chunks(retrieved_content)
-        except ChunksReadError as exc:  # a generator that raises, an __iter__ that raises
-            cause = exc.__cause__ if exc.__cause__ is not None else exc
-            raise ArgumentReadError("retrieved_content", cause) from cause
+    with reading("retrieved_content"):  # a generator that raises, an __iter__ that raises
+        if not is_chunk_iterable(retrieved_content):  # not a list of chunks: the worker names it
+            documents = retrieved_content  # type: ignore[assignment]  # validated there: invalid_input
+        else:
+            try:
+                documents = read_chunks(retrieved_content)
+            except ChunksReadError as exc:  # the iterable's own error, as read_chunks chains it
+                cause = exc.__cause__ if exc.__cause__ is not None else exc
+                raise ArgumentReadError("retrieved_content", cause) from cause
     now = time.time_ns()
     return Interaction(
         query=query,  # type: ignore[arg-type]  # validated by the worker: a wrong type fails invalid_input
@@ -181,7 +202,8 @@ def facts_of_call(name: object, metadata: Mapping[str, object] | None) -> Select
     """What the selection rules see of the call: ``name`` as the root name (a name that is not a string
     is no name: the rules' match would fail, counted ``sampled_out``), ``metadata`` (copied: reading it
     raises :class:`ArgumentReadError`)."""
-    root_name = name if isinstance(name, str) else None
+    with reading("name"):
+        root_name = name if isinstance(name, str) else None
     try:
         copied = dict(metadata) if metadata else None
     except Exception as exc:  # a mapping whose own methods raise
@@ -202,11 +224,12 @@ def _dimension_arguments(
         ("retriever_name", ATTR_RETRIEVER_NAME, retriever_name),
         ("name", ATTR_CHAIN_NAME, name),
     ):
-        if isinstance(value, str):
-            if value:
-                named[attribute] = value
-        elif value is not None:
-            left_out.append(ArgumentError.wrong_type(argument, "a string or None", value))
+        with reading(argument):
+            if isinstance(value, str):
+                if value:
+                    named[attribute] = str.__str__(value)  # a str subclass as a plain str
+            elif value is not None:
+                left_out.append(ArgumentError.wrong_type(argument, "a string or None", value))
     return named, tuple(left_out)
 
 
