@@ -387,6 +387,30 @@ def test_a_nan_or_infinite_metadata_value_is_no_dimension(telemetry: Telemetry) 
     evaluator.shutdown(5_000)
 
 
+def test_numpy_metadata_values_are_dimensions(telemetry: Telemetry) -> None:
+    # metadata={"shard": numpy.int64(7)} (a DataFrame row's value) silently gave no dimension: only int,
+    # float and bool were taken. Any integer, real number and numpy.bool_ is one now, as Python's.
+    evaluator = _evaluator(telemetry, metric_dimensions=("shard", "replica", "ratio", "cached"))
+    metadata = {
+        "shard": numpy.int64(7),
+        "replica": numpy.int32(2),
+        "ratio": numpy.float32(0.5),
+        "cached": numpy.bool_(False),
+    }
+    args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
+    assert evaluator.record_interaction(**args, metadata=metadata)
+    assert evaluator.force_flush(30_000)
+    (span,) = telemetry.spans(n.SPAN_EVALUATION)
+    found = {k: v for k, v in (span.attributes or {}).items() if k.startswith("ctxutil.metadata.")}
+    assert found == {
+        "ctxutil.metadata.shard": "7",
+        "ctxutil.metadata.replica": "2",
+        "ctxutil.metadata.ratio": "0.5",
+        "ctxutil.metadata.cached": "False",
+    }
+    evaluator.shutdown(5_000)
+
+
 class _RaisingMapping(Mapping[str, object]):
     """A metadata mapping whose reads raise; the error's message holds text that must never be logged."""
 

@@ -114,6 +114,8 @@ _SHAPES: list[tuple[str, Callable[[], object]]] = [
     ("metadata", lambda: MARKER),
     ("metadata", lambda: [(MARKER, MARKER)]),
     ("metadata", _RaisingMapping),
+    ("metadata", lambda: {"tier": [MARKER]}),  # a metric_dimensions value of a type giving no dimension
+    ("metadata", lambda: {"tier": MARKER.encode()}),
     ("span_context", lambda: MARKER),
     ("interaction_id", lambda: MARKER.encode()),
     ("interaction_id", lambda: float(len(MARKER))),

@@ -27,7 +27,7 @@ from typing import NamedTuple
 from opentelemetry import trace
 from opentelemetry.trace import SpanContext
 
-from .._dimension_keys import dimension_value
+from .._dimension_keys import metadata_dimension
 from .._interaction import Interaction, InteractionIdError, interaction_id_text
 from .._item import ChunksReadError, is_chunk_iterable, read_chunks
 from .._selection import SelectionFacts
@@ -183,6 +183,8 @@ def interaction_of_call(
             except ChunksReadError as exc:  # the iterable's own error, as read_chunks chains it
                 cause = exc.__cause__ if exc.__cause__ is not None else exc
                 raise ArgumentReadError("retrieved_content", cause) from cause
+    with reading("metadata"):  # a metadata value's own number conversion (numbers.Integral / Real)
+        dimensions = _dimensions(call.argument_dimensions, call.facts.metadata, call.metadata_keys)
     now = time.time_ns()
     return Interaction(
         query=query,  # type: ignore[arg-type]  # validated by the worker: a wrong type fails invalid_input
@@ -194,7 +196,7 @@ def interaction_of_call(
         end_time_ns=now,
         source=SOURCE,
         id=call.id,
-        dimensions=_dimensions(call.argument_dimensions, call.facts.metadata, call.metadata_keys) or None,
+        dimensions=dimensions or None,
     )
 
 
@@ -240,7 +242,7 @@ def _dimensions(
     out: dict[str, str | int | float | bool] = dict(named)
     if metadata:
         for key in keys:
-            found = dimension_value(metadata.get(key))  # a NaN or infinite number is none
+            found = metadata_dimension(key, metadata.get(key))  # a NaN or infinite number is none
             if found is not None:
                 out[f"{DIMENSION_METADATA_PREFIX}.{key}"] = found
     return out
