@@ -146,6 +146,60 @@ def test_sampling_and_selection_rules_apply_and_are_counted(telemetry: Telemetry
     evaluator.shutdown(5_000)
 
 
+class _UnlistableMetadata(Mapping[str, object]):
+    """Metadata that answers a look-up by key but whose iteration never ends (and whose size raises):
+    what a lazily-loaded or very large mapping is to a reader that copies it whole."""
+
+    def __init__(self, values: Mapping[str, object]) -> None:
+        self._values = dict(values)
+        self.looked_up: list[str] = []
+
+    def __getitem__(self, key: str) -> object:
+        self.looked_up.append(key)
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return (f"k{i}" for i in itertools.count())  # endless
+
+    def __len__(self) -> int:
+        raise RuntimeError("the size is not known")
+
+
+def test_metadata_is_read_by_the_keys_named_never_iterated(telemetry: Telemetry) -> None:
+    # metadata was copied whole (dict(metadata)) on every call, before sampling: 1,000,000 keys cost
+    # ~112 ms on a call sampled out, and a mapping whose iteration never ends never returned. Only the keys
+    # the selection rules and metric_dimensions name are read, each once, with get.
+    evaluator = _evaluator(
+        telemetry,
+        sample_rate=0.0,
+        selection_rules=[{"metadata": {"tier": "paid"}, "sample_rate": 1.0}],
+        metric_dimensions=("shard",),
+    )
+    args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
+    paid = _UnlistableMetadata({"tier": "paid", "shard": 3, "other": "x"})
+    free = _UnlistableMetadata({"tier": "free", "shard": 4})
+    assert evaluator.record_interaction(**args, metadata=paid)  # selected by the rule: returned
+    assert not evaluator.record_interaction(**args, metadata=free)  # sampled out: returned
+    assert evaluator.force_flush(30_000)
+    stats = evaluator.stats()
+    assert (stats.captured, stats.evaluated, stats.sampled_out, stats.dropped) == (2, 1, 1, {}), stats
+    assert paid.looked_up == free.looked_up == ["tier", "shard"]  # each key once, the dimension from it
+    (span,) = telemetry.spans(n.SPAN_EVALUATION)
+    assert (span.attributes or {})["ctxutil.metadata.shard"] == "3"
+    evaluator.shutdown(5_000)
+
+
+def test_metadata_is_not_touched_when_no_key_is_read(telemetry: Telemetry) -> None:
+    evaluator = _evaluator(telemetry)  # no selection rule on metadata, no metric_dimensions
+    metadata = _UnlistableMetadata({"tier": "paid"})
+    assert evaluator.record_interaction(
+        query=QUESTION, retrieved_content=CHUNKS, actual_output=ANSWER, metadata=metadata
+    )
+    assert evaluator.force_flush(30_000)
+    assert evaluator.stats().evaluated == 1 and metadata.looked_up == []
+    evaluator.shutdown(5_000)
+
+
 def test_wrong_arguments_never_raise_and_are_counted(telemetry: Telemetry) -> None:
     evaluator = _evaluator(telemetry)
     evaluator.record_interaction(query=None, retrieved_content=CHUNKS, actual_output=ANSWER)  # type: ignore[arg-type]
@@ -488,7 +542,7 @@ def test_an_argument_whose_reading_raises_is_counted_and_logged_naming_it_and_th
     # Now each is dropped capture_error with one ERROR naming the argument and the error's class only.
     # An interaction_id whose __index__ raised (or any argument whose isinstance check raised) took the
     # unexpected-error path: logged with its message and traceback. Now it is read as the others are.
-    evaluator = _evaluator(telemetry)
+    evaluator = _evaluator(telemetry, metric_dimensions=("tier",))  # a metadata key read: "tier"
     args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
     with caplog.at_level(logging.DEBUG, logger="ctxutil_otel"):
         assert not evaluator.record_interaction(**{**args, argument: value()})

@@ -27,6 +27,7 @@ from ._record import (
     ArgumentReadError,
     call_of,
     interaction_of_call,
+    metadata_keys_read,
 )
 from ._stats import EvaluatorStats
 from ._ticket import Ticket
@@ -132,6 +133,7 @@ class Evaluator:
             logger_provider=logger_provider,
         )
         self._settings = resolved
+        self._metadata_read = metadata_keys_read(resolved.selection_rules, resolved.metric_dimensions)
         self._record_refused: set[str] = set()  # record_interaction's problems logged (by argument)
         self._record_refused_lock = ForkSafeLock()  # application threads test and add at once
         judging: ContextualUtilization | ChildProcessJudging
@@ -223,7 +225,8 @@ class Evaluator:
             name: The interaction's name: what selection rules' ``root_name`` matches, and the dimension
                 ``ctxutil.chain.name``.
             metadata: What selection rules' ``metadata`` matches; its ``metric_dimensions`` keys become
-                dimensions ``ctxutil.metadata.<key>``.
+                dimensions ``ctxutil.metadata.<key>``. Only those keys are read, each once with ``get``;
+                the mapping is never iterated (its size costs nothing).
             span_context: The ``SpanContext`` to evaluate under; default: the current OpenTelemetry span
                 (the evaluation span becomes its child, in its trace), else a new ``rag.interaction``
                 root span.
@@ -248,6 +251,7 @@ class Evaluator:
                 name=name,
                 metadata=metadata,
                 metric_dimensions=self._settings.metric_dimensions,
+                metadata_read=self._metadata_read,
                 interaction_id=interaction_id,
             )
             self._warn_left_out(call.left_out)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import NamedTuple
 
@@ -30,7 +30,7 @@ from opentelemetry.trace import SpanContext
 from .._dimension_keys import metadata_dimension
 from .._interaction import Interaction, InteractionIdError, interaction_id_text
 from .._item import ChunksReadError, is_chunk_iterable, read_chunks
-from .._selection import SelectionFacts
+from .._selection import SelectionFacts, SelectionRule
 from ..emit._names import (
     ATTR_CHAIN_NAME,
     ATTR_PROVIDER_NAME,
@@ -47,11 +47,13 @@ __all__ = [
     "call_of",
     "facts_of_call",
     "interaction_of_call",
+    "metadata_keys_read",
     "reading",
 ]
 
 #: ``ctxutil.interaction.source`` of these interactions.
 SOURCE = "record_interaction"
+_ABSENT = object()  # a metadata key not in the mapping
 
 
 class ArgumentError(TypeError):
@@ -135,6 +137,7 @@ def call_of(
     name: str | None,
     metadata: object,
     metric_dimensions: Sequence[str],
+    metadata_read: Sequence[str],
     interaction_id: object,
 ) -> Call:
     """The call's trace, selection facts, id and dimension arguments (and those left out for their type:
@@ -143,6 +146,9 @@ def call_of(
     ``span_context`` when valid, else the current OpenTelemetry span's (the evaluation span becomes a child
     of that span), else a new random trace id and no parent (the emitter opens a ``rag.interaction`` root
     span).
+
+    ``metadata_read``: the metadata keys read (:func:`metadata_keys_read`); no other is ever read and the
+    mapping is never iterated.
 
     Raises :class:`ArgumentError` (see :func:`check_arguments`), :class:`ArgumentReadError` for a
     ``metadata`` whose reading raises (read once, by :func:`facts_of_call`; the dimensions read its copy)."""
@@ -156,7 +162,7 @@ def call_of(
         )
         valid = context.is_valid
         trace_id, parent = (context.trace_id, context) if valid else (random.getrandbits(128) or 1, None)
-    facts = facts_of_call(name, mapping)  # reads ``metadata`` once, into a copy
+    facts = facts_of_call(name, mapping, metadata_read)  # reads ``metadata``'s keys once, into a copy
     named, left_out = _dimension_arguments(model, provider, retriever_name, name)
     return Call(trace_id, parent, facts, id_text, named, metric_dimensions, left_out)
 
@@ -200,16 +206,30 @@ def interaction_of_call(
     )
 
 
-def facts_of_call(name: object, metadata: Mapping[str, object] | None) -> SelectionFacts:
+def metadata_keys_read(rules: Iterable[SelectionRule], metric_dimensions: Iterable[str]) -> tuple[str, ...]:
+    """The ``metadata`` keys ``record_interaction`` reads: those the selection rules' ``metadata`` match
+    and the ``metric_dimensions`` keys, without repeats (computed once, with the settings)."""
+    ruled = (key for rule in rules if rule.metadata for key in rule.metadata)
+    return tuple(dict.fromkeys((*ruled, *metric_dimensions)))
+
+
+def facts_of_call(name: object, metadata: Mapping[str, object] | None, keys: Sequence[str]) -> SelectionFacts:
     """What the selection rules see of the call: ``name`` as the root name (a name that is not a string
-    is no name: the rules' match would fail, counted ``sampled_out``), ``metadata`` (copied: reading it
-    raises :class:`ArgumentReadError`)."""
+    is no name: the rules' match would fail, counted ``sampled_out``), and ``metadata``'s ``keys`` (those
+    the rules and the dimensions read, :func:`metadata_keys_read`), each read once with ``get``, into a
+    copy: the mapping is never iterated nor copied whole (its size costs the call nothing; an endless
+    one returns), and with no keys to read it is not touched. Reading it raises
+    :class:`ArgumentReadError`."""
     with reading("name"):
         root_name = name if isinstance(name, str) else None
-    try:
-        copied = dict(metadata) if metadata else None
-    except Exception as exc:  # a mapping whose own methods raise
-        raise ArgumentReadError("metadata", exc) from exc
+    if metadata is None or not keys:
+        return SelectionFacts(root_name=root_name)
+    copied: dict[str, object] = {}
+    with reading("metadata"):  # a mapping whose own methods raise
+        for key in keys:
+            value = metadata.get(key, _ABSENT)
+            if value is not _ABSENT:
+                copied[key] = value
     return SelectionFacts(root_name=root_name, metadata=copied)
 
 
