@@ -11,6 +11,7 @@ in-memory exporters, and the example ``examples/plain_openai_rag.py`` run as a s
 from __future__ import annotations
 
 import collections
+import gc
 import itertools
 import json
 import logging
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import threading
 import uuid
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -561,6 +563,40 @@ def test_an_argument_whose_reading_raises_is_counted_and_logged_naming_it_and_th
     )
     assert record.exc_info is None and record.exc_text is None
     assert all("private" not in r.getMessage() for r in caplog.records)
+    evaluator.shutdown(5_000)
+
+
+class _InterruptingMapping(Mapping[str, object]):
+    """Metadata whose look-up is interrupted (Ctrl-C while the call reads it)."""
+
+    def __getitem__(self, key: str) -> object:
+        raise KeyboardInterrupt
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(["tier"])
+
+    def __len__(self) -> int:
+        return 1
+
+
+@pytest.mark.parametrize("argument", ["retrieved_content", "metadata"])
+def test_a_keyboard_interrupt_while_reading_propagates_and_the_call_is_counted(
+    telemetry: Telemetry, argument: str
+) -> None:
+    # A KeyboardInterrupt raised by the chunk generator propagated (right) but left the call's ticket
+    # open: later counted internal_error with a TicketWarning when collected. It is counted dropped
+    # capture_error before it propagates, and nothing is left open.
+    evaluator = _evaluator(telemetry, metric_dimensions=("tier",))
+    values = {"retrieved_content": _chunks_then(KeyboardInterrupt()), "metadata": _InterruptingMapping}
+    args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a TicketWarning (a ticket collected open) fails the test
+        with pytest.raises(KeyboardInterrupt):
+            evaluator.record_interaction(**{**args, argument: values[argument]()})
+        gc.collect()
+        assert evaluator.force_flush(30_000)
+    stats = evaluator.stats()
+    assert (stats.captured, dict(stats.dropped), dict(stats.failed)) == (1, {"capture_error": 1}, {}), stats
     evaluator.shutdown(5_000)
 
 

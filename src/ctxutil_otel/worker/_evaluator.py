@@ -235,7 +235,10 @@ class Evaluator:
                 text), cut to 256 characters.
 
         Returns ``True`` when queued for evaluation; ``False`` when not selected, sampled out or refused,
-        each counted in :meth:`stats` as for the capture paths. Never raises and never blocks: a wrong
+        each counted in :meth:`stats` as for the capture paths. A ``BaseException`` that is not an
+        ``Exception`` (``KeyboardInterrupt``, ``SystemExit``) raised by an argument's own code (a generator
+        of chunks) propagates, the call counted dropped ``capture_error``. Otherwise never raises and never
+        blocks: a wrong
         type or a chunk whose reading raises fails that evaluation ``invalid_input`` naming the field
         (validated off the request path); a dimension argument that is not a string is left out; a
         ``metadata``, ``span_context`` or ``interaction_id`` of the wrong type, or an argument whose
@@ -258,6 +261,9 @@ class Evaluator:
         except Exception as exc:  # never raise into the application
             self._refuse_call(exc, None)
             return False
+        except BaseException:  # KeyboardInterrupt, SystemExit from an argument's code: counted, not kept
+            self.admit(0, None, lost="capture_error")
+            raise
         ticket = self.admit(call.trace_id, call.facts)  # neither blocks nor raises
         if not ticket:  # not selected, sampled out or refused (counted): its chunks are never read
             return False
@@ -268,6 +274,9 @@ class Evaluator:
         except Exception as exc:  # never raise into the application
             self._refuse_call(exc, ticket)
             return False
+        except BaseException:  # a generator of chunks raising KeyboardInterrupt: the ticket closed, re-raised
+            ticket.drop("capture_error")
+            raise
         return ticket.submit(interaction)  # neither blocks nor raises
 
     def _warn_left_out(self, problems: Iterable[ArgumentError]) -> None:

@@ -177,7 +177,7 @@ def interaction_of_call(
     (never read further: an endless iterable returns at once; the worker refuses more than
     ``MAX_CHUNKS``); anything else (``None``, one string, one mapping) is handed over as given. The
     worker fails either ``invalid_input`` with :func:`~ctxutil_otel._item.chunk_list`'s message, as
-    ``DatasetItem`` does. Raises :class:`ArgumentReadError` when iterating raises (anything, its own
+    ``DatasetItem`` does. Raises :class:`ArgumentReadError` when iterating raises (any ``Exception``, its own
     ``ValueError`` included)."""
     documents: Sequence[object]
     with reading("retrieved_content"):  # a generator that raises, an __iter__ that raises
