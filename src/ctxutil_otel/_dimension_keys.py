@@ -93,8 +93,8 @@ def _warn_once(key: str, type_name: str) -> None:
             return
         _warned.add(key)
     _log.warning(
-        "ctxutil: metric_dimensions key %r has a value of type %s, which gives no dimension (strings, numbers "
-        "and booleans do): results carry no ctxutil.metadata.%s for it (logged once per key)",
+        "ctxutil: metric_dimensions key %r has a value of type %s, which gives no dimension (strings, "
+        "numbers and booleans do): results carry no ctxutil.metadata.%s for it (logged once per key)",
         key,
         type_name,
         key,

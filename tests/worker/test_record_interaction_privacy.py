@@ -72,6 +72,39 @@ class _RaisingUUID(uuid.UUID):
         raise RuntimeError(MARKER)
 
 
+class _ChunkWhoseIdRaises(Mapping[str, object]):
+    """A chunk mapping with its text, whose ``id`` and ``metadata`` (read by the emitter) raise."""
+
+    def __getitem__(self, key: str) -> object:
+        if key == "text":
+            return CHUNKS[0]
+        raise RuntimeError(MARKER)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(["text", "id", "metadata"])
+
+    def __len__(self) -> int:
+        return 3
+
+
+class _Document:
+    """A Document-like chunk whose ``id`` property raises."""
+
+    page_content = CHUNKS[0]
+
+    @property
+    def id(self) -> str:
+        raise RuntimeError(MARKER)
+
+
+class _IdInt(int):
+    def __str__(self) -> str:
+        raise RuntimeError(MARKER)
+
+    def __repr__(self) -> str:
+        raise RuntimeError(MARKER)
+
+
 def _chunks_raising(error: Exception) -> Callable[[], Iterator[object]]:
     def chunks() -> Iterator[object]:
         yield CHUNKS[0]
@@ -99,6 +132,10 @@ _SHAPES: list[tuple[str, Callable[[], object]]] = [
     ("retrieved_content", lambda: [{"id": MARKER, "score": 0.5}]),  # no text key, the text as a value
     ("retrieved_content", lambda: [CHUNKS[0], MARKER.encode()]),  # bytes
     ("retrieved_content", lambda: [CHUNKS[0], _RaisingMapping()]),  # a chunk whose reading raises
+    ("retrieved_content", lambda: [_ChunkWhoseIdRaises()]),  # evaluated: its id read by the emitter
+    ("retrieved_content", lambda: [_Document()]),
+    ("retrieved_content", lambda: [{"text": CHUNKS[0], "id": _IdText("doc-1")}]),
+    ("retrieved_content", lambda: [{"text": CHUNKS[0], "id": _IdInt(7), "metadata": {"source": _IdInt(3)}}]),
     ("retrieved_content", lambda: MARKER),  # one string
     ("retrieved_content", lambda: {MARKER: CHUNKS[0]}),  # one mapping
     ("retrieved_content", _chunks_raising(ValueError(MARKER))),  # a generator that raises
@@ -135,6 +172,7 @@ def _evaluator(telemetry: Telemetry, worker: str) -> Evaluator:
         sample_rate=1.0,
         max_evaluations_per_second=0,
         metric_dimensions=("tier",),
+        chunk_metadata_keys=("source",),
         worker=worker,
     )
 
