@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 
 import pytest
+from langchain_core.runnables import RunnableLambda
 
 from ctxutil_otel import ContextualUtilization, SettingsError
 from ctxutil_otel.capture import UtilizationCallbackHandler
@@ -78,3 +80,29 @@ def test_force_flush_and_shutdown_delegate_to_the_evaluator(make_rig: MakeRig) -
     stats = rig.handler.stats()
     assert stats.captured == 2 and dict(stats.dropped) == {"shutdown": 1}
     assert_accounted(rig)
+
+
+class _DocumentWhosePageContentRaises:
+    """A Document-like object in a root's output whose ``page_content`` raises with the user's text."""
+
+    @property
+    def page_content(self) -> str:
+        raise RuntimeError("private zq7x chunk text")
+
+
+def test_a_callback_error_is_logged_by_its_class_and_place_never_its_message(
+    make_rig: MakeRig, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A callback's error was logged (DEBUG, once per callback) with its traceback, message included: a
+    # user's object raising with its text (a Document whose page_content raised) put that text in the log.
+    rig = make_rig()
+    chain = RunnableLambda(lambda q: {"answer": "a", "context": [_DocumentWhosePageContentRaises()]})
+    with caplog.at_level(logging.DEBUG, logger="ctxutil_otel"):
+        chain.invoke(QUESTION, config={"callbacks": [rig.handler]})
+    assert rig.handler.callback_errors == {"documents_from_output": 1}
+    (record,) = [r for r in caplog.records if "error in documents_from_output" in r.getMessage()]
+    assert record.getMessage().startswith(
+        "ctxutil-otel: error in documents_from_output: RuntimeError at test_handler.py:"
+    )
+    assert record.exc_info is None and record.exc_text is None
+    assert not [r for r in caplog.records if "zq7x" in r.getMessage() or "zq7x" in (r.exc_text or "")]

@@ -153,6 +153,7 @@ _SHAPES: list[tuple[str, Callable[[], object]]] = [
     ("metadata", _RaisingMapping),
     ("metadata", lambda: {"tier": [MARKER]}),  # a metric_dimensions value of a type giving no dimension
     ("metadata", lambda: {"tier": MARKER.encode()}),
+    ("metadata", lambda: {"tier": _IdText("paid")}),  # a selection rule's str() of it raises
     ("span_context", lambda: MARKER),
     ("interaction_id", lambda: MARKER.encode()),
     ("interaction_id", lambda: float(len(MARKER))),
@@ -173,6 +174,7 @@ def _evaluator(telemetry: Telemetry, worker: str) -> Evaluator:
         max_evaluations_per_second=0,
         metric_dimensions=("tier",),
         chunk_metadata_keys=("source",),
+        selection_rules=[{"metadata": {"tier": "paid"}, "sample_rate": 1.0}],
         worker=worker,
     )
 
