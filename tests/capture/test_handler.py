@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import gc
 import logging
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable, Iterator, Mapping
 
 import pytest
-from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables import RunnableLambda, RunnableParallel, RunnablePassthrough
 
 from ctxutil_otel import ContextualUtilization, SettingsError
 from ctxutil_otel.capture import UtilizationCallbackHandler
 from ctxutil_otel.worker import Evaluator
 from tests.support.doubles import RecordingEmitter
 
-from .conftest import QUESTION, Rig, assert_accounted, rag_chain
+from .conftest import QUESTION, FixedRetriever, Rig, assert_accounted, rag_chain
 
 MakeRig = Callable[..., Rig]
 
@@ -106,3 +108,33 @@ def test_a_callback_error_is_logged_by_its_class_and_place_never_its_message(
     )
     assert record.exc_info is None and record.exc_text is None
     assert not [r for r in caplog.records if "zq7x" in r.getMessage() or "zq7x" in (r.exc_text or "")]
+
+
+class _Interrupting(Mapping[str, object]):
+    """A root output whose answer capture looks up and whose look-up is interrupted (Ctrl-C)."""
+
+    def __getitem__(self, key: str) -> object:
+        raise KeyboardInterrupt
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(["answer"])
+
+    def __len__(self) -> int:
+        return 1
+
+
+def test_a_keyboard_interrupt_while_capturing_a_root_propagates_and_is_counted(make_rig: MakeRig) -> None:
+    # A KeyboardInterrupt raised by a user's object while capture read a finished root propagated (right)
+    # but left the root's ticket open: later counted internal_error with a TicketWarning. It is counted
+    # dropped capture_error before it propagates.
+    rig = make_rig()
+    retrieve = RunnableParallel(context=FixedRetriever(), question=RunnablePassthrough())
+    chain = retrieve | RunnableLambda(lambda _: _Interrupting())  # no model: the answer is the output
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a TicketWarning (a ticket collected open) fails the test
+        with pytest.raises(KeyboardInterrupt):
+            chain.invoke(QUESTION, config={"callbacks": [rig.handler]})
+        gc.collect()
+        rig.flush()
+    stats = rig.evaluator.stats()
+    assert (stats.captured, dict(stats.dropped), dict(stats.failed)) == (1, {"capture_error": 1}, {}), stats
