@@ -9,12 +9,20 @@ Prometheus label ``ctxutil_metadata_<key>`` (docs/slices.md). Its values leave t
 
 from __future__ import annotations
 
+import logging
 import math
 import numbers
 import re
+import sys
+import threading
 from collections.abc import Iterable
 
-__all__ = ["check_dimension_keys", "dimension_text", "dimension_value", "is_no_number"]
+__all__ = ["check_dimension_keys", "dimension_text", "dimension_value", "is_no_number", "metadata_dimension"]
+
+_log = logging.getLogger("ctxutil_otel")
+# metric_dimensions keys whose wrong-typed value was logged (a key is configured: the set stays small).
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
 
 # A metric_dimensions key: part of an attribute name and, with . and - as _, of a Prometheus label.
 _DIMENSION_KEY = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
@@ -39,15 +47,58 @@ def is_no_number(value: object) -> bool:
 
 def dimension_value(value: object) -> str | int | float | bool | None:
     """``value`` as a dimension value: a non-empty ``str``, or an ``int`` / ``float`` / ``bool`` as given
-    (the emitter's limiter turns it into text); ``None`` for anything else, a NaN or infinite number
-    included (a DataFrame's missing value would otherwise be the dimension ``"nan"``)."""
+    (the emitter's limiter turns it into text); any other integer (``numbers.Integral``: ``numpy.int64``,
+    ``numpy.int32``) as an ``int``, any other real number (``numbers.Real``: ``numpy.float32``,
+    ``fractions.Fraction``) as a ``float``, ``numpy.bool_`` as a ``bool``. ``None`` for anything else, a
+    NaN or infinite number included (a DataFrame's missing value would otherwise be the dimension
+    ``"nan"``)."""
     if isinstance(value, str):
         return value or None
     if isinstance(value, (bool, int)):
         return value
-    if isinstance(value, float) and math.isfinite(value):
-        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if _is_numpy_bool(value):
+        return bool(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        return number if math.isfinite(number) else None
     return None
+
+
+def _is_numpy_bool(value: object) -> bool:
+    """Whether ``value`` is ``numpy.bool_`` (registered with no ``numbers`` ABC), without importing numpy:
+    when numpy is not imported, no value is one of its scalars."""
+    numpy = sys.modules.get("numpy")
+    numpy_bool = getattr(numpy, "bool_", None)
+    return isinstance(numpy_bool, type) and isinstance(value, numpy_bool)
+
+
+def metadata_dimension(key: str, value: object) -> str | int | float | bool | None:
+    """:func:`dimension_value` of the ``metric_dimensions`` ``key``'s ``value``; a value present of a type
+    that gives no dimension (a list, a dict, a ``Decimal``, a ``datetime``) logs one WARNING per key and
+    process, naming the key and the type (never the value), so a dimension is not silently missing.
+    ``None``, ``""`` and a NaN or infinite number are no value: nothing logged."""
+    found = dimension_value(value)
+    if found is None and value is not None and not isinstance(value, str) and not is_no_number(value):
+        _warn_once(key, type(value).__name__)
+    return found
+
+
+def _warn_once(key: str, type_name: str) -> None:
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    _log.warning(
+        "ctxutil: metric_dimensions key %r has a value of type %s, which gives no dimension (strings, "
+        "numbers and booleans do): results carry no ctxutil.metadata.%s for it (logged once per key)",
+        key,
+        type_name,
+        key,
+    )
 
 
 def dimension_text(value: object) -> str | None:

@@ -15,12 +15,23 @@ from typing import SupportsIndex
 
 from opentelemetry.trace import SpanContext
 
-__all__ = ["INTERACTION_ID_MAX_CHARS", "INTERACTION_ID_TYPES", "Interaction", "interaction_id_text"]
+__all__ = [
+    "INTERACTION_ID_MAX_CHARS",
+    "INTERACTION_ID_TYPES",
+    "Interaction",
+    "InteractionIdError",
+    "interaction_id_text",
+]
 
 INTERACTION_ID_MAX_CHARS = 256
 """Characters kept of an interaction id given by a caller (``record_interaction``, a batch line's ``id``)."""
 INTERACTION_ID_TYPES = "a string, an integer, a UUID or None"
 """What an interaction id given by a caller may be."""
+
+
+class InteractionIdError(TypeError):
+    """An interaction id of a type :func:`interaction_id_text` does not take; the message is ours (names the
+    type, never the value)."""
 
 
 def interaction_id_text(value: object) -> str | None:
@@ -30,14 +41,15 @@ def interaction_id_text(value: object) -> str | None:
     one ``…`` when cut. ``None`` is no id.
 
     Raises:
-        TypeError: ``must be a string, an integer, a UUID or None, got float`` for any other type (the
-            type named, never the value), or an integer of more than 4,300 digits (Python's conversion
-            limit).
+        InteractionIdError: (a ``TypeError``) ``must be a string, an integer, a UUID or None, got float``
+            for any other type (the type named, never the value), or an integer of more than 4,300 digits
+            (Python's conversion limit). Anything else raised is the value's own (an ``__index__`` or a
+            UUID subclass's ``__str__`` that raises): the caller's to report without its message.
     """
     if value is None:
         return None
     if isinstance(value, str):
-        text = str(value)  # a str subclass (numpy.str_) as a plain str
+        text = str.__str__(value)  # a str subclass (numpy.str_) as a plain str, its own __str__ not called
     elif isinstance(value, uuid.UUID):
         text = str(value)
     else:
@@ -48,7 +60,7 @@ def interaction_id_text(value: object) -> str | None:
 
 
 def _integer_text(value: object) -> str:
-    wrong = TypeError(f"must be {INTERACTION_ID_TYPES}, got {type(value).__name__}")
+    wrong = InteractionIdError(f"must be {INTERACTION_ID_TYPES}, got {type(value).__name__}")
     if isinstance(value, bool) or not isinstance(value, SupportsIndex):
         raise wrong
     try:
@@ -58,7 +70,7 @@ def _integer_text(value: object) -> str:
     try:
         return str(number)
     except ValueError:  # over Python's limit on converting an integer to text
-        raise TypeError("must be an integer of at most 4,300 digits, got a longer one") from None
+        raise InteractionIdError("must be an integer of at most 4,300 digits, got a longer one") from None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -128,7 +128,7 @@ def chunk_text(chunk: object, index: int) -> str:
             message, which may quote the chunk (the error chained as ``__cause__``).
     """
     if isinstance(chunk, str):
-        return chunk
+        return str.__str__(chunk)  # a str subclass as a plain str (its own methods never called)
     try:
         return _read_chunk(chunk, index)
     except _ChunkError:
@@ -142,9 +142,10 @@ def _read_chunk(chunk: object, index: int) -> str:
     if isinstance(chunk, Mapping):
         if (text := mapping_text(chunk)) is not None:
             return text
+        # Counted, never quoted: a mapping's keys are the user's (a chunk keyed by its text: {text: score}).
         raise _ChunkError(
-            f"retrieved_content[{index}]: mapping has no string 'page_content', 'content' or 'text' key "
-            f"(keys: {sorted(map(str, chunk))[:5]})"
+            f"retrieved_content[{index}]: {type(chunk).__name__} with {_keys(len(chunk))} and no string "
+            f"'page_content', 'content' or 'text' key"
         )
     page_content = getattr(chunk, "page_content", None)
     if isinstance(page_content, str):
@@ -153,6 +154,10 @@ def _read_chunk(chunk: object, index: int) -> str:
         f"retrieved_content[{index}]: expected str, LangChain Document or a mapping with "
         f"'page_content'/'content'/'text', got {type(chunk).__name__}"
     )
+
+
+def _keys(count: int) -> str:
+    return "1 key" if count == 1 else f"{count:,} keys"
 
 
 class DatasetItem(BaseModel):

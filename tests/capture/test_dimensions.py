@@ -9,16 +9,20 @@ real Evaluator; the shared recording emitter keeps the interaction (tests/emit c
 
 from __future__ import annotations
 
+import decimal
+import logging
 from collections.abc import Callable
 
 import numpy
+import pytest
 from langchain_core.language_models import FakeListChatModel
 from langchain_core.runnables import RunnableLambda
 
-from ctxutil_otel._dimension_keys import dimension_text
+from ctxutil_otel._dimension_keys import dimension_text, metadata_dimension
 from ctxutil_otel.capture import _extract
 from ctxutil_otel.capture.spans import _dimensions as spans_dimensions
 from ctxutil_otel.emit import names as n
+from ctxutil_otel.worker import _record
 
 from .conftest import ANSWER, QUESTION, FixedRetriever, Rig, assert_accounted, rag_chain
 
@@ -105,3 +109,51 @@ def test_a_dimension_kept_as_text_has_one_rule_on_both_capture_paths() -> None:
     texts = ["gpt-4o", "4", "0.5", "True", None, None, None, None, None, None]
     assert [dimension_text(value) for value in values] == texts
     assert _extract.dimension_text is spans_dimensions.dimension_text is dimension_text
+
+
+def test_numpy_metadata_values_are_dimensions_as_python_numbers(make_rig: MakeRig) -> None:
+    # numpy.int64, numpy.int32, numpy.float32 and numpy.bool_ (a DataFrame row's values) silently gave no
+    # dimension: only int, float and bool were taken (numpy.float64 worked, as a float subclass).
+    rig = make_rig(metric_dimensions=("shard", "replica", "ratio", "cached", "missing"))
+    metadata = {
+        "shard": numpy.int64(7),
+        "replica": numpy.int32(2),
+        "ratio": numpy.float32(0.5),
+        "cached": numpy.bool_(True),
+        "missing": numpy.float32("nan"),
+    }
+    rag_chain().invoke(QUESTION, config={"callbacks": [rig.handler], "metadata": metadata})
+    interaction, _ = rig.only()
+    found = {k: v for k, v in (interaction.dimensions or {}).items() if k.startswith("ctxutil.metadata.")}
+    assert found == {
+        "ctxutil.metadata.shard": 7,
+        "ctxutil.metadata.replica": 2,
+        "ctxutil.metadata.ratio": 0.5,
+        "ctxutil.metadata.cached": True,
+    }
+    assert [type(v) for v in found.values()] == [int, int, float, bool]  # Python's, not numpy's
+    assert_accounted(rig)
+
+
+def test_a_metadata_value_of_a_type_giving_no_dimension_is_logged_once_per_key(
+    make_rig: MakeRig, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A metric_dimensions key present with a list or a Decimal gave no dimension and nothing said why.
+    rig = make_rig(metric_dimensions=("regions_c1", "price_c1", "absent_c1", "empty_c1"))
+    metadata = {"regions_c1": ["private-eu"], "price_c1": decimal.Decimal("9.5"), "empty_c1": None}
+    with caplog.at_level(logging.WARNING, logger="ctxutil_otel"):
+        for _ in range(2):
+            rag_chain().invoke(QUESTION, config={"callbacks": [rig.handler], "metadata": metadata})
+    messages = [r.getMessage() for r in caplog.records if "metric_dimensions key" in r.getMessage()]
+    assert messages == [
+        f"ctxutil: metric_dimensions key {key!r} has a value of type {type_name}, which gives no dimension "
+        f"(strings, numbers and booleans do): results carry no ctxutil.metadata.{key} for it (logged once "
+        "per key)"
+        for key, type_name in (("regions_c1", "list"), ("price_c1", "Decimal"))
+    ]
+    assert not any("private" in m for m in messages)
+
+
+def test_metadata_dimensions_have_one_rule_on_every_capture_path() -> None:
+    assert _extract.metadata_dimension is spans_dimensions.metadata_dimension is metadata_dimension
+    assert _record.metadata_dimension is metadata_dimension

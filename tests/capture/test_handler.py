@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import gc
+import logging
+import warnings
+from collections.abc import Callable, Iterator, Mapping
 
 import pytest
+from langchain_core.runnables import RunnableLambda, RunnableParallel, RunnablePassthrough
 
 from ctxutil_otel import ContextualUtilization, SettingsError
 from ctxutil_otel.capture import UtilizationCallbackHandler
 from ctxutil_otel.worker import Evaluator
 from tests.support.doubles import RecordingEmitter
 
-from .conftest import QUESTION, Rig, assert_accounted, rag_chain
+from .conftest import QUESTION, FixedRetriever, Rig, assert_accounted, rag_chain
 
 MakeRig = Callable[..., Rig]
 
@@ -78,3 +82,59 @@ def test_force_flush_and_shutdown_delegate_to_the_evaluator(make_rig: MakeRig) -
     stats = rig.handler.stats()
     assert stats.captured == 2 and dict(stats.dropped) == {"shutdown": 1}
     assert_accounted(rig)
+
+
+class _DocumentWhosePageContentRaises:
+    """A Document-like object in a root's output whose ``page_content`` raises with the user's text."""
+
+    @property
+    def page_content(self) -> str:
+        raise RuntimeError("private zq7x chunk text")
+
+
+def test_a_callback_error_is_logged_by_its_class_and_place_never_its_message(
+    make_rig: MakeRig, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A callback's error was logged (DEBUG, once per callback) with its traceback, message included: a
+    # user's object raising with its text (a Document whose page_content raised) put that text in the log.
+    rig = make_rig()
+    chain = RunnableLambda(lambda q: {"answer": "a", "context": [_DocumentWhosePageContentRaises()]})
+    with caplog.at_level(logging.DEBUG, logger="ctxutil_otel"):
+        chain.invoke(QUESTION, config={"callbacks": [rig.handler]})
+    assert rig.handler.callback_errors == {"documents_from_output": 1}
+    (record,) = [r for r in caplog.records if "error in documents_from_output" in r.getMessage()]
+    assert record.getMessage().startswith(
+        "ctxutil-otel: error in documents_from_output: RuntimeError at test_handler.py:"
+    )
+    assert record.exc_info is None and record.exc_text is None
+    assert not [r for r in caplog.records if "zq7x" in r.getMessage() or "zq7x" in (r.exc_text or "")]
+
+
+class _Interrupting(Mapping[str, object]):
+    """A root output whose answer capture looks up and whose look-up is interrupted (Ctrl-C)."""
+
+    def __getitem__(self, key: str) -> object:
+        raise KeyboardInterrupt
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(["answer"])
+
+    def __len__(self) -> int:
+        return 1
+
+
+def test_a_keyboard_interrupt_while_capturing_a_root_propagates_and_is_counted(make_rig: MakeRig) -> None:
+    # A KeyboardInterrupt raised by a user's object while capture read a finished root propagated (right)
+    # but left the root's ticket open: later counted internal_error with a TicketWarning. It is counted
+    # dropped capture_error before it propagates.
+    rig = make_rig()
+    retrieve = RunnableParallel(context=FixedRetriever(), question=RunnablePassthrough())
+    chain = retrieve | RunnableLambda(lambda _: _Interrupting())  # no model: the answer is the output
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a TicketWarning (a ticket collected open) fails the test
+        with pytest.raises(KeyboardInterrupt):
+            chain.invoke(QUESTION, config={"callbacks": [rig.handler]})
+        gc.collect()
+        rig.flush()
+    stats = rig.evaluator.stats()
+    assert (stats.captured, dict(stats.dropped), dict(stats.failed)) == (1, {"capture_error": 1}, {}), stats

@@ -11,6 +11,7 @@ in-memory exporters, and the example ``examples/plain_openai_rag.py`` run as a s
 from __future__ import annotations
 
 import collections
+import gc
 import itertools
 import json
 import logging
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import threading
 import uuid
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -143,6 +145,60 @@ def test_sampling_and_selection_rules_apply_and_are_counted(telemetry: Telemetry
     assert evaluator.force_flush(30_000)
     stats = evaluator.stats()
     assert (stats.captured, stats.sampled_out, stats.not_selected, stats.evaluated) == (3, 1, 1, 1)
+    evaluator.shutdown(5_000)
+
+
+class _UnlistableMetadata(Mapping[str, object]):
+    """Metadata that answers a look-up by key but whose iteration never ends (and whose size raises):
+    what a lazily-loaded or very large mapping is to a reader that copies it whole."""
+
+    def __init__(self, values: Mapping[str, object]) -> None:
+        self._values = dict(values)
+        self.looked_up: list[str] = []
+
+    def __getitem__(self, key: str) -> object:
+        self.looked_up.append(key)
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return (f"k{i}" for i in itertools.count())  # endless
+
+    def __len__(self) -> int:
+        raise RuntimeError("the size is not known")
+
+
+def test_metadata_is_read_by_the_keys_named_never_iterated(telemetry: Telemetry) -> None:
+    # metadata was copied whole (dict(metadata)) on every call, before sampling: 1,000,000 keys cost
+    # ~112 ms on a call sampled out, and a mapping whose iteration never ends never returned. Only the keys
+    # the selection rules and metric_dimensions name are read, each once, with get.
+    evaluator = _evaluator(
+        telemetry,
+        sample_rate=0.0,
+        selection_rules=[{"metadata": {"tier": "paid"}, "sample_rate": 1.0}],
+        metric_dimensions=("shard",),
+    )
+    args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
+    paid = _UnlistableMetadata({"tier": "paid", "shard": 3, "other": "x"})
+    free = _UnlistableMetadata({"tier": "free", "shard": 4})
+    assert evaluator.record_interaction(**args, metadata=paid)  # selected by the rule: returned
+    assert not evaluator.record_interaction(**args, metadata=free)  # sampled out: returned
+    assert evaluator.force_flush(30_000)
+    stats = evaluator.stats()
+    assert (stats.captured, stats.evaluated, stats.sampled_out, stats.dropped) == (2, 1, 1, {}), stats
+    assert paid.looked_up == free.looked_up == ["tier", "shard"]  # each key once, the dimension from it
+    (span,) = telemetry.spans(n.SPAN_EVALUATION)
+    assert (span.attributes or {})["ctxutil.metadata.shard"] == "3"
+    evaluator.shutdown(5_000)
+
+
+def test_metadata_is_not_touched_when_no_key_is_read(telemetry: Telemetry) -> None:
+    evaluator = _evaluator(telemetry)  # no selection rule on metadata, no metric_dimensions
+    metadata = _UnlistableMetadata({"tier": "paid"})
+    assert evaluator.record_interaction(
+        query=QUESTION, retrieved_content=CHUNKS, actual_output=ANSWER, metadata=metadata
+    )
+    assert evaluator.force_flush(30_000)
+    assert evaluator.stats().evaluated == 1 and metadata.looked_up == []
     evaluator.shutdown(5_000)
 
 
@@ -387,6 +443,30 @@ def test_a_nan_or_infinite_metadata_value_is_no_dimension(telemetry: Telemetry) 
     evaluator.shutdown(5_000)
 
 
+def test_numpy_metadata_values_are_dimensions(telemetry: Telemetry) -> None:
+    # metadata={"shard": numpy.int64(7)} (a DataFrame row's value) silently gave no dimension: only int,
+    # float and bool were taken. Any integer, real number and numpy.bool_ is one now, as Python's.
+    evaluator = _evaluator(telemetry, metric_dimensions=("shard", "replica", "ratio", "cached"))
+    metadata = {
+        "shard": numpy.int64(7),
+        "replica": numpy.int32(2),
+        "ratio": numpy.float32(0.5),
+        "cached": numpy.bool_(False),
+    }
+    args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
+    assert evaluator.record_interaction(**args, metadata=metadata)
+    assert evaluator.force_flush(30_000)
+    (span,) = telemetry.spans(n.SPAN_EVALUATION)
+    found = {k: v for k, v in (span.attributes or {}).items() if k.startswith("ctxutil.metadata.")}
+    assert found == {
+        "ctxutil.metadata.shard": "7",
+        "ctxutil.metadata.replica": "2",
+        "ctxutil.metadata.ratio": "0.5",
+        "ctxutil.metadata.cached": "False",
+    }
+    evaluator.shutdown(5_000)
+
+
 class _RaisingMapping(Mapping[str, object]):
     """A metadata mapping whose reads raise; the error's message holds text that must never be logged."""
 
@@ -398,6 +478,21 @@ class _RaisingMapping(Mapping[str, object]):
 
     def __len__(self) -> int:
         return 1
+
+
+class _RequestId:
+    """A lazily resolved request id (a web framework's) whose ``__index__`` raises with private text."""
+
+    def __index__(self) -> int:
+        raise ValueError("no request id for private user")
+
+
+class _ClassRaises:
+    """An object whose ``__class__`` raises (a lazy proxy's may): ``isinstance`` on it raises."""
+
+    @property  # type: ignore[misc]  # a property over __class__ is the point
+    def __class__(self) -> type:
+        raise RuntimeError("private proxy text")
 
 
 def _chunks_then(error: Exception) -> Callable[[], Iterator[str]]:
@@ -428,6 +523,9 @@ _READ_ERRORS: list[tuple[str, Callable[[], object], str]] = [
         "UnicodeDecodeError",
     ),
     ("metadata", _RaisingMapping, "RuntimeError"),
+    ("interaction_id", lambda: _RequestId(), "ValueError"),
+    ("model", lambda: _ClassRaises(), "RuntimeError"),
+    ("span_context", lambda: _ClassRaises(), "RuntimeError"),
 ]
 
 
@@ -444,7 +542,9 @@ def test_an_argument_whose_reading_raises_is_counted_and_logged_naming_it_and_th
     # was counted not_applicable ("No chunks were retrieved"), nothing logged. And any argument whose
     # reading raised was logged with its traceback and message (which may quote the user's chunk text).
     # Now each is dropped capture_error with one ERROR naming the argument and the error's class only.
-    evaluator = _evaluator(telemetry)
+    # An interaction_id whose __index__ raised (or any argument whose isinstance check raised) took the
+    # unexpected-error path: logged with its message and traceback. Now it is read as the others are.
+    evaluator = _evaluator(telemetry, metric_dimensions=("tier",))  # a metadata key read: "tier"
     args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
     with caplog.at_level(logging.DEBUG, logger="ctxutil_otel"):
         assert not evaluator.record_interaction(**{**args, argument: value()})
@@ -463,6 +563,40 @@ def test_an_argument_whose_reading_raises_is_counted_and_logged_naming_it_and_th
     )
     assert record.exc_info is None and record.exc_text is None
     assert all("private" not in r.getMessage() for r in caplog.records)
+    evaluator.shutdown(5_000)
+
+
+class _InterruptingMapping(Mapping[str, object]):
+    """Metadata whose look-up is interrupted (Ctrl-C while the call reads it)."""
+
+    def __getitem__(self, key: str) -> object:
+        raise KeyboardInterrupt
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(["tier"])
+
+    def __len__(self) -> int:
+        return 1
+
+
+@pytest.mark.parametrize("argument", ["retrieved_content", "metadata"])
+def test_a_keyboard_interrupt_while_reading_propagates_and_the_call_is_counted(
+    telemetry: Telemetry, argument: str
+) -> None:
+    # A KeyboardInterrupt raised by the chunk generator propagated (right) but left the call's ticket
+    # open: later counted internal_error with a TicketWarning when collected. It is counted dropped
+    # capture_error before it propagates, and nothing is left open.
+    evaluator = _evaluator(telemetry, metric_dimensions=("tier",))
+    values = {"retrieved_content": _chunks_then(KeyboardInterrupt()), "metadata": _InterruptingMapping}
+    args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a TicketWarning (a ticket collected open) fails the test
+        with pytest.raises(KeyboardInterrupt):
+            evaluator.record_interaction(**{**args, argument: values[argument]()})
+        gc.collect()
+        assert evaluator.force_flush(30_000)
+    stats = evaluator.stats()
+    assert (stats.captured, dict(stats.dropped), dict(stats.failed)) == (1, {"capture_error": 1}, {}), stats
     evaluator.shutdown(5_000)
 
 

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from .._dimension_keys import dimension_text, dimension_value
+from .._dimension_keys import dimension_text, metadata_dimension
 from .._interaction import Interaction
 from .._item import document_sequence, is_document
 from .._selection import SelectionFacts
@@ -365,7 +365,7 @@ def dimensions_of(root: RootRun, metadata_keys: Sequence[str] = ()) -> dict[str,
         sources = [m for m in (metadata, llm_metadata) if isinstance(m, Mapping) and m]
         for key in metadata_keys:
             for source in sources:
-                value = dimension_value(source.get(key))  # as given: the emitter bounds it
+                value = metadata_dimension(key, source.get(key))  # as given: the emitter bounds it
                 if value is not None:
                     out[DIMENSION_METADATA_PREFIX + "." + key] = value
                     break

@@ -2,7 +2,8 @@
 
 A callback never raises into the application (LangChain would log it, or with ``raise_error`` re-raise
 it into the chain): :func:`stop_on_exception` catches any ``Exception`` and reports it to the handler's
-``_failed(callback_name, exc)`` (counted per callback, logged once at debug level), in the manner of
+``_failed(callback_name, exc)`` (counted per callback, logged once at debug level: its class and where,
+never its message, which may quote the application's data), in the manner of
 OpenInference's ``stop_on_exception``. :func:`on_tracked_run` adds the look-up most callbacks start with:
 the root run that ``run_id`` belongs to, the callback being skipped (one lock-free ``dict.get``) when the
 handler does not track that run.
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar, cast
 from uuid import UUID
 
+from .._error_origin import error_origin
 from .._fork import reinit_after_fork
 from ._runs import RootRun
 
@@ -41,8 +43,10 @@ class ErrorCounter:
         with self._lock:
             first = callback not in self._errors
             self._errors[callback] = self._errors.get(callback, 0) + 1
-        if first:
-            _log.debug("ctxutil-otel: error in %s (further ones are only counted)", callback, exc_info=exc)
+        if first:  # the class and where, never the message: a user's object may have raised it
+            _log.debug(
+                "ctxutil-otel: error in %s: %s (further ones are only counted)", callback, error_origin(exc)
+            )
 
     def snapshot(self) -> dict[str, int]:
         with self._lock:

@@ -156,7 +156,17 @@ class RootAccounting:
         """The root (already removed from the table) ended with ``outputs`` (``end_inputs``: the inputs
         LangChain reports with the end, for streamed runs). The cheapest questions first: does it count
         (a never-retrieved root), is it in the sample, did its answer end; its tool results are made
-        chunks only for a root that will be evaluated."""
+        chunks only for a root that will be evaluated. Whatever propagates (a ``KeyboardInterrupt`` raised
+        by a user's object read here) closes its ticket ``capture_error`` first: no ticket is left open."""
+        try:
+            self._finished(root, outputs, end_inputs)
+        except BaseException:
+            ticket = root.ticket
+            if ticket is not None and not ticket.closed:
+                ticket.drop(CAPTURE_ERROR)
+            raise
+
+    def _finished(self, root: RootRun, outputs: object, end_inputs: object) -> None:
         ticket = root.ticket
         documents: list[object] | None = None
         calls = self._tool_calls(root)  # built once: whether its tool results count, then their chunks

@@ -36,11 +36,16 @@ def truncate(text: str, max_chars: int) -> str:
 def document_id(document: object) -> str | None:
     """The id of a captured document (``Document.id``, a span reader's chunk's ``id``, a mapping's
     ``"id"``), as a string cut to :data:`CHUNK_LABEL_MAX_CHARS` (an ``int`` in decimal); ``None`` when it
-    has none."""
-    doc_id = document.get("id") if isinstance(document, Mapping) else getattr(document, "id", None)
-    if isinstance(doc_id, (str, int)) and not isinstance(doc_id, bool) and str(doc_id):
-        return truncate(str(doc_id), CHUNK_LABEL_MAX_CHARS)
-    return None
+    has none, or when reading it raises (the user's object: its error, which may quote its text, is not
+    ours to report)."""
+    try:
+        doc_id = document.get("id") if isinstance(document, Mapping) else getattr(document, "id", None)
+        if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
+            return None
+        text = str.__str__(doc_id) if isinstance(doc_id, str) else int.__repr__(doc_id)
+    except Exception:  # a property, a mapping's get that raises: no id
+        return None
+    return truncate(text, CHUNK_LABEL_MAX_CHARS) if text else None
 
 
 def document_attributes(
@@ -52,29 +57,44 @@ def document_attributes(
     chunk (the same attributes) or a mapping (``"id"``, ``"metadata"``); anything else (a plain string)
     has neither. The id is a string (an ``int`` id is written in decimal), cut to
     :data:`CHUNK_LABEL_MAX_CHARS`; a metadata value is kept when it is a ``str`` (cut the same way), ``bool``,
-    ``int`` or finite ``float`` and is not the chunk's ``text`` itself; other values are left out.
+    ``int`` or finite ``float`` and is not the chunk's ``text`` itself, as the plain Python type (a
+    subclass's own methods never called); other values are left out, as are an id or metadata whose
+    reading raises.
     """
-    metadata = (
-        document.get("metadata") if isinstance(document, Mapping) else getattr(document, "metadata", None)
-    )
     out: dict[str, AttributeValue] = {}
     doc_id = document_id(document)
     if doc_id is not None:
         out[chunk_attribute(i, CHUNK_ID)] = doc_id
-    if isinstance(metadata, Mapping):
-        for key in metadata_keys:
-            value = metadata.get(key)
-            if isinstance(value, str):
-                if not value or value == text:
-                    continue
-                value = truncate(value, CHUNK_LABEL_MAX_CHARS)
-            elif isinstance(value, float):
-                if not math.isfinite(value):
-                    continue
-            elif not isinstance(value, (bool, int)):
-                continue
-            out[f"{chunk_attribute(i, CHUNK_METADATA)}.{key}"] = value
+    if not metadata_keys:
+        return out
+    try:
+        metadata = (
+            document.get("metadata") if isinstance(document, Mapping) else getattr(document, "metadata", None)
+        )
+        if isinstance(metadata, Mapping):
+            for key in metadata_keys:
+                value = _metadata_value(metadata.get(key), text)
+                if value is not None:
+                    out[f"{chunk_attribute(i, CHUNK_METADATA)}.{key}"] = value
+    except Exception:  # the user's mapping raised reading it: what was read is kept, no more
+        pass
     return out
+
+
+def _metadata_value(value: object, text: str | None) -> AttributeValue | None:
+    """A chunk metadata value as a plain ``str`` (cut), ``bool``, ``int`` or finite ``float``, else ``None``
+    (the text itself, an empty string, another type)."""
+    if isinstance(value, str):
+        plain = str.__str__(value)
+        return None if not plain or plain == text else truncate(plain, CHUNK_LABEL_MAX_CHARS)
+    if isinstance(value, bool):
+        return bool.__bool__(value)
+    if isinstance(value, int):
+        return int.__index__(value)
+    if isinstance(value, float):
+        number = float.__float__(value)
+        return number if math.isfinite(number) else None
+    return None
 
 
 def evaluated_service_attributes(interaction: Interaction) -> dict[str, AttributeValue]:

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from .._accounting import DropReason
+from .._error_origin import error_origin
 from .._selection import SelectionFacts, SelectionRule
 from ..sampling import TokenBucket, TokenBudget, TraceIdRatioSampler
 from ..sampling._rules import SelectionRules
@@ -56,10 +57,13 @@ class AdmissionChain:
             if decision.selected:
                 return None
             return "sampled_out" if decision.rule is None else "not_selected"
-        except Exception:  # a rule that cannot match these facts, a non-int trace id: a capture bug
+        except Exception as exc:  # a metadata value whose str() raises, a non-int trace id: a capture bug
             if not self._logged_error:  # once: it may recur on every request
                 self._logged_error = True
-                _log.exception("ctxutil evaluator: selection failed (counted dropped capture_error)")
+                _log.error(  # the class and where, never the message: a user's value may have raised it
+                    "ctxutil evaluator: selection failed: %s (counted dropped capture_error)",
+                    error_origin(exc),
+                )
             return "capture_error"
 
     def limits(self, *, at_capture: bool) -> tuple[DropReason | None, float | None]:

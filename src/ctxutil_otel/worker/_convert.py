@@ -46,7 +46,7 @@ def _describe(exc: ValidationError) -> str:
 
 def _not_evaluable(interaction: Interaction) -> Rejection | None:
     query = interaction.query
-    if query is None or (isinstance(query, str) and not query.strip()):
+    if query is None or (isinstance(query, str) and not str.strip(query)):  # never a subclass's own strip
         return Rejection("dropped", "not_evaluable", "no query was captured")
     if interaction.answer is None:
         return Rejection("dropped", "not_evaluable", "no answer was captured")
@@ -57,19 +57,24 @@ def to_strings(interaction: Interaction) -> tuple[str, str, list[str]] | Rejecti
     """``(query, answer, chunk texts)`` for the process worker to send, without building the
     :class:`DatasetItem` here (its child validates); a :class:`Rejection` as :func:`to_dataset_item` gives
     it; ``None`` when query or answer is not a ``str`` (rare: convert with :func:`to_dataset_item`)."""
+    try:
+        return _strings(interaction)
+    except ValueError as exc:  # ours (chunk_list, chunk_text), worded as pydantic words it in DatasetItem
+        return Rejection("failed", "invalid_input", f"retrieved_content: Value error, {exc}"[:500])
+    except Exception as exc:  # the input's own code raised reading it (a __class__, a str subclass)
+        return Rejection("failed", "invalid_input", _unexpected(exc))
+
+
+def _strings(interaction: Interaction) -> tuple[str, str, list[str]] | Rejection | None:
     rejection = _not_evaluable(interaction)
     if rejection is not None:
         return rejection
     query, answer = interaction.query, interaction.answer
     if not isinstance(query, str) or not isinstance(answer, str):
         return None
-    try:
-        chunks = chunk_list(interaction.documents)  # DatasetItem's own check: the same message
-        return query, answer, [chunk_text(chunk, i) for i, chunk in enumerate(chunks)]
-    except ValueError as exc:  # worded as pydantic words it when DatasetItem's validator raises it
-        return Rejection("failed", "invalid_input", f"retrieved_content: Value error, {exc}"[:500])
-    except TypeError as exc:  # pydantic lets it through: to_dataset_item's wording
-        return Rejection("failed", "invalid_input", f"{type(exc).__name__}: {str(exc)[:200]}")
+    chunks = chunk_list(interaction.documents)  # DatasetItem's own check: the same message
+    texts = [chunk_text(chunk, i) for i, chunk in enumerate(chunks)]
+    return str.__str__(query), str.__str__(answer), texts  # a str subclass as a plain str
 
 
 def describe(exc: ValidationError) -> str:
@@ -79,10 +84,10 @@ def describe(exc: ValidationError) -> str:
 
 def to_dataset_item(interaction: Interaction) -> DatasetItem | Rejection:
     """The :class:`DatasetItem` to evaluate, or the :class:`Rejection` (see the module docstring)."""
-    rejection = _not_evaluable(interaction)
-    if rejection is not None:
-        return rejection
     try:
+        rejection = _not_evaluable(interaction)
+        if rejection is not None:
+            return rejection
         return DatasetItem(
             query=interaction.query,  # type: ignore[arg-type]  # checked above; the model validates
             actual_output=interaction.answer,  # type: ignore[arg-type]
@@ -92,8 +97,14 @@ def to_dataset_item(interaction: Interaction) -> DatasetItem | Rejection:
         )
     except ValidationError as exc:
         return Rejection("failed", "invalid_input", _describe(exc))
-    except (TypeError, ValueError) as exc:
-        return Rejection("failed", "invalid_input", f"{type(exc).__name__}: {str(exc)[:200]}")
+    except Exception as exc:  # the input's own code raised reading it (a __class__ that raises)
+        return Rejection("failed", "invalid_input", _unexpected(exc))
+
+
+def _unexpected(exc: Exception) -> str:
+    """An error raised converting that is not a validation error of ours: its class only, its message may
+    quote the input (a user object's own error, raised reading it)."""
+    return f"converting the interaction raised {type(exc).__name__}"
 
 
 def _total_chunks(interaction: Interaction) -> int:

@@ -27,6 +27,7 @@ from ._record import (
     ArgumentReadError,
     call_of,
     interaction_of_call,
+    metadata_keys_read,
 )
 from ._stats import EvaluatorStats
 from ._ticket import Ticket
@@ -132,6 +133,7 @@ class Evaluator:
             logger_provider=logger_provider,
         )
         self._settings = resolved
+        self._metadata_read = metadata_keys_read(resolved.selection_rules, resolved.metric_dimensions)
         self._record_refused: set[str] = set()  # record_interaction's problems logged (by argument)
         self._record_refused_lock = ForkSafeLock()  # application threads test and add at once
         judging: ContextualUtilization | ChildProcessJudging
@@ -223,7 +225,8 @@ class Evaluator:
             name: The interaction's name: what selection rules' ``root_name`` matches, and the dimension
                 ``ctxutil.chain.name``.
             metadata: What selection rules' ``metadata`` matches; its ``metric_dimensions`` keys become
-                dimensions ``ctxutil.metadata.<key>``.
+                dimensions ``ctxutil.metadata.<key>``. Only those keys are read, each once with ``get``;
+                the mapping is never iterated (its size costs nothing).
             span_context: The ``SpanContext`` to evaluate under; default: the current OpenTelemetry span
                 (the evaluation span becomes its child, in its trace), else a new ``rag.interaction``
                 root span.
@@ -232,7 +235,10 @@ class Evaluator:
                 text), cut to 256 characters.
 
         Returns ``True`` when queued for evaluation; ``False`` when not selected, sampled out or refused,
-        each counted in :meth:`stats` as for the capture paths. Never raises and never blocks: a wrong
+        each counted in :meth:`stats` as for the capture paths. A ``BaseException`` that is not an
+        ``Exception`` (``KeyboardInterrupt``, ``SystemExit``) raised by an argument's own code (a generator
+        of chunks) propagates, the call counted dropped ``capture_error``. Otherwise never raises and never
+        blocks: a wrong
         type or a chunk whose reading raises fails that evaluation ``invalid_input`` naming the field
         (validated off the request path); a dimension argument that is not a string is left out; a
         ``metadata``, ``span_context`` or ``interaction_id`` of the wrong type, or an argument whose
@@ -248,12 +254,16 @@ class Evaluator:
                 name=name,
                 metadata=metadata,
                 metric_dimensions=self._settings.metric_dimensions,
+                metadata_read=self._metadata_read,
                 interaction_id=interaction_id,
             )
             self._warn_left_out(call.left_out)
         except Exception as exc:  # never raise into the application
             self._refuse_call(exc, None)
             return False
+        except BaseException:  # KeyboardInterrupt, SystemExit from an argument's code: counted, not kept
+            self.admit(0, None, lost="capture_error")
+            raise
         ticket = self.admit(call.trace_id, call.facts)  # neither blocks nor raises
         if not ticket:  # not selected, sampled out or refused (counted): its chunks are never read
             return False
@@ -264,6 +274,9 @@ class Evaluator:
         except Exception as exc:  # never raise into the application
             self._refuse_call(exc, ticket)
             return False
+        except BaseException:  # a generator of chunks raising KeyboardInterrupt: the ticket closed, re-raised
+            ticket.drop("capture_error")
+            raise
         return ticket.submit(interaction)  # neither blocks nor raises
 
     def _warn_left_out(self, problems: Iterable[ArgumentError]) -> None:

@@ -10,25 +10,27 @@ field) into an :class:`~ctxutil_otel._interaction.Interaction`, handed over thro
 call's own arguments (``metadata``, ``span_context``, ``interaction_id``) are checked at the call, by type
 only: a wrong one raises :class:`ArgumentError`, which ``record_interaction`` logs and counts dropped
 ``capture_error``. A dimension argument (``model``, ``provider``, ``retriever_name``, ``name``) that is
-not a string is left out (:attr:`Call.left_out`: logged, the interaction still evaluated). An argument
-whose reading raises (a generator of chunks that raises, a mapping whose methods raise) raises
-:class:`ArgumentReadError` naming it and the error's class.
+not a string is left out (:attr:`Call.left_out`: logged, the interaction still evaluated). Every argument
+read here is read under :func:`reading`: one whose reading raises (a generator of chunks that raises, a
+mapping whose methods raise, an id whose ``__index__`` raises, an ``isinstance`` that raises) raises
+:class:`ArgumentReadError` naming it and the error's class, never its message.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import NamedTuple
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanContext
 
-from .._dimension_keys import dimension_value
-from .._interaction import Interaction, interaction_id_text
+from .._dimension_keys import metadata_dimension
+from .._interaction import Interaction, InteractionIdError, interaction_id_text
 from .._item import ChunksReadError, is_chunk_iterable, read_chunks
-from .._selection import SelectionFacts
+from .._selection import SelectionFacts, SelectionRule
 from ..emit._names import (
     ATTR_CHAIN_NAME,
     ATTR_PROVIDER_NAME,
@@ -45,10 +47,13 @@ __all__ = [
     "call_of",
     "facts_of_call",
     "interaction_of_call",
+    "metadata_keys_read",
+    "reading",
 ]
 
 #: ``ctxutil.interaction.source`` of these interactions.
 SOURCE = "record_interaction"
+_ABSENT = object()  # a metadata key not in the mapping
 
 
 class ArgumentError(TypeError):
@@ -75,20 +80,36 @@ class ArgumentReadError(Exception):
         super().__init__(f"reading `{argument}` raised {self.error_type}")
 
 
+@contextmanager
+def reading(argument: str) -> Iterator[None]:
+    """Read ``argument`` (a user's object) inside: whatever its own methods raise (an ``__index__``, a
+    ``__class__``, a mapping's ``__iter__``) becomes :class:`ArgumentReadError` naming the argument and the
+    error's class, never its message; our :class:`ArgumentError` passes as it is."""
+    try:
+        yield
+    except (ArgumentError, ArgumentReadError):  # ours, already naming the argument
+        raise
+    except Exception as exc:  # the argument's own code raised: its message may quote the user's text
+        raise ArgumentReadError(argument, exc) from exc
+
+
 def check_arguments(*, metadata: object, span_context: object, interaction_id: object) -> str | None:
     """Raise :class:`ArgumentError` for a ``metadata`` that is not a mapping, a ``span_context`` that is
     not a ``SpanContext``, or an ``interaction_id`` that
-    :func:`~ctxutil_otel._interaction.interaction_id_text` refuses (``None`` is each one's default); return
-    the id's text."""
-    if metadata is not None and not isinstance(metadata, Mapping):
-        raise ArgumentError.wrong_type("metadata", "a mapping or None", metadata)
-    if span_context is not None and not isinstance(span_context, SpanContext):
-        expected = "an opentelemetry.trace.SpanContext (span.get_span_context()) or None"
-        raise ArgumentError.wrong_type("span_context", expected, span_context)
-    try:
-        return interaction_id_text(interaction_id)
-    except TypeError as exc:
-        raise ArgumentError("interaction_id", str(exc)) from None
+    :func:`~ctxutil_otel._interaction.interaction_id_text` refuses (``None`` is each one's default),
+    :class:`ArgumentReadError` for one whose reading raises; return the id's text."""
+    with reading("metadata"):
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise ArgumentError.wrong_type("metadata", "a mapping or None", metadata)
+    with reading("span_context"):
+        if span_context is not None and not isinstance(span_context, SpanContext):
+            expected = "an opentelemetry.trace.SpanContext (span.get_span_context()) or None"
+            raise ArgumentError.wrong_type("span_context", expected, span_context)
+    with reading("interaction_id"):
+        try:
+            return interaction_id_text(interaction_id)
+        except InteractionIdError as exc:  # ours: names the type
+            raise ArgumentError("interaction_id", str(exc)) from None
 
 
 class Call(NamedTuple):
@@ -116,6 +137,7 @@ def call_of(
     name: str | None,
     metadata: object,
     metric_dimensions: Sequence[str],
+    metadata_read: Sequence[str],
     interaction_id: object,
 ) -> Call:
     """The call's trace, selection facts, id and dimension arguments (and those left out for their type:
@@ -125,18 +147,22 @@ def call_of(
     of that span), else a new random trace id and no parent (the emitter opens a ``rag.interaction`` root
     span).
 
+    ``metadata_read``: the metadata keys read (:func:`metadata_keys_read`); no other is ever read and the
+    mapping is never iterated.
+
     Raises :class:`ArgumentError` (see :func:`check_arguments`), :class:`ArgumentReadError` for a
     ``metadata`` whose reading raises (read once, by :func:`facts_of_call`; the dimensions read its copy)."""
     id_text = check_arguments(metadata=metadata, span_context=span_context, interaction_id=interaction_id)
     mapping = metadata if isinstance(metadata, Mapping) else None  # checked above: the same value
-    context = (
-        span_context if isinstance(span_context, SpanContext) else trace.get_current_span().get_span_context()
-    )
-    if context.is_valid:
-        trace_id, parent = context.trace_id, context
-    else:
-        trace_id, parent = random.getrandbits(128) or 1, None
-    facts = facts_of_call(name, mapping)  # reads ``metadata`` once, into a copy
+    with reading("span_context"):  # a SpanContext subclass's own properties
+        context = (
+            span_context
+            if isinstance(span_context, SpanContext)
+            else trace.get_current_span().get_span_context()
+        )
+        valid = context.is_valid
+        trace_id, parent = (context.trace_id, context) if valid else (random.getrandbits(128) or 1, None)
+    facts = facts_of_call(name, mapping, metadata_read)  # reads ``metadata``'s keys once, into a copy
     named, left_out = _dimension_arguments(model, provider, retriever_name, name)
     return Call(trace_id, parent, facts, id_text, named, metric_dimensions, left_out)
 
@@ -151,17 +177,20 @@ def interaction_of_call(
     (never read further: an endless iterable returns at once; the worker refuses more than
     ``MAX_CHUNKS``); anything else (``None``, one string, one mapping) is handed over as given. The
     worker fails either ``invalid_input`` with :func:`~ctxutil_otel._item.chunk_list`'s message, as
-    ``DatasetItem`` does. Raises :class:`ArgumentReadError` when iterating raises (anything, its own
+    ``DatasetItem`` does. Raises :class:`ArgumentReadError` when iterating raises (any ``Exception``, its own
     ``ValueError`` included)."""
     documents: Sequence[object]
-    if not is_chunk_iterable(retrieved_content):  # not a list of chunks: the worker names it
-        documents = retrieved_content  # type: ignore[assignment]  # validated there, failed invalid_input
-    else:
-        try:
-            documents = read_chunks(retrieved_content)
-        except ChunksReadError as exc:  # a generator that raises, an __iter__ that raises
-            cause = exc.__cause__ if exc.__cause__ is not None else exc
-            raise ArgumentReadError("retrieved_content", cause) from cause
+    with reading("retrieved_content"):  # a generator that raises, an __iter__ that raises
+        if not is_chunk_iterable(retrieved_content):  # not a list of chunks: the worker names it
+            documents = retrieved_content  # type: ignore[assignment]  # validated there: invalid_input
+        else:
+            try:
+                documents = read_chunks(retrieved_content)
+            except ChunksReadError as exc:  # the iterable's own error, as read_chunks chains it
+                cause = exc.__cause__ if exc.__cause__ is not None else exc
+                raise ArgumentReadError("retrieved_content", cause) from cause
+    with reading("metadata"):  # a metadata value's own number conversion (numbers.Integral / Real)
+        dimensions = _dimensions(call.argument_dimensions, call.facts.metadata, call.metadata_keys)
     now = time.time_ns()
     return Interaction(
         query=query,  # type: ignore[arg-type]  # validated by the worker: a wrong type fails invalid_input
@@ -173,19 +202,34 @@ def interaction_of_call(
         end_time_ns=now,
         source=SOURCE,
         id=call.id,
-        dimensions=_dimensions(call.argument_dimensions, call.facts.metadata, call.metadata_keys) or None,
+        dimensions=dimensions or None,
     )
 
 
-def facts_of_call(name: object, metadata: Mapping[str, object] | None) -> SelectionFacts:
+def metadata_keys_read(rules: Iterable[SelectionRule], metric_dimensions: Iterable[str]) -> tuple[str, ...]:
+    """The ``metadata`` keys ``record_interaction`` reads: those the selection rules' ``metadata`` match
+    and the ``metric_dimensions`` keys, without repeats (computed once, with the settings)."""
+    ruled = (key for rule in rules if rule.metadata for key in rule.metadata)
+    return tuple(dict.fromkeys((*ruled, *metric_dimensions)))
+
+
+def facts_of_call(name: object, metadata: Mapping[str, object] | None, keys: Sequence[str]) -> SelectionFacts:
     """What the selection rules see of the call: ``name`` as the root name (a name that is not a string
-    is no name: the rules' match would fail, counted ``sampled_out``), ``metadata`` (copied: reading it
-    raises :class:`ArgumentReadError`)."""
-    root_name = name if isinstance(name, str) else None
-    try:
-        copied = dict(metadata) if metadata else None
-    except Exception as exc:  # a mapping whose own methods raise
-        raise ArgumentReadError("metadata", exc) from exc
+    is no name: the rules' match would fail, counted ``sampled_out``), and ``metadata``'s ``keys`` (those
+    the rules and the dimensions read, :func:`metadata_keys_read`), each read once with ``get``, into a
+    copy: the mapping is never iterated nor copied whole (its size costs the call nothing; an endless
+    one returns), and with no keys to read it is not touched. Reading it raises
+    :class:`ArgumentReadError`."""
+    with reading("name"):
+        root_name = name if isinstance(name, str) else None
+    if metadata is None or not keys:
+        return SelectionFacts(root_name=root_name)
+    copied: dict[str, object] = {}
+    with reading("metadata"):  # a mapping whose own methods raise
+        for key in keys:
+            value = metadata.get(key, _ABSENT)
+            if value is not _ABSENT:
+                copied[key] = value
     return SelectionFacts(root_name=root_name, metadata=copied)
 
 
@@ -202,11 +246,12 @@ def _dimension_arguments(
         ("retriever_name", ATTR_RETRIEVER_NAME, retriever_name),
         ("name", ATTR_CHAIN_NAME, name),
     ):
-        if isinstance(value, str):
-            if value:
-                named[attribute] = value
-        elif value is not None:
-            left_out.append(ArgumentError.wrong_type(argument, "a string or None", value))
+        with reading(argument):
+            if isinstance(value, str):
+                if value:
+                    named[attribute] = str.__str__(value)  # a str subclass as a plain str
+            elif value is not None:
+                left_out.append(ArgumentError.wrong_type(argument, "a string or None", value))
     return named, tuple(left_out)
 
 
@@ -217,7 +262,7 @@ def _dimensions(
     out: dict[str, str | int | float | bool] = dict(named)
     if metadata:
         for key in keys:
-            found = dimension_value(metadata.get(key))  # a NaN or infinite number is none
+            found = metadata_dimension(key, metadata.get(key))  # a NaN or infinite number is none
             if found is not None:
                 out[f"{DIMENSION_METADATA_PREFIX}.{key}"] = found
     return out

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from ..._dimension_keys import dimension_text, dimension_value
+from ..._dimension_keys import dimension_text, metadata_dimension
 from ...emit._names import (
     ATTR_CHAIN_NAME,
     ATTR_PROVIDER_NAME,
@@ -141,12 +141,12 @@ def _metadata_value(sources: Sequence[Mapping[str, object]], key: str) -> str | 
     turns it into text, or ``_OTHER`` when too long to keep whole); other types (arrays) are not read."""
     flat = f"metadata.{key}"
     for found in sources:
-        value = dimension_value(found.get(key))
+        value = metadata_dimension(key, found.get(key))
         if value is None:
-            value = dimension_value(found.get(flat))
+            value = metadata_dimension(key, found.get(flat))
         if value is None and "metadata" in found:
             metadata = as_mapping(found["metadata"])  # OpenInference: a JSON object string
-            value = None if metadata is None else dimension_value(metadata.get(key))
+            value = None if metadata is None else metadata_dimension(key, metadata.get(key))
         if value is not None:
             return value
     return None
