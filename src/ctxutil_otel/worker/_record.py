@@ -11,18 +11,17 @@ call's own arguments (``metadata``, ``span_context``, ``interaction_id``) are ch
 only: a wrong one raises :class:`ArgumentError`, which ``record_interaction`` logs and counts dropped
 ``capture_error``. A dimension argument (``model``, ``provider``, ``retriever_name``, ``name``) that is
 not a string is left out (:attr:`Call.left_out`: logged, the interaction still evaluated). Every argument
-read here is read under :func:`reading`: one whose reading raises (a generator of chunks that raises, a
-mapping whose methods raise, an id whose ``__index__`` raises, an ``isinstance`` that raises) raises
-:class:`ArgumentReadError` naming it and the error's class, never its message.
+read here is read inside a ``try`` (:func:`raise_read_error`): one whose reading raises (a generator of
+chunks that raises, a mapping whose methods raise, an id whose ``__index__`` raises, an ``isinstance``
+that raises) raises :class:`ArgumentReadError` naming it and the error's class, never its message.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from typing import NamedTuple
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple, NoReturn
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanContext
@@ -48,7 +47,7 @@ __all__ = [
     "facts_of_call",
     "interaction_of_call",
     "metadata_keys_read",
-    "reading",
+    "raise_read_error",
 ]
 
 #: ``ctxutil.interaction.source`` of these interactions.
@@ -80,17 +79,17 @@ class ArgumentReadError(Exception):
         super().__init__(f"reading `{argument}` raised {self.error_type}")
 
 
-@contextmanager
-def reading(argument: str) -> Iterator[None]:
-    """Read ``argument`` (a user's object) inside: whatever its own methods raise (an ``__index__``, a
-    ``__class__``, a mapping's ``__iter__``) becomes :class:`ArgumentReadError` naming the argument and the
-    error's class, never its message; our :class:`ArgumentError` passes as it is."""
-    try:
-        yield
-    except (ArgumentError, ArgumentReadError):  # ours, already naming the argument
-        raise
-    except Exception as exc:  # the argument's own code raised: its message may quote the user's text
-        raise ArgumentReadError(argument, exc) from exc
+def raise_read_error(argument: str, exc: Exception) -> NoReturn:
+    """Raise for reading ``argument`` (a user's object) having raised ``exc``: our own
+    :class:`ArgumentError` or :class:`ArgumentReadError` as it is, anything else (the argument's own
+    ``__index__``, ``__class__``, a mapping's ``get``) as :class:`ArgumentReadError` naming the argument
+    and the error's class, never its message. Called as ``except Exception as exc:
+    raise_read_error(argument, exc)`` around the reads, ``argument`` set before each: a ``try`` costs the
+    call nothing until something raises (a ``contextlib`` manager per argument tripled a sampled-out
+    call's time)."""
+    if isinstance(exc, (ArgumentError, ArgumentReadError)):  # ours, already naming the argument
+        raise exc
+    raise ArgumentReadError(argument, exc) from exc
 
 
 def check_arguments(*, metadata: object, span_context: object, interaction_id: object) -> str | None:
@@ -98,18 +97,20 @@ def check_arguments(*, metadata: object, span_context: object, interaction_id: o
     not a ``SpanContext``, or an ``interaction_id`` that
     :func:`~ctxutil_otel._interaction.interaction_id_text` refuses (``None`` is each one's default),
     :class:`ArgumentReadError` for one whose reading raises; return the id's text."""
-    with reading("metadata"):
+    argument = "metadata"
+    try:
         if metadata is not None and not isinstance(metadata, Mapping):
             raise ArgumentError.wrong_type("metadata", "a mapping or None", metadata)
-    with reading("span_context"):
+        argument = "span_context"
         if span_context is not None and not isinstance(span_context, SpanContext):
             expected = "an opentelemetry.trace.SpanContext (span.get_span_context()) or None"
             raise ArgumentError.wrong_type("span_context", expected, span_context)
-    with reading("interaction_id"):
-        try:
-            return interaction_id_text(interaction_id)
-        except InteractionIdError as exc:  # ours: names the type
-            raise ArgumentError("interaction_id", str(exc)) from None
+        argument = "interaction_id"
+        return interaction_id_text(interaction_id)
+    except InteractionIdError as exc:  # ours: names the type
+        raise ArgumentError("interaction_id", str(exc)) from None
+    except Exception as exc:
+        raise_read_error(argument, exc)
 
 
 class Call(NamedTuple):
@@ -154,7 +155,7 @@ def call_of(
     ``metadata`` whose reading raises (read once, by :func:`facts_of_call`; the dimensions read its copy)."""
     id_text = check_arguments(metadata=metadata, span_context=span_context, interaction_id=interaction_id)
     mapping = metadata if isinstance(metadata, Mapping) else None  # checked above: the same value
-    with reading("span_context"):  # a SpanContext subclass's own properties
+    try:  # a SpanContext subclass's own properties
         context = (
             span_context
             if isinstance(span_context, SpanContext)
@@ -162,6 +163,8 @@ def call_of(
         )
         valid = context.is_valid
         trace_id, parent = (context.trace_id, context) if valid else (random.getrandbits(128) or 1, None)
+    except Exception as exc:
+        raise_read_error("span_context", exc)
     facts = facts_of_call(name, mapping, metadata_read)  # reads ``metadata``'s keys once, into a copy
     named, left_out = _dimension_arguments(model, provider, retriever_name, name)
     return Call(trace_id, parent, facts, id_text, named, metric_dimensions, left_out)
@@ -180,7 +183,8 @@ def interaction_of_call(
     ``DatasetItem`` does. Raises :class:`ArgumentReadError` when iterating raises (any ``Exception``, its own
     ``ValueError`` included)."""
     documents: Sequence[object]
-    with reading("retrieved_content"):  # a generator that raises, an __iter__ that raises
+    argument = "retrieved_content"
+    try:  # a generator that raises, an __iter__ that raises
         if not is_chunk_iterable(retrieved_content):  # not a list of chunks: the worker names it
             documents = retrieved_content  # type: ignore[assignment]  # validated there: invalid_input
         else:
@@ -189,8 +193,10 @@ def interaction_of_call(
             except ChunksReadError as exc:  # the iterable's own error, as read_chunks chains it
                 cause = exc.__cause__ if exc.__cause__ is not None else exc
                 raise ArgumentReadError("retrieved_content", cause) from cause
-    with reading("metadata"):  # a metadata value's own number conversion (numbers.Integral / Real)
+        argument = "metadata"  # a metadata value's own number conversion (numbers.Integral / Real)
         dimensions = _dimensions(call.argument_dimensions, call.facts.metadata, call.metadata_keys)
+    except Exception as exc:
+        raise_read_error(argument, exc)
     now = time.time_ns()
     return Interaction(
         query=query,  # type: ignore[arg-type]  # validated by the worker: a wrong type fails invalid_input
@@ -220,16 +226,20 @@ def facts_of_call(name: object, metadata: Mapping[str, object] | None, keys: Seq
     copy: the mapping is never iterated nor copied whole (its size costs the call nothing; an endless
     one returns), and with no keys to read it is not touched. Reading it raises
     :class:`ArgumentReadError`."""
-    with reading("name"):
+    try:
         root_name = name if isinstance(name, str) else None
+    except Exception as exc:
+        raise_read_error("name", exc)
     if metadata is None or not keys:
         return SelectionFacts(root_name=root_name)
     copied: dict[str, object] = {}
-    with reading("metadata"):  # a mapping whose own methods raise
+    try:  # a mapping whose own methods raise
         for key in keys:
             value = metadata.get(key, _ABSENT)
             if value is not _ABSENT:
                 copied[key] = value
+    except Exception as exc:
+        raise_read_error("metadata", exc)
     return SelectionFacts(root_name=root_name, metadata=copied)
 
 
@@ -240,18 +250,21 @@ def _dimension_arguments(
     :class:`ArgumentError` for each given that is not a string (:attr:`Call.left_out`)."""
     named: dict[str, str] = {}
     left_out: list[ArgumentError] = []
-    for argument, attribute, value in (
-        ("model", ATTR_REQUEST_MODEL, model),
-        ("provider", ATTR_PROVIDER_NAME, provider),
-        ("retriever_name", ATTR_RETRIEVER_NAME, retriever_name),
-        ("name", ATTR_CHAIN_NAME, name),
-    ):
-        with reading(argument):
+    argument = "model"
+    try:
+        for argument, attribute, value in (
+            ("model", ATTR_REQUEST_MODEL, model),
+            ("provider", ATTR_PROVIDER_NAME, provider),
+            ("retriever_name", ATTR_RETRIEVER_NAME, retriever_name),
+            ("name", ATTR_CHAIN_NAME, name),
+        ):
             if isinstance(value, str):
                 if value:
                     named[attribute] = str.__str__(value)  # a str subclass as a plain str
             elif value is not None:
                 left_out.append(ArgumentError.wrong_type(argument, "a string or None", value))
+    except Exception as exc:
+        raise_read_error(argument, exc)
     return named, tuple(left_out)
 
 
