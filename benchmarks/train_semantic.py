@@ -16,7 +16,8 @@ Steps (deterministic for a given ``--seed``):
    used only when that sentence draws on its labelled-used sentences), **appended** (one chunk of another row
    appended: not relevant), **replaced** (another row's chunks: nothing relevant) and **wrong source** (one
    chunk of another row appended and the answer copied from it: that chunk not relevant, the row's own chunks
-   not utilized).
+   not utilized); each seed-style row also **topic swapped** (the answer of the next row of its domain: on
+   the topic, not drawn from these chunks; :func:`topic_swaps`, for the utilization model only).
 3. Features (:func:`~ctxutil_otel.judges._semantic_features.semantic_features`, the judge's own function):
    P(relevant) learns from the relevance rows (query and chunks only: the copies that change only the answer
    add nothing there), P(utilized | relevant) from the labelled-relevant chunks' utilization rows.
@@ -170,12 +171,42 @@ def _seed_pool(rows: Sequence[dict[str, Any]], i: int) -> list[dict[str, Any]]:
     return [r for r in rows if fold_name(r) == fold and r["subset"] != subset]
 
 
+def topic_swaps(rows: Sequence[dict[str, Any]], seed_weight: float) -> list[Variant]:
+    """``--topic-swaps``: each seed-style row once more, answered by the next seed-style row of its domain
+    (file order, cyclic): an answer on the topic that is not drawn from these chunks. A chunk counts as used
+    only where the partner row has the same text labelled utilized. Trains the utilization model only."""
+    from ctxutil_otel.metric._contextual_utilization import normalise_chunk
+
+    out = []
+    for i, r in enumerate(rows):
+        if not fold_name(r).startswith(SEED_FOLD):
+            continue
+        fold = fold_name(r)
+        domain = [j for j, q in enumerate(rows) if q["subset"] == r["subset"] and fold_name(q) == fold]
+        if len(domain) < 2:
+            continue
+        partner = rows[domain[(domain.index(i) + 1) % len(domain)]]
+        used_there = {
+            normalise_chunk(c)
+            for c, lab in zip(partner["retrieved_content"], partner["chunk_labels"], strict=True)
+            if lab["utilized"]
+        }
+        used = [normalise_chunk(c) in used_there for c in r["retrieved_content"]]
+        out.append(_variant(r, i, "topic_swapped", partner["actual_output"], used, seed_weight))
+    return out
+
+
 def variants(
-    rows: Sequence[dict[str, Any]], rng: random.Random, seed_weight: float, seed_negatives: int = 0
+    rows: Sequence[dict[str, Any]],
+    rng: random.Random,
+    seed_weight: float,
+    seed_negatives: int = 0,
+    with_topic_swaps: bool = False,
 ) -> list[Variant]:
     """Natural rows first (file order), then their copies (module docstring, step 2). ``seed_negatives``
     > 0 (shipped: 3): a seed-style row's off-topic chunks come from its own fold's other domains (short
-    chunks in its style, not RAGBench's documents), plus one copy with that many of them appended."""
+    chunks in its style, not RAGBench's documents), plus one copy with that many of them appended.
+    ``with_topic_swaps``: :func:`topic_swaps` last (so the other copies are drawn as without them)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from _train_data import derangement, first_sentence_uses, offtopic_chunks, with_chunks
 
@@ -215,7 +246,7 @@ def variants(
             out.append(_variant(appended, i, "appended", r["actual_output"], used, w(r)))
             copied = " ".join(p.strip() for p in sentences(extra[0])[:2])
             out.append(_variant(appended, i, "wrong_source", copied, [False] * (n + 1), w(r)))
-    return out
+    return out + (topic_swaps(rows, seed_weight) if with_topic_swaps else [])
 
 
 class CachedEmbedder:
@@ -247,7 +278,7 @@ def featurise(examples: Sequence[Variant], weights: Any) -> None:
 
 
 REL_KINDS = ("natural", "replaced", "appended", "crowded")
-USE_KINDS = ("natural", "swapped", "truncated", "appended", "wrong_source", "crowded")
+USE_KINDS = ("natural", "swapped", "truncated", "appended", "wrong_source", "crowded", "topic_swapped")
 
 
 def training_sets(
@@ -659,7 +690,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         for ex in examples:
             ex.weight = args.seed_weight if ex.fold.startswith(SEED_FOLD) else 1.0
     else:
-        examples = variants(rows, rng, args.seed_weight, args.seed_negatives)
+        examples = variants(rows, rng, args.seed_weight, args.seed_negatives, args.topic_swaps)
         featurise(examples, weights)
         if cache:
             import pickle
@@ -731,6 +762,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                     "l2_regularization",
                     "seed_weight",
                     "seed_negatives",
+                    "topic_swaps",
                     "monotonic",
                     "monotonic_on",
                     "vocabulary",
@@ -801,6 +833,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=3,
         help="seed-style rows' off-topic chunks from their fold's other domains, plus a copy with this many "
         "appended (shipped: 3; 0: off-topic chunks from any row, as ...-26900d97 was trained)",
+    )
+    parser.add_argument(
+        "--topic-swaps",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="seed-style rows once more with a same-domain row's answer, for the utilization model "
+        "(topic_swaps; shipped on: --no-topic-swaps reproduces ...-36a50a5f; docs/judges-study.md)",
     )
     parser.add_argument("--vocabulary", type=int, default=25_000, help="wordfreq words exported")
     parser.add_argument(

@@ -27,7 +27,7 @@ from ctxutil_otel.judges._semantic_model import load_semantic_model, shipped_sem
 # sha256 of the shipped model's verdicts and probabilities (rounded to 4 places: the embeddings are float32
 # sums) on the bundled sample. Changes only when the model or the features change: retrain, check
 # docs/judges.md, then update.
-SAMPLE_FINGERPRINT = "5888f88862cd67c6788119097cc293a44ed9da5ea012af604bf94af1794f6ad8"
+SAMPLE_FINGERPRINT = "7836410cdf73b1c7d3e2e4cae4d634701b710ee662413e7db2381709a002a229"
 
 
 def _document() -> dict[str, Any]:
