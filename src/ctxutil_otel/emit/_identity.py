@@ -43,7 +43,7 @@ def document_id(document: object) -> str | None:
         if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
             return None
         text = str.__str__(doc_id) if isinstance(doc_id, str) else int.__repr__(doc_id)
-    except Exception:  # a property, a mapping's get that raises: no id
+    except BaseException:  # a property, a mapping's get that raises (even SystemExit: on the worker): no id
         return None
     return truncate(text, CHUNK_LABEL_MAX_CHARS) if text else None
 
@@ -76,7 +76,8 @@ def document_attributes(
                 value = _metadata_value(metadata.get(key), text)
                 if value is not None:
                     out[f"{chunk_attribute(i, CHUNK_METADATA)}.{key}"] = value
-    except Exception:  # the user's mapping raised reading it: what was read is kept, no more
+    except BaseException:  # the user's mapping raised reading it (any class: the worker must go on): what
+        # was read is kept, no more
         pass
     return out
 

@@ -61,7 +61,7 @@ def to_strings(interaction: Interaction) -> tuple[str, str, list[str]] | Rejecti
         return _strings(interaction)
     except ValueError as exc:  # ours (chunk_list, chunk_text), worded as pydantic words it in DatasetItem
         return Rejection("failed", "invalid_input", f"retrieved_content: Value error, {exc}"[:500])
-    except Exception as exc:  # the input's own code raised reading it (a __class__, a str subclass)
+    except BaseException as exc:  # the input's own code raised reading it (a __class__, a str subclass)
         return Rejection("failed", "invalid_input", _unexpected(exc))
 
 
@@ -97,13 +97,16 @@ def to_dataset_item(interaction: Interaction) -> DatasetItem | Rejection:
         )
     except ValidationError as exc:
         return Rejection("failed", "invalid_input", _describe(exc))
-    except Exception as exc:  # the input's own code raised reading it (a __class__ that raises)
+    except BaseException as exc:  # the input's own code raised reading it (a __class__ that raises)
         return Rejection("failed", "invalid_input", _unexpected(exc))
 
 
-def _unexpected(exc: Exception) -> str:
+def _unexpected(exc: BaseException) -> str:
     """An error raised converting that is not a validation error of ours: its class only, its message may
-    quote the input (a user object's own error, raised reading it)."""
+    quote the input (a user object's own error, raised reading it). Any ``BaseException``: this runs on the
+    worker, where only a user object raises ``KeyboardInterrupt``, ``SystemExit`` or ``CancelledError``
+    (signals reach the main thread, and converting awaits nothing), and one let out would stop the worker
+    for every later interaction."""
     return f"converting the interaction raised {type(exc).__name__}"
 
 

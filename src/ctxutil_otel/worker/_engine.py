@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import cast
 
 from .._accounting import Admission, DropReason, OutcomeKey, refused
+from .._error_origin import error_origin
 from .._fork import reinit_after_fork
 from .._interaction import Interaction
 from .._selection import SelectionFacts, SelectionRule
@@ -376,16 +377,31 @@ class Engine:
         the CPU throttle, whatever happened (a cancellation counts ``dropped``/``shutdown``)."""
         try:
             await self._evaluate_entry(entry)
-        except asyncio.CancelledError:
-            self._finish(entry, ("dropped", "shutdown"))  # a no-op when shutdown already counted it
-            raise
+        except asyncio.CancelledError as exc:
+            if _cancelled_by_us():
+                self._finish(entry, ("dropped", "shutdown"))  # a no-op when shutdown already counted it
+                raise
+            self._failed_unexpectedly(entry, exc)  # a user object's own CancelledError
         except Exception:  # pragma: no cover - defensive: the accounting must still close
             _log.exception("ctxutil evaluator: unexpected error evaluating an interaction")
             self._finish(entry, ("failed", "internal_error"))
+        except BaseException as exc:  # pragma: no cover - defensive: a user object's SystemExit elsewhere
+            self._failed_unexpectedly(entry, exc)
         finally:
             semaphore.release()
             if self._throttle is not None:
                 self._throttle.finished(running=len(self._in_flight))
+
+    def _failed_unexpectedly(self, entry: Ticket, exc: BaseException) -> None:
+        """A ``BaseException`` that is not ours left an evaluation (a user object read while converting or
+        emitting raised ``KeyboardInterrupt``, ``SystemExit`` or ``CancelledError``: on this thread only a
+        user object raises them): counted ``failed``/``internal_error`` and logged by its class and where
+        it was raised, never its message; the worker goes on (let out, it stopped the loop for good)."""
+        _log.error(
+            "ctxutil evaluator: evaluating an interaction raised %s (counted failed internal_error)",
+            error_origin(exc),
+        )
+        self._finish(entry, ("failed", "internal_error"))
 
     async def _evaluate_entry(self, entry: Ticket) -> None:
         interaction = cast("Interaction", entry.interaction)  # set when it was queued
@@ -505,3 +521,12 @@ class Engine:
     @property
     def thread(self) -> threading.Thread:
         return self._thread
+
+
+def _cancelled_by_us() -> bool:
+    """Whether the running task was cancelled (shutdown, a deadline) rather than handed a user object's own
+    ``CancelledError``: the task's pending cancellation requests (Python 3.11+; before, every
+    ``CancelledError`` counts as ours)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is None or bool(cancelling())
