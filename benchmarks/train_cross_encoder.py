@@ -177,21 +177,20 @@ def build_model(base: Path) -> Any:
 
 
 def tensors(batch: Sequence[Pair], device: Any) -> dict[str, Any]:
+    """The batch's token ids, attention mask and segment ids, zero-padded to its longest pair."""
+    import numpy as np
     import torch
 
     width = max(len(p.ids) for p in batch)
-    ids = torch.zeros((len(batch), width), dtype=torch.long)
-    types = torch.zeros_like(ids)
-    mask = torch.zeros_like(ids)
-    for i, p in enumerate(batch):
-        ids[i, : len(p.ids)] = torch.tensor(p.ids)
-        types[i, : len(p.ids)] = torch.tensor(p.types)
-        mask[i, : len(p.ids)] = 1
-    return {
-        "input_ids": ids.to(device),
-        "attention_mask": mask.to(device),
-        "token_type_ids": types.to(device),
+    arrays = {
+        name: np.zeros((len(batch), width), dtype=np.int64)
+        for name in ("input_ids", "attention_mask", "token_type_ids")
     }
+    for i, p in enumerate(batch):
+        arrays["input_ids"][i, : len(p.ids)] = p.ids
+        arrays["attention_mask"][i, : len(p.ids)] = 1
+        arrays["token_type_ids"][i, : len(p.ids)] = p.types
+    return {name: torch.from_numpy(a).to(device) for name, a in arrays.items()}
 
 
 def _autocast(device: Any) -> Any:
