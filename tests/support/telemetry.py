@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext
 
+from ctxutil_otel import Evaluator
 from ctxutil_otel.emit import Emitter
 from ctxutil_otel.emit import names as _names
 
@@ -90,6 +91,16 @@ class Telemetry:
             meter_provider=self.meter_provider,
             logger_provider=self.logger_provider,
             **kwargs,
+        )
+
+    def evaluator(self, **settings: Any) -> Evaluator:
+        """An Evaluator emitting on these three providers: the lexical judge, every call sampled and no rate
+        cap unless ``settings`` (the other Evaluator arguments) say otherwise."""
+        return Evaluator(
+            tracer_provider=self.tracer_provider,
+            meter_provider=self.meter_provider,
+            logger_provider=self.logger_provider,
+            **{"judge": "lexical", "sample_rate": 1.0, "max_evaluations_per_second": 0, **settings},
         )
 
     def evaluated_span(self, name: str = "rag.chain") -> SpanContext:

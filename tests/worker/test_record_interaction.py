@@ -56,15 +56,7 @@ def model_server() -> Iterator[OpenAICompatServer]:
 
 
 def _evaluator(telemetry: Telemetry, **settings: Any) -> Evaluator:
-    settings.setdefault("sample_rate", 1.0)
-    return Evaluator(
-        tracer_provider=telemetry.tracer_provider,
-        meter_provider=telemetry.meter_provider,
-        logger_provider=telemetry.logger_provider,
-        judge="lexical",
-        max_evaluations_per_second=0,
-        **settings,
-    )
+    return telemetry.evaluator(**settings)
 
 
 def test_an_openai_sdk_application_is_evaluated_in_its_own_trace(

@@ -165,13 +165,7 @@ _SHAPES: list[tuple[str, Callable[[], object]]] = [
 
 
 def _evaluator(telemetry: Telemetry, worker: str) -> Evaluator:
-    return Evaluator(
-        tracer_provider=telemetry.tracer_provider,
-        meter_provider=telemetry.meter_provider,
-        logger_provider=telemetry.logger_provider,
-        judge="lexical",
-        sample_rate=1.0,
-        max_evaluations_per_second=0,
+    return telemetry.evaluator(
         metric_dimensions=("tier",),
         chunk_metadata_keys=("source",),
         selection_rules=[{"metadata": {"tier": "paid"}, "sample_rate": 1.0}],

@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator, Mapping
 
 import pytest
 
-from ctxutil_otel import Evaluator
 from tests.support.telemetry import Telemetry
 from tests.support.telemetry import telemetry as telemetry  # the fixture
 
@@ -82,16 +81,7 @@ _BAD: list[tuple[Callable[[], object], bool]] = [
 def test_a_user_object_raising_a_base_exception_fails_one_evaluation_and_the_worker_goes_on(
     telemetry: Telemetry, caplog: pytest.LogCaptureFixture, worker: str
 ) -> None:
-    evaluator = Evaluator(
-        tracer_provider=telemetry.tracer_provider,
-        meter_provider=telemetry.meter_provider,
-        logger_provider=telemetry.logger_provider,
-        judge="lexical",
-        sample_rate=1.0,
-        max_evaluations_per_second=0,
-        chunk_metadata_keys=("source",),
-        worker=worker,
-    )
+    evaluator = telemetry.evaluator(chunk_metadata_keys=("source",), worker=worker)
     with caplog.at_level(logging.DEBUG):
         for bad, _ in _BAD:
             evaluator.record_interaction(query=QUESTION, retrieved_content=[bad()], actual_output=ANSWER)
