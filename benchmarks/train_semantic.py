@@ -38,6 +38,7 @@ import hashlib
 import json
 import math
 import random
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -196,12 +197,49 @@ def topic_swaps(rows: Sequence[dict[str, Any]], seed_weight: float) -> list[Vari
     return out
 
 
+_NUMBER_TOKEN = re.compile(r"\b\d+(?:[.,]\d+)*\b")
+
+
+def _other_number(text: str) -> str:
+    """A different number in the same style: ``2n + 3`` (thousands separators dropped)."""
+    value = float(text.replace(",", ""))
+    changed = 2 * value + 3
+    return str(int(changed)) if "." not in text else f"{changed:g}"
+
+
+def number_swaps(rows: Sequence[dict[str, Any]], seed_weight: float) -> list[Variant]:
+    """``--number-swaps``: each seed-style row whose answer holds a number found in a chunk labelled used,
+    once more with each such number replaced by another (``2n + 3``): an answer that contradicts the chunk
+    in its own words. The used chunks holding a replaced number count as not used; the others keep their
+    labels. Trains the utilization model only."""
+    out = []
+    for i, r in enumerate(rows):
+        if not fold_name(r).startswith(SEED_FOLD):
+            continue
+        chunk_numbers = [set(_NUMBER_TOKEN.findall(c)) for c in r["retrieved_content"]]
+        used = [bool(lab["utilized"]) for lab in r["chunk_labels"]]
+        shared = {
+            n
+            for n in _NUMBER_TOKEN.findall(r["actual_output"])
+            if any(u and n in c for u, c in zip(used, chunk_numbers, strict=True))
+        }
+        if not shared:
+            continue
+        answer = _NUMBER_TOKEN.sub(
+            lambda m, shared=shared: _other_number(m[0]) if m[0] in shared else m[0], r["actual_output"]
+        )
+        still = [u and not (shared & c) for u, c in zip(used, chunk_numbers, strict=True)]
+        out.append(_variant(r, i, "number_swapped", answer, still, seed_weight))
+    return out
+
+
 def variants(
     rows: Sequence[dict[str, Any]],
     rng: random.Random,
     seed_weight: float,
     seed_negatives: int = 0,
     with_topic_swaps: bool = False,
+    with_number_swaps: bool = False,
 ) -> list[Variant]:
     """Natural rows first (file order), then their copies (module docstring, step 2). ``seed_negatives``
     > 0 (shipped: 3): a seed-style row's off-topic chunks come from its own fold's other domains (short
@@ -246,7 +284,8 @@ def variants(
             out.append(_variant(appended, i, "appended", r["actual_output"], used, w(r)))
             copied = " ".join(p.strip() for p in sentences(extra[0])[:2])
             out.append(_variant(appended, i, "wrong_source", copied, [False] * (n + 1), w(r)))
-    return out + (topic_swaps(rows, seed_weight) if with_topic_swaps else [])
+    out += topic_swaps(rows, seed_weight) if with_topic_swaps else []
+    return out + (number_swaps(rows, seed_weight) if with_number_swaps else [])
 
 
 class CachedEmbedder:
@@ -278,7 +317,16 @@ def featurise(examples: Sequence[Variant], weights: Any) -> None:
 
 
 REL_KINDS = ("natural", "replaced", "appended", "crowded")
-USE_KINDS = ("natural", "swapped", "truncated", "appended", "wrong_source", "crowded", "topic_swapped")
+USE_KINDS = (
+    "natural",
+    "swapped",
+    "truncated",
+    "appended",
+    "wrong_source",
+    "crowded",
+    "topic_swapped",
+    "number_swapped",
+)
 
 
 def training_sets(
@@ -690,7 +738,9 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         for ex in examples:
             ex.weight = args.seed_weight if ex.fold.startswith(SEED_FOLD) else 1.0
     else:
-        examples = variants(rows, rng, args.seed_weight, args.seed_negatives, args.topic_swaps)
+        examples = variants(
+            rows, rng, args.seed_weight, args.seed_negatives, args.topic_swaps, args.number_swaps
+        )
         featurise(examples, weights)
         if cache:
             import pickle
@@ -840,6 +890,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=True,
         help="seed-style rows once more with a same-domain row's answer, for the utilization model "
         "(topic_swaps; shipped on: --no-topic-swaps reproduces ...-36a50a5f; docs/judges-study.md)",
+    )
+    parser.add_argument(
+        "--number-swaps",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="seed-style rows once more with the used chunks' numbers changed in the answer, for the "
+        "utilization model (number_swaps; a study variant, docs/judges-study.md)",
     )
     parser.add_argument("--vocabulary", type=int, default=25_000, help="wordfreq words exported")
     parser.add_argument(
