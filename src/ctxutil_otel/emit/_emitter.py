@@ -22,6 +22,7 @@ from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, S
 from opentelemetry.util.types import AttributeValue
 
 from .._accounting import checked_error_type
+from .._error_origin import error_origin
 from .._fork import reinit_after_fork
 from .._interaction import Interaction
 from .._item import DatasetItem
@@ -408,7 +409,7 @@ class Emitter:
             first = key not in self._failures
             self._failures[key] += 1
         if first:
-            _log.debug("emitting %s failed (logged once): %r", key, exc, exc_info=exc)
+            _log.debug("emitting %s failed (logged once): %s", key, error_origin(exc))  # never the message
 
     def _guard(self, key: str, action: Callable[[], object]) -> None:
         try:

@@ -435,14 +435,12 @@ class Engine:
     def _emit(self, interaction: Interaction, result: MetricEvaluationResult, duration_s: float) -> None:
         try:
             self._emitter.emit(interaction, result, duration_s)
-        except Exception:
+        except Exception as exc:  # logged by class and place: a chunk's own object may quote the user's text
             with self._lock:
                 self._tally.emit_errors += 1
                 first = self._tally.emit_errors == 1
-            if first:
-                _log.exception("ctxutil evaluator: the emitter raised (logged once; counted in emit_errors)")
-            else:
-                _log.debug("ctxutil evaluator: the emitter raised", exc_info=True)
+            message = "ctxutil evaluator: the emitter raised %s (logged once; counted in emit_errors)"
+            (_log.error if first else _log.debug)(message, error_origin(exc))
 
     def _finish(self, entry: Ticket, outcome: OutcomeKey) -> None:
         with self._lock:

@@ -54,6 +54,7 @@ OpenTelemetry instrumentation is suppressed (the evaluator's worker runs that wa
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -63,6 +64,7 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, Context, get_va
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from ..._accounting import DropReason
+from ..._error_origin import error_origin
 from ..._fork import reinit_after_fork
 from ..._selection import SelectionFacts
 from ...emit._names import ATTR_EVALUATION_NAME, SPAN_EVALUATION, SPAN_INTERACTION
@@ -348,14 +350,16 @@ class UtilizationSpanProcessor(SpanProcessor):
             evaluator.admit(turn.trace_id, lost=reason)
 
     def _on_error(self) -> None:
+        """Count the error being handled; log it once (a WARNING, then DEBUG) by its class and where it was
+        raised, never its message or traceback (a span's own object may quote the application's data)."""
         self.errors += 1
+        error = sys.exc_info()[1]
+        where = error_origin(error) if error is not None else "an error"
         if not self._logged_error:
             self._logged_error = True
-            _log.warning(
-                "ctxutil span processor: unexpected error in on_end (counted, ignored)", exc_info=True
-            )
+            _log.warning("ctxutil span processor: unexpected %s in on_end (counted, ignored)", where)
         else:
-            _log.debug("ctxutil span processor: unexpected error in on_end", exc_info=True)
+            _log.debug("ctxutil span processor: unexpected %s in on_end", where)
 
 
 def _selection_facts(span: ReadableSpan) -> SelectionFacts:
