@@ -204,6 +204,9 @@ def test_genai_legacy_flattened_prompt_and_completion() -> None:
         ("not json at all", MALFORMED),
         ('{"content": "an object, not an array"}', MALFORMED),
         ('[{"id": "a", "score": 0.9}]', CONTENT_NOT_CAPTURED),  # the convention's minimal documents
+        ('[{"id": "a", "content": 42}]', MALFORMED),  # content there, not text: as OpenInference reads it
+        ('[{"id": "a", "content": {"text": "x"}}]', MALFORMED),
+        ('[{"id": "a", "content": "__REDACTED__"}]', CONTENT_NOT_CAPTURED),
         ("[1, 2]", MALFORMED),
         (None, CONTENT_NOT_CAPTURED),  # opt-in attribute not recorded
     ],

@@ -28,6 +28,7 @@ from ._model import (
     CHAIN,
     CONTENT_NOT_CAPTURED,
     MALFORMED,
+    REDACTED,
     Chunk,
     Generation,
     Part,
@@ -82,8 +83,10 @@ def _retrieval(attributes: Mapping[str, object]) -> Retrieval:
         if not isinstance(document, Mapping):
             return Retrieval(query, None, CONVENTION, MALFORMED)
         text = first_text(document, _TEXT_KEYS)
-        if text is None:
-            return Retrieval(query, None, CONVENTION, CONTENT_NOT_CAPTURED)
+        if text is None:  # no text key (or redacted): not captured; one of another type: malformed
+            given = [document.get(key) for key in _TEXT_KEYS]
+            unreadable = any(value is not None and value != REDACTED for value in given)
+            return Retrieval(query, None, CONVENTION, MALFORMED if unreadable else CONTENT_NOT_CAPTURED)
         chunks.append(
             Chunk(
                 text,
