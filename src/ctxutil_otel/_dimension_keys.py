@@ -46,18 +46,22 @@ def is_no_number(value: object) -> bool:
 
 
 def dimension_value(value: object) -> str | int | float | bool | None:
-    """``value`` as a dimension value: a non-empty ``str``, or an ``int`` / ``float`` / ``bool`` as given
-    (the emitter's limiter turns it into text); any other integer (``numbers.Integral``: ``numpy.int64``,
-    ``numpy.int32``) as an ``int``, any other real number (``numbers.Real``: ``numpy.float32``,
-    ``fractions.Fraction``) as a ``float``, ``numpy.bool_`` as a ``bool``. ``None`` for anything else, a
-    NaN or infinite number included (a DataFrame's missing value would otherwise be the dimension
-    ``"nan"``)."""
+    """``value`` as a dimension value: a non-empty ``str``, or an ``int`` / ``float`` / ``bool`` (the
+    emitter's limiter turns it into text), always as the plain built-in type (a subclass's own methods,
+    its ``__str__`` included, never run again: the emitter formats the value on the worker); any other
+    integer (``numbers.Integral``: ``numpy.int64``, ``numpy.int32``) as an ``int``, any other real number
+    (``numbers.Real``: ``numpy.float32``, ``fractions.Fraction``) as a ``float``, ``numpy.bool_`` as a
+    ``bool``. ``None`` for anything else, a NaN or infinite number included (a DataFrame's missing value
+    would otherwise be the dimension ``"nan"``)."""
     if isinstance(value, str):
-        return value or None
-    if isinstance(value, (bool, int)):
+        return str.__str__(value) or None
+    if isinstance(value, bool):
         return value
+    if isinstance(value, int):
+        return int.__index__(value)
     if isinstance(value, float):
-        return value if math.isfinite(value) else None
+        number = float.__float__(value)
+        return number if math.isfinite(number) else None
     if _is_numpy_bool(value):
         return bool(value)
     if isinstance(value, numbers.Integral):

@@ -798,3 +798,38 @@ def test_the_example_evaluates_every_question(model_server: OpenAICompatServer) 
     assert proc.stdout.count("[span] contextual_utilization") == 3
     match = re.search(r"captured=(\d+).*evaluated=(\d+), not_applicable=(\d+)", proc.stdout)
     assert match is not None and match[1] == "3" and int(match[2]) + int(match[3]) == 3
+
+
+class _TenantId(int):
+    """An int subclass whose own ``__str__`` raises (a lazily resolved id of a web framework)."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("tenant lookup failed")
+
+    __repr__ = __str__
+
+
+class _TenantName(str):
+    def __str__(self) -> str:
+        raise RuntimeError("tenant lookup failed")
+
+
+@pytest.mark.parametrize("worker", ["thread", "process"])
+def test_a_dimension_value_of_a_subclass_is_taken_as_the_plain_value(
+    telemetry: Telemetry, worker: str
+) -> None:
+    # metadata={"tenant": an int subclass whose __str__ raises}: the worker's emitter formatted it with str(),
+    # raising, and the evaluation was counted evaluated while nothing of it was emitted (a DEBUG line only).
+    evaluator = _evaluator(telemetry, metric_dimensions=("tenant",), worker=worker)
+    args: dict[str, Any] = {"query": QUESTION, "retrieved_content": CHUNKS, "actual_output": ANSWER}
+    for tenant in ("acme", _TenantId(7), _TenantName("globex")):
+        assert evaluator.record_interaction(**args, metadata={"tenant": tenant})
+    assert evaluator.force_flush(60_000)
+    spans = telemetry.spans(n.SPAN_EVALUATION)
+    assert sorted((s.attributes or {}).get("ctxutil.metadata.tenant") for s in spans) == [
+        "7",
+        "acme",
+        "globex",
+    ]
+    assert evaluator.stats().evaluated == 3
+    evaluator.shutdown(5_000)

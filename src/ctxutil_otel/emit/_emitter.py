@@ -195,7 +195,8 @@ class Emitter:
                 under content capture (otherwise taken from ``interaction``).
 
         Never raises: a failing part (one attribute, the span, the log record, a metric) is skipped, logged
-        once at debug level on ``ctxutil_otel.emit`` and counted in :attr:`failures`.
+        once per part as a WARNING on ``ctxutil_otel.emit`` (its class and place, never its message) and
+        counted in :attr:`failures`.
         """
         if not self._destination_checked:
             self._destination_checked = True
@@ -409,7 +410,9 @@ class Emitter:
             first = key not in self._failures
             self._failures[key] += 1
         if first:
-            _log.debug("emitting %s failed (logged once): %s", key, error_origin(exc))  # never the message
+            # Once per part, a WARNING: the result's telemetry (or part of it) did not go out. Its class and
+            # place only, never the message (a user object's may quote the application's data).
+            _log.warning("emitting %s failed (logged once): %s", key, error_origin(exc))
 
     def _guard(self, key: str, action: Callable[[], object]) -> None:
         try:

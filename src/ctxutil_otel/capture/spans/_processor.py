@@ -357,9 +357,9 @@ class UtilizationSpanProcessor(SpanProcessor):
         where = error_origin(error) if error is not None else "an error"
         if not self._logged_error:
             self._logged_error = True
-            _log.warning("ctxutil span processor: unexpected %s in on_end (counted, ignored)", where)
+            _log.warning("ctxutil span processor: unexpected error (counted, ignored): %s", where)
         else:
-            _log.debug("ctxutil span processor: unexpected %s in on_end", where)
+            _log.debug("ctxutil span processor: unexpected error: %s", where)
 
 
 def _selection_facts(span: ReadableSpan) -> SelectionFacts:
