@@ -25,6 +25,7 @@ from ._process import ChildProcessJudging
 from ._record import (
     ArgumentError,
     ArgumentReadError,
+    Call,
     call_of,
     interaction_of_call,
     metadata_keys_read,
@@ -234,16 +235,13 @@ class Evaluator:
                 text) or an integer (``int``, ``numpy.int64``: anything with ``__index__``, as its decimal
                 text), cut to 256 characters.
 
-        Returns ``True`` when queued for evaluation; ``False`` when not selected, sampled out or refused,
-        each counted in :meth:`stats` as for the capture paths. A ``BaseException`` that is not an
-        ``Exception`` (``KeyboardInterrupt``, ``SystemExit``) raised by an argument's own code (a generator
-        of chunks) propagates, the call counted dropped ``capture_error``. Otherwise never raises and never
-        blocks: a wrong
-        type or a chunk whose reading raises fails that evaluation ``invalid_input`` naming the field
-        (validated off the request path); a dimension argument that is not a string is left out; a
-        ``metadata``, ``span_context`` or ``interaction_id`` of the wrong type, or an argument whose
-        reading raises, counts the call dropped ``capture_error``. Each is logged naming the argument,
-        never its text (docs/no-framework.md).
+        Returns ``True`` when queued; ``False`` when not selected, sampled out or refused (counted in
+        :meth:`stats`). Never blocks; never raises but a ``KeyboardInterrupt`` or ``SystemExit`` from an
+        argument's own code (counted dropped ``capture_error``). A wrong type or an unreadable chunk fails
+        ``invalid_input`` on the worker; a dimension argument that is not a string is left out; a wrong
+        ``metadata``, ``span_context`` or ``interaction_id``, or an argument whose reading raises, counts
+        the call dropped ``capture_error``; each logged naming the argument, never its text
+        (docs/no-framework.md).
         """
         try:
             call = call_of(
@@ -267,6 +265,20 @@ class Evaluator:
         ticket = self.admit(call.trace_id, call.facts)  # neither blocks nor raises
         if not ticket:  # not selected, sampled out or refused (counted): its chunks are never read
             return False
+        return self._submit(ticket, call, query, retrieved_content, actual_output)
+
+    def _submit(
+        self,
+        ticket: Ticket | Admission,
+        call: Call,
+        query: object,
+        retrieved_content: object,
+        actual_output: object,
+    ) -> bool:
+        """``record_interaction``'s admitted call: its chunks read (:func:`interaction_of_call`) and the
+        interaction handed to the worker through ``ticket``; a read that raises an ``Exception`` drops the
+        ticket ``capture_error`` (:meth:`_refuse_call`), any other ``BaseException`` (a generator of chunks
+        raising ``KeyboardInterrupt``) drops it and is re-raised."""
         try:
             interaction = interaction_of_call(
                 call, query=query, retrieved_content=retrieved_content, actual_output=actual_output
@@ -274,7 +286,7 @@ class Evaluator:
         except Exception as exc:  # never raise into the application
             self._refuse_call(exc, ticket)
             return False
-        except BaseException:  # a generator of chunks raising KeyboardInterrupt: the ticket closed, re-raised
+        except BaseException:
             ticket.drop("capture_error")
             raise
         return ticket.submit(interaction)  # neither blocks nor raises
