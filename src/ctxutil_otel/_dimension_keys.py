@@ -9,20 +9,16 @@ Prometheus label ``ctxutil_metadata_<key>`` (docs/slices.md). Its values leave t
 
 from __future__ import annotations
 
-import logging
 import math
 import numbers
 import re
 import sys
-import threading
 from collections.abc import Iterable
+
+from ._warn_once import warn_once
 
 __all__ = ["check_dimension_keys", "dimension_text", "dimension_value", "is_no_number", "metadata_dimension"]
 
-_log = logging.getLogger("ctxutil_otel")
-# metric_dimensions keys whose wrong-typed value was logged (a key is configured: the set stays small).
-_warned: set[str] = set()
-_warned_lock = threading.Lock()
 
 # A metric_dimensions key: part of an attribute name and, with . and - as _, of a Prometheus label.
 _DIMENSION_KEY = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
@@ -92,11 +88,8 @@ def metadata_dimension(key: str, value: object) -> str | int | float | bool | No
 
 
 def _warn_once(key: str, type_name: str) -> None:
-    with _warned_lock:
-        if key in _warned:
-            return
-        _warned.add(key)
-    _log.warning(
+    warn_once(
+        f"metric_dimensions:{key}",
         "ctxutil: metric_dimensions key %r has a value of type %s, which gives no dimension (strings, "
         "numbers and booleans do): results carry no ctxutil.metadata.%s for it (logged once per key)",
         key,

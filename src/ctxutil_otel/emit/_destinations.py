@@ -20,7 +20,7 @@ from opentelemetry.sdk.environment_variables import OTEL_SDK_DISABLED
 from opentelemetry.sdk.trace import SpanLimits
 from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider
 
-from .._fork import ForkSafeLock
+from .._warn_once import warn_once
 
 __all__ = [
     "flush_providers",
@@ -28,12 +28,9 @@ __all__ = [
     "resolved_providers",
     "sdk_disabled",
     "span_attribute_limit",
-    "warn_once",
 ]
 
 _log = logging.getLogger("ctxutil_otel")
-_warned: set[str] = set()
-_warned_lock = ForkSafeLock()  # a forked child gets a new one
 
 # The API's proxy meter and logger providers (what the globals are until set) are private classes;
 # without them only the public no-op providers are recognised.
@@ -115,15 +112,6 @@ def nowhere(
     if isinstance(logger, _NOOP_LOGGER_PROVIDERS):
         lost.append("logs")
     return lost
-
-
-def warn_once(key: str, message: str, *args: object) -> None:
-    """Log ``message`` at WARNING on ``ctxutil_otel`` the first time ``key`` is seen in this process."""
-    with _warned_lock:
-        if key in _warned:
-            return
-        _warned.add(key)
-    _log.warning(message, *args)
 
 
 def warn_if_nowhere(
