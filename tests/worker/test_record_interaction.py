@@ -833,3 +833,17 @@ def test_a_dimension_value_of_a_subclass_is_taken_as_the_plain_value(
     ]
     assert evaluator.stats().evaluated == 3
     evaluator.shutdown(5_000)
+
+
+def test_chunk_metadata_takes_the_values_a_dimension_takes(telemetry: Telemetry) -> None:
+    # A chunk's metadata {"page": numpy.int64(3)} was left out (only int, float, bool, str were kept), while
+    # the same value under metric_dimensions was a dimension: one rule now (dimension_value) for both.
+    evaluator = _evaluator(telemetry, chunk_metadata_keys=("page", "source", "score"))
+    chunk = {"text": CHUNKS[0], "metadata": {"page": numpy.int64(3), "source": "a.pdf", "score": [1]}}
+    args: dict[str, Any] = {"query": QUESTION, "actual_output": ANSWER}
+    assert evaluator.record_interaction(**args, retrieved_content=[chunk, *CHUNKS[1:]])
+    assert evaluator.force_flush(30_000)
+    (span,) = telemetry.spans(n.SPAN_EVALUATION)
+    found = {k: v for k, v in (span.attributes or {}).items() if k.startswith("ctxutil.chunks.0.metadata.")}
+    assert found == {"ctxutil.chunks.0.metadata.page": 3, "ctxutil.chunks.0.metadata.source": "a.pdf"}
+    evaluator.shutdown(5_000)

@@ -169,7 +169,8 @@ class RootAccounting:
     def _finished(self, root: RootRun, outputs: object, end_inputs: object) -> None:
         ticket = root.ticket
         documents: list[object] | None = None
-        calls = self._tool_calls(root)  # built once: whether its tool results count, then their chunks
+        # Built once, and only when an answering prompt may hold tool results (both readers need one).
+        calls = self._tool_calls(root) if root.llm_prompt is not None else {}
         if ticket is None:
             # Never retrieved. Captured only if its output carries documents (handler on the root only)
             # or its answering prompt holds tool results that count (``_tools.py``).

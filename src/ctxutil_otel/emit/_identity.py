@@ -3,11 +3,11 @@ evaluated service named by the evaluated spans' Resource (docs/telemetry.md). Al
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 
 from opentelemetry.util.types import AttributeValue
 
+from .._dimension_keys import dimension_value
 from .._interaction import Interaction
 from ._names import (
     CHUNK_ID,
@@ -83,19 +83,13 @@ def document_attributes(
 
 
 def _metadata_value(value: object, text: str | None) -> AttributeValue | None:
-    """A chunk metadata value as a plain ``str`` (cut), ``bool``, ``int`` or finite ``float``, else ``None``
-    (the text itself, an empty string, another type)."""
-    if isinstance(value, str):
-        plain = str.__str__(value)
-        return None if not plain or plain == text else truncate(plain, CHUNK_LABEL_MAX_CHARS)
-    if isinstance(value, bool):
-        return bool.__bool__(value)
-    if isinstance(value, int):
-        return int.__index__(value)
-    if isinstance(value, float):
-        number = float.__float__(value)
-        return number if math.isfinite(number) else None
-    return None
+    """A chunk metadata value as a dimension value is taken (:func:`dimension_value`: the plain ``str``,
+    ``bool``, ``int`` or finite ``float``, numpy's numbers included), a string cut to
+    :data:`CHUNK_LABEL_MAX_CHARS`; ``None`` for the chunk's text itself and what gives no dimension."""
+    found = dimension_value(value)
+    if isinstance(found, str):
+        return None if found == text else truncate(found, CHUNK_LABEL_MAX_CHARS)
+    return found
 
 
 def evaluated_service_attributes(interaction: Interaction) -> dict[str, AttributeValue]:
