@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator, Mapping
 
 import pytest
 
+from ctxutil_otel import ContextualUtilization, Evaluator
+from ctxutil_otel.judges import ChunkVerdict, JudgeResult
 from tests.support.telemetry import Telemetry
 from tests.support.telemetry import telemetry as telemetry  # the fixture
 
@@ -96,4 +98,51 @@ def test_a_user_object_raising_a_base_exception_fails_one_evaluation_and_the_wor
     records = [r.getMessage() for r in caplog.records]
     records += ["".join(traceback.format_exception(*r.exc_info)) for r in caplog.records if r.exc_info]
     assert not [text for text in records if "zq8y" in text]
+    evaluator.shutdown(5_000)
+
+
+class _JudgeThatExits:
+    """A user's judge raising ``SystemExit`` and then a ``CancelledError`` nobody asked for, then judging
+    every chunk relevant and used (the metric catches a judge's ``Exception``, not these)."""
+
+    name = "exits"
+    model = None
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def judge(self, query: str, answer: str, chunks: list[str], *, reasons: bool = True) -> JudgeResult:
+        self.calls += 1
+        if self.calls == 1:
+            raise SystemExit(MARKER)
+        if self.calls == 2:
+            raise asyncio.CancelledError(MARKER)
+        return JudgeResult(
+            verdicts=[ChunkVerdict(index=i, is_relevant=True, is_utilized=True) for i in range(len(chunks))]
+        )
+
+
+def test_a_judge_raising_system_exit_fails_that_evaluation_and_the_worker_goes_on(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    evaluator = Evaluator(
+        ContextualUtilization(judge=_JudgeThatExits()),
+        emitter=telemetry.emitter(),
+        sample_rate=1.0,
+        max_evaluations_per_second=0,
+        max_concurrency=1,
+    )
+    with caplog.at_level(logging.DEBUG):
+        for _ in range(4):
+            evaluator.record_interaction(query=QUESTION, retrieved_content=[TEXT], actual_output=ANSWER)
+        assert evaluator.force_flush(30_000)  # before: the worker's loop had stopped, nothing finished
+    stats = evaluator.stats()
+    # SystemExit: the judge's failure, its class in the explanation (it ran in wait_for's task, where it
+    # stopped the event loop); a CancelledError nobody asked for: the engine's, logged by class and place.
+    assert (stats.evaluated, stats.failed, stats.dropped) == (2, {"_OTHER": 1, "internal_error": 1}, {}), (
+        stats
+    )
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert any("CancelledError at " in text for text in errors)
+    assert not [r for r in caplog.records if "zq8y" in r.getMessage() or r.exc_info]
     evaluator.shutdown(5_000)

@@ -415,9 +415,11 @@ class Emitter:
             _log.warning("emitting %s failed (logged once): %s", key, error_origin(exc))
 
     def _guard(self, key: str, action: Callable[[], object]) -> None:
+        """``action()``; whatever it raises (any class: a user's chunk object may raise ``SystemExit``, and
+        emission awaits nothing, so no ``CancelledError`` is ours) skips that part (:meth:`_on_error`)."""
         try:
             action()
-        except Exception as exc:
+        except BaseException as exc:
             self._on_error(key, exc)
 
     def _evaluated_span_context(self, interaction: Interaction) -> SpanContext:

@@ -382,10 +382,7 @@ class Engine:
                 self._finish(entry, ("dropped", "shutdown"))  # a no-op when shutdown already counted it
                 raise
             self._failed_unexpectedly(entry, exc)  # a user object's own CancelledError
-        except Exception:  # pragma: no cover - defensive: the accounting must still close
-            _log.exception("ctxutil evaluator: unexpected error evaluating an interaction")
-            self._finish(entry, ("failed", "internal_error"))
-        except BaseException as exc:  # pragma: no cover - defensive: a user object's SystemExit elsewhere
+        except BaseException as exc:  # the accounting must still close, and the worker go on
             self._failed_unexpectedly(entry, exc)
         finally:
             semaphore.release()
@@ -393,14 +390,18 @@ class Engine:
                 self._throttle.finished(running=len(self._in_flight))
 
     def _failed_unexpectedly(self, entry: Ticket, exc: BaseException) -> None:
-        """A ``BaseException`` that is not ours left an evaluation (a user object read while converting or
-        emitting raised ``KeyboardInterrupt``, ``SystemExit`` or ``CancelledError``: on this thread only a
-        user object raises them): counted ``failed``/``internal_error`` and logged by its class and where
-        it was raised, never its message; the worker goes on (let out, it stopped the loop for good)."""
-        _log.error(
-            "ctxutil evaluator: evaluating an interaction raised %s (counted failed internal_error)",
-            error_origin(exc),
-        )
+        """An evaluation that raised: counted ``failed``/``internal_error``; the worker goes on (let out, a
+        ``SystemExit`` stopped the loop for good). An ``Exception`` is a bug of ours (the judge's and the
+        input's are caught where they run): logged with its traceback, for a report. Any other
+        (``KeyboardInterrupt``, ``SystemExit``, a ``CancelledError`` not asked for: on this thread only a
+        user's object or judge raises them) by its class and where it was raised, never its message."""
+        if isinstance(exc, Exception):
+            _log.error("ctxutil evaluator: unexpected error evaluating an interaction", exc_info=exc)
+        else:
+            _log.error(
+                "ctxutil evaluator: evaluating an interaction raised %s (counted failed internal_error)",
+                error_origin(exc),
+            )
         self._finish(entry, ("failed", "internal_error"))
 
     async def _evaluate_entry(self, entry: Ticket) -> None:

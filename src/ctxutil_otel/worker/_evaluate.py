@@ -11,6 +11,7 @@ shutdown cancels the evaluation).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach, set_value
 
@@ -35,16 +36,35 @@ async def evaluate_item(
     token = attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
     chunks = len(item.retrieved_content)
     try:
-        return await asyncio.wait_for(metric.execute(item), timeout_s)
+        return await asyncio.wait_for(_contained(metric.execute(item)), timeout_s)
     except asyncio.TimeoutError:
         return info.failure(
             "timeout", f"Evaluation timed out after {timeout_s:g} s.", total_chunks=chunks, item_id=item.id
         )
     except Exception as exc:  # execute() handles judge errors; anything else is still counted
-        explanation = f"Evaluation raised ({type(exc).__name__})."
+        name = exc.name if isinstance(exc, _Exited) else type(exc).__name__
+        explanation = f"Evaluation raised ({name})."
         return info.failure(ERROR_TYPE_OTHER, explanation, total_chunks=chunks, item_id=item.id)
     finally:
         detach(token)
+
+
+class _Exited(Exception):
+    """A judge raised ``KeyboardInterrupt`` or ``SystemExit`` (``name``): carried as an ``Exception``."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+async def _contained(run: Awaitable[MetricEvaluationResult]) -> MetricEvaluationResult:
+    """``await run``, a user's judge's ``KeyboardInterrupt`` or ``SystemExit`` raised as :class:`_Exited`
+    (its class only): ``wait_for`` runs ``run`` as a task, and a task that raises either stops the whole
+    event loop, the worker with it, for every later interaction."""
+    try:
+        return await run
+    except (KeyboardInterrupt, SystemExit) as exc:
+        raise _Exited(type(exc).__name__) from None
 
 
 def convert(interaction: Interaction, info: MetricInfo) -> DatasetItem | MetricEvaluationResult | Rejection:
